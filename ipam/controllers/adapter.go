@@ -1,0 +1,130 @@
+package controllers
+
+import (
+	"context"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/cluster-api/util/annotations"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"sigs.k8s.io/cluster-api-ipam-provider-in-cluster/pkg/ipamutil"
+	ipampredicates "sigs.k8s.io/cluster-api-ipam-provider-in-cluster/pkg/predicates"
+
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolref"
+)
+
+// unboundClaimsByPool indexes claims that wait for an address by the pool
+// they wait on, so freeing an address wakes exactly those claims.
+const unboundClaimsByPool = "metal-vrf.ipam/unbound-claims-by-pool"
+
+// ProviderAdapter plugs this provider into ipamutil.ClaimReconciler, which
+// drives the claim lifecycle of the CAPI IPAM contract (finalizers, owner
+// references, the IPAddress object, addressRef).
+type ProviderAdapter struct {
+	client      client.Client
+	reader      client.Reader
+	recorder    record.EventRecorder
+	registry    *registry
+	concurrency int
+	// freed carries a pool each time one of its addresses is released.
+	freed chan event.GenericEvent
+}
+
+var _ ipamutil.ProviderAdapter = &ProviderAdapter{}
+
+// SetupWithManager adds the claim watches: claims of our pool kinds, their
+// IPAddresses, and the two wake-ups for claims that wait for an address (a
+// pool that changed or unpaused, and an address that was released).
+func (a *ProviderAdapter) SetupWithManager(_ context.Context, b *ctrl.Builder) error {
+	ourKinds := func(refersTo func(metav1.GroupKind) predicate.Funcs) predicate.Predicate {
+		return predicate.Or(
+			refersTo(metav1.GroupKind{Group: v1alpha1.GroupVersion.Group, Kind: v1alpha1.MetalVRFIPPoolKind}),
+			refersTo(metav1.GroupKind{Group: v1alpha1.GroupVersion.Group, Kind: v1alpha1.GlobalMetalVRFIPPoolKind}),
+		)
+	}
+	wakeWaiting := handler.EnqueueRequestsFromMapFunc(a.unboundClaimsOf)
+	poolChanged := builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, unpaused()))
+
+	b.For(&ipamv1.IPAddressClaim{}, builder.WithPredicates(ourKinds(ipampredicates.ClaimReferencesPoolKind))).
+		Owns(&ipamv1.IPAddress{}, builder.WithPredicates(ourKinds(ipampredicates.AddressReferencesPoolKind))).
+		Watches(&v1alpha1.MetalVRFIPPool{}, wakeWaiting, poolChanged).
+		Watches(&v1alpha1.GlobalMetalVRFIPPool{}, wakeWaiting, poolChanged).
+		WatchesRawSource(source.Channel(a.freed, wakeWaiting)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: a.concurrency})
+	return nil
+}
+
+// ClaimHandlerFor returns the handler for one claim.
+func (a *ProviderAdapter) ClaimHandlerFor(_ client.Client, claim *ipamv1.IPAddressClaim) ipamutil.ClaimHandler {
+	return &claimHandler{ProviderAdapter: a, claim: claim}
+}
+
+// notifyFreed wakes the claims waiting on a pool. It never blocks a
+// reconcile: when the channel is full a wake-up for the pool is already
+// queued, and one is all it takes.
+func (a *ProviderAdapter) notifyFreed(key poolref.Key) {
+	pool, _ := poolref.New(key.Kind)
+	pool.SetNamespace(key.Namespace)
+	pool.SetName(key.Name)
+	select {
+	case a.freed <- event.GenericEvent{Object: pool}:
+	default:
+	}
+}
+
+// unboundClaimsOf maps a pool to the claims waiting on it.
+func (a *ProviderAdapter) unboundClaimsOf(ctx context.Context, obj client.Object) []reconcile.Request {
+	pool, ok := obj.(v1alpha1.Pool)
+	if !ok {
+		return nil
+	}
+	var claims ipamv1.IPAddressClaimList
+	if err := a.client.List(ctx, &claims, client.MatchingFields{unboundClaimsByPool: poolref.KeyOf(pool).String()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing the claims waiting on a pool", "pool", poolref.KeyOf(pool).String())
+		return nil
+	}
+	requests := make([]reconcile.Request, 0, len(claims.Items))
+	for i := range claims.Items {
+		requests = append(requests, reconcile.Request{NamespacedName: types.NamespacedName{
+			Namespace: claims.Items[i].Namespace, Name: claims.Items[i].Name,
+		}})
+	}
+	return requests
+}
+
+// indexUnboundClaim indexes a claim of our pools that holds no address yet.
+func indexUnboundClaim(obj client.Object) []string {
+	claim, ok := obj.(*ipamv1.IPAddressClaim)
+	if !ok || claim.Status.AddressRef.Name != "" || !claim.DeletionTimestamp.IsZero() {
+		return nil
+	}
+	key, ok := poolref.For(claim.Spec.PoolRef, claim.Namespace)
+	if !ok {
+		return nil
+	}
+	return []string{key.String()}
+}
+
+// unpaused passes updates that remove the paused annotation.
+func unpaused() predicate.Funcs {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return annotations.HasPaused(e.ObjectOld) && !annotations.HasPaused(e.ObjectNew)
+		},
+		CreateFunc:  func(event.CreateEvent) bool { return true },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+}

@@ -1,0 +1,199 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"sigs.k8s.io/cluster-api-ipam-provider-in-cluster/pkg/ipamutil"
+
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolref"
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/cidr"
+)
+
+// Claim condition reasons beyond CAPI's own.
+const (
+	// claimBoundReason: the claim holds an address.
+	claimBoundReason = "Bound"
+)
+
+// releaseRetryDelay is how long to wait for an IPAddress held by a foreign
+// finalizer before checking again whether it is gone.
+const releaseRetryDelay = 5 * time.Second
+
+// claimHandler serves one IPAddressClaim for ipamutil.ClaimReconciler: it
+// finds the pool, hands out the address through the registry, and keeps the
+// claim's Ready condition saying where the claim stands.
+type claimHandler struct {
+	*ProviderAdapter
+	claim *ipamv1.IPAddressClaim
+	pool  v1alpha1.Pool
+}
+
+var _ ipamutil.ClaimHandler = &claimHandler{}
+
+// FetchPool reads the claim's pool from the cache.
+func (h *claimHandler) FetchPool(ctx context.Context) (client.Object, *ctrl.Result, error) {
+	key, ok := poolref.For(h.claim.Spec.PoolRef, h.claim.Namespace)
+	if !ok {
+		return nil, nil, reconcile.TerminalError(fmt.Errorf("claim names pool kind %q, which this provider does not serve", h.claim.Spec.PoolRef.Kind))
+	}
+	pool, _ := poolref.New(key.Kind)
+	if err := h.client.Get(ctx, key.ObjectKey(), pool); err != nil {
+		if apierrors.IsNotFound(err) && h.claim.DeletionTimestamp.IsZero() {
+			// The pool watch picks the claim up again when the pool appears.
+			h.setNotReady(ipamv1.IPAddressClaimReadyPoolNotReadyReason, "%s %q not found", key.Kind, key.Name)
+		}
+		return nil, nil, err
+	}
+	pool.GetObjectKind().SetGroupVersionKind(v1alpha1.GroupVersion.WithKind(key.Kind))
+	h.pool = pool
+	return pool, nil, nil
+}
+
+// EnsureAddress fills the claim's IPAddress. An IPAddress that already exists
+// keeps its address; otherwise the registry hands out the lowest free one.
+//
+// A claim the pool cannot serve now (exhausted, or a spec that does not
+// resolve) fails with a terminal error: that stops ipamutil from creating an
+// empty IPAddress and stops controller-runtime from retrying in a loop. The
+// claim is picked up again when an address of the pool is released or the
+// pool changes (see ProviderAdapter.SetupWithManager).
+func (h *claimHandler) EnsureAddress(ctx context.Context, address *ipamv1.IPAddress) (*ctrl.Result, error) {
+	if address.Spec.Address != "" {
+		ip, err := netip.ParseAddr(address.Spec.Address)
+		if err == nil {
+			err = h.registry.adopt(ctx, h.pool, client.ObjectKeyFromObject(h.claim), ip)
+		}
+		if err != nil {
+			h.setNotReady(ipamv1.IPAddressClaimReadyAllocationFailedReason, "IPAddress %s: %v", address.Name, err)
+			return nil, reconcile.TerminalError(err)
+		}
+		h.setBound(address.Spec.Address)
+		return nil, nil
+	}
+
+	if !h.pool.GetDeletionTimestamp().IsZero() {
+		err := fmt.Errorf("%s %q is being deleted", poolref.KindOf(h.pool), h.pool.GetName())
+		h.setNotReady(ipamv1.IPAddressClaimReadyPoolNotReadyReason, "%v", err)
+		return nil, reconcile.TerminalError(err)
+	}
+
+	ip, subnet, err := h.registry.acquire(ctx, h.pool, client.ObjectKeyFromObject(h.claim))
+	switch {
+	case errors.Is(err, cidr.ErrExhausted):
+		h.setNotReady(ipamv1.IPAddressClaimReadyPoolExhaustedReason,
+			"%s %q has no free address; the claim is served as soon as one is released or the pool grows", poolref.KindOf(h.pool), h.pool.GetName())
+		h.recorder.Eventf(h.claim, corev1.EventTypeWarning, ipamv1.IPAddressClaimReadyPoolExhaustedReason,
+			"%s %q has no free address", poolref.KindOf(h.pool), h.pool.GetName())
+		allocationsTotal.WithLabelValues(poolref.KindOf(h.pool), "exhausted").Inc()
+		return nil, reconcile.TerminalError(err)
+	case errors.Is(err, errPoolNotReady):
+		h.setNotReady(ipamv1.IPAddressClaimReadyPoolNotReadyReason, "%s %q cannot serve claims: %v", poolref.KindOf(h.pool), h.pool.GetName(), err)
+		return nil, reconcile.TerminalError(err)
+	case err != nil:
+		h.setNotReady(ipamv1.IPAddressClaimReadyAllocationFailedReason, "%v", err)
+		allocationsTotal.WithLabelValues(poolref.KindOf(h.pool), "failed").Inc()
+		return nil, err
+	}
+
+	address.Spec.Address = ip.String()
+	address.Spec.Prefix = ptr.To(int32(subnet.Prefix.Bits()))
+	if subnet.Gateway.IsValid() {
+		address.Spec.Gateway = subnet.Gateway.String()
+	}
+	allocationsTotal.WithLabelValues(poolref.KindOf(h.pool), "allocated").Inc()
+	h.setBound(address.Spec.Address)
+	return nil, nil
+}
+
+// ReleaseAddress deletes the claim's IPAddress itself and frees the address
+// only once the API server confirms it is gone, so an address never has two
+// IPAddresses at once. ipamutil's own cleanup then finds nothing left to do.
+func (h *claimHandler) ReleaseAddress(ctx context.Context) (*ctrl.Result, error) {
+	key, ok := poolref.For(h.claim.Spec.PoolRef, h.claim.Namespace)
+	if !ok {
+		return nil, nil
+	}
+
+	gone, err := h.deleteAddress(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !gone {
+		ctrl.LoggerFrom(ctx).Info("Waiting for the IPAddress to go before releasing its address", "IPAddress", h.claim.Name)
+		return &ctrl.Result{RequeueAfter: releaseRetryDelay}, nil
+	}
+	if h.registry.release(key, client.ObjectKeyFromObject(h.claim)) {
+		allocationsTotal.WithLabelValues(key.Kind, "released").Inc()
+		h.notifyFreed(key)
+	}
+	return nil, nil
+}
+
+// deleteAddress deletes the claim's IPAddress if it belongs to the claim's
+// pool, and reports whether it no longer exists. It reads through the API
+// server, not the cache, because a stale "not found" would free an address
+// that still has an IPAddress.
+func (h *claimHandler) deleteAddress(ctx context.Context) (bool, error) {
+	address := &ipamv1.IPAddress{}
+	err := h.reader.Get(ctx, client.ObjectKeyFromObject(h.claim), address)
+	switch {
+	case apierrors.IsNotFound(err):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("reading IPAddress %s: %w", h.claim.Name, err)
+	case address.Spec.ClaimRef.Name != h.claim.Name:
+		return true, nil // not this claim's: leave it alone
+	}
+
+	patch := client.MergeFrom(address.DeepCopy())
+	if controllerutil.RemoveFinalizer(address, ipamutil.ProtectAddressFinalizer) {
+		if err := h.client.Patch(ctx, address, patch); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+	}
+	err = h.client.Delete(ctx, address, client.Preconditions{UID: &address.UID})
+	if apierrors.IsNotFound(err) {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("deleting IPAddress %s: %w", address.Name, err)
+	}
+	// Delete returns before removal only while other finalizers hold the object.
+	return len(address.Finalizers) == 0, nil
+}
+
+func (h *claimHandler) setBound(address string) {
+	conditions.Set(h.claim, metav1.Condition{
+		Type:               ipamv1.IPAddressClaimReadyCondition,
+		Status:             metav1.ConditionTrue,
+		Reason:             claimBoundReason,
+		Message:            fmt.Sprintf("Bound to %s", address),
+		ObservedGeneration: h.claim.Generation,
+	})
+}
+
+func (h *claimHandler) setNotReady(reason, format string, args ...any) {
+	conditions.Set(h.claim, metav1.Condition{
+		Type:               ipamv1.IPAddressClaimReadyCondition,
+		Status:             metav1.ConditionFalse,
+		Reason:             reason,
+		Message:            fmt.Sprintf(format, args...),
+		ObservedGeneration: h.claim.Generation,
+	})
+}

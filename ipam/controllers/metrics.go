@@ -1,0 +1,27 @@
+package controllers
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+var (
+	// allocationsTotal counts what happened to claims, by pool kind and outcome
+	// (allocated, released, exhausted, failed).
+	allocationsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "metal_vrf_ipam_allocations_total",
+		Help: "Address allocations and releases by pool kind and outcome.",
+	}, []string{"kind", "outcome"})
+
+	// poolAddresses exposes each pool's counts so utilization can be graphed
+	// and alerted on. IPv6-sized counts are reported as float64, which is
+	// exact up to 2^53 and close enough beyond for a gauge.
+	poolAddresses = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "metal_vrf_ipam_pool_addresses",
+		Help: "Addresses of a pool by state (total, used, free, out_of_range).",
+	}, []string{"kind", "namespace", "name", "state"})
+)
+
+func init() {
+	metrics.Registry.MustRegister(allocationsTotal, poolAddresses)
+}

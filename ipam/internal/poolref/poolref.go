@@ -1,0 +1,77 @@
+// Package poolref names this provider's pools the way claims and IPAddresses
+// refer to them, so the controllers and the webhook agree on which objects
+// belong to which pool.
+package poolref
+
+import (
+	"k8s.io/apimachinery/pkg/types"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
+)
+
+// Key names a pool across both kinds; Namespace is empty for a global pool.
+type Key struct {
+	Kind      string
+	Namespace string
+	Name      string
+}
+
+// ObjectKey is the key to read the pool with.
+func (k Key) ObjectKey() types.NamespacedName {
+	return types.NamespacedName{Namespace: k.Namespace, Name: k.Name}
+}
+
+func (k Key) String() string {
+	if k.Namespace == "" {
+		return k.Kind + "/" + k.Name
+	}
+	return k.Kind + "/" + k.Namespace + "/" + k.Name
+}
+
+// New returns an empty pool of the given kind, or false for a kind this
+// provider does not serve.
+func New(kind string) (v1alpha1.Pool, bool) {
+	switch kind {
+	case v1alpha1.MetalVRFIPPoolKind:
+		return &v1alpha1.MetalVRFIPPool{}, true
+	case v1alpha1.GlobalMetalVRFIPPoolKind:
+		return &v1alpha1.GlobalMetalVRFIPPool{}, true
+	}
+	return nil, false
+}
+
+// KindOf returns a pool's kind from its Go type: objects read from the cache
+// may carry no TypeMeta.
+func KindOf(pool v1alpha1.Pool) string {
+	if _, global := pool.(*v1alpha1.GlobalMetalVRFIPPool); global {
+		return v1alpha1.GlobalMetalVRFIPPoolKind
+	}
+	return v1alpha1.MetalVRFIPPoolKind
+}
+
+// KeyOf names a pool.
+func KeyOf(pool v1alpha1.Pool) Key {
+	return Key{Kind: KindOf(pool), Namespace: pool.GetNamespace(), Name: pool.GetName()}
+}
+
+// For names the pool that a claim or an IPAddress in namespace refers to, or
+// returns false when the reference names another provider's pool.
+func For(ref ipamv1.IPPoolReference, namespace string) (Key, bool) {
+	if ref.APIGroup != v1alpha1.GroupVersion.Group {
+		return Key{}, false
+	}
+	switch ref.Kind {
+	case v1alpha1.MetalVRFIPPoolKind:
+		return Key{Kind: ref.Kind, Namespace: namespace, Name: ref.Name}, true
+	case v1alpha1.GlobalMetalVRFIPPoolKind:
+		return Key{Kind: ref.Kind, Name: ref.Name}, true
+	}
+	return Key{}, false
+}
+
+// AddressBelongsTo reports whether an IPAddress was allocated from pool.
+func AddressBelongsTo(address *ipamv1.IPAddress, pool v1alpha1.Pool) bool {
+	key, ok := For(address.Spec.PoolRef, address.Namespace)
+	return ok && key == KeyOf(pool)
+}

@@ -1,0 +1,133 @@
+// Package webhooks validates pools before they reach the API server, with the
+// same rules the controllers apply (ipam/internal/poolspace), plus the rules
+// that need the cluster's state: an update must keep every address in use,
+// and a pool with addresses in use cannot be deleted.
+package webhooks
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolref"
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolspace"
+)
+
+// +kubebuilder:webhook:path=/validate-ipam-cluster-x-k8s-io-v1alpha1-metalvrfippool,mutating=false,failurePolicy=fail,sideEffects=None,groups=ipam.cluster.x-k8s.io,resources=metalvrfippools,verbs=create;update;delete,versions=v1alpha1,name=validation.metalvrfippool.ipam.cluster.x-k8s.io,admissionReviewVersions=v1
+// +kubebuilder:webhook:path=/validate-ipam-cluster-x-k8s-io-v1alpha1-globalmetalvrfippool,mutating=false,failurePolicy=fail,sideEffects=None,groups=ipam.cluster.x-k8s.io,resources=globalmetalvrfippools,verbs=create;update;delete,versions=v1alpha1,name=validation.globalmetalvrfippool.ipam.cluster.x-k8s.io,admissionReviewVersions=v1
+
+// maxListed bounds how many offending addresses a rejection spells out.
+const maxListed = 5
+
+// SetupWithManager registers the validating webhooks of both pool kinds.
+func SetupWithManager(mgr ctrl.Manager) error {
+	if err := ctrl.NewWebhookManagedBy(mgr, &v1alpha1.MetalVRFIPPool{}).
+		WithValidator(&poolValidator[*v1alpha1.MetalVRFIPPool]{client: mgr.GetClient()}).
+		Complete(); err != nil {
+		return err
+	}
+	return ctrl.NewWebhookManagedBy(mgr, &v1alpha1.GlobalMetalVRFIPPool{}).
+		WithValidator(&poolValidator[*v1alpha1.GlobalMetalVRFIPPool]{client: mgr.GetClient()}).
+		Complete()
+}
+
+// poolValidator validates one pool kind.
+type poolValidator[T v1alpha1.Pool] struct {
+	client client.Reader
+}
+
+// ValidateCreate admits a pool whose spec resolves to an address space.
+func (v *poolValidator[T]) ValidateCreate(_ context.Context, pool T) (admission.Warnings, error) {
+	_, errs := poolspace.Resolve(pool.PoolSpec())
+	return nil, invalid(pool, errs)
+}
+
+// ValidateUpdate also requires every address in use to stay in the space:
+// an IPAddress cannot be taken back from a running machine.
+func (v *poolValidator[T]) ValidateUpdate(ctx context.Context, _, pool T) (admission.Warnings, error) {
+	space, errs := poolspace.Resolve(pool.PoolSpec())
+	if len(errs) > 0 {
+		return nil, invalid(pool, errs)
+	}
+	inUse, err := v.addressesOf(ctx, pool)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	var dropped []string
+	for _, address := range inUse {
+		if ip, err := netip.ParseAddr(address.Spec.Address); err == nil && !space.Contains(ip) {
+			dropped = append(dropped, fmt.Sprintf("%s (IPAddress %s/%s)", ip, address.Namespace, address.Name))
+		}
+	}
+	if len(dropped) > 0 {
+		return nil, invalid(pool, field.ErrorList{field.Forbidden(field.NewPath("spec", "addresses"),
+			fmt.Sprintf("the update removes %d addresses in use from the pool: %s", len(dropped), listSome(dropped)))})
+	}
+	return nil, nil
+}
+
+// ValidateDelete refuses to delete a pool with addresses in use, unless
+// clusterctl move or an admin's skip annotation says they live on elsewhere.
+func (v *poolValidator[T]) ValidateDelete(ctx context.Context, pool T) (admission.Warnings, error) {
+	annotations := pool.GetAnnotations()
+	if _, skip := annotations[v1alpha1.SkipDeleteValidationAnnotation]; skip {
+		return nil, nil
+	}
+	if _, move := annotations[clusterctlv1.DeleteForMoveAnnotation]; move {
+		return nil, nil
+	}
+	inUse, err := v.addressesOf(ctx, pool)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	if len(inUse) == 0 {
+		return nil, nil
+	}
+	names := make([]string, 0, len(inUse))
+	for _, address := range inUse {
+		names = append(names, fmt.Sprintf("%s (IPAddress %s/%s)", address.Spec.Address, address.Namespace, address.Name))
+	}
+	return nil, apierrors.NewForbidden(v1alpha1.GroupVersion.WithResource(strings.ToLower(poolref.KindOf(pool))+"s").GroupResource(), pool.GetName(),
+		fmt.Errorf("%d addresses of the pool are in use: %s; release their claims first, or set the annotation %s to delete anyway",
+			len(inUse), listSome(names), v1alpha1.SkipDeleteValidationAnnotation))
+}
+
+// addressesOf lists the IPAddresses allocated from pool.
+func (v *poolValidator[T]) addressesOf(ctx context.Context, pool T) ([]ipamv1.IPAddress, error) {
+	var list ipamv1.IPAddressList
+	if err := v.client.List(ctx, &list, client.InNamespace(pool.GetNamespace())); err != nil {
+		return nil, fmt.Errorf("listing IPAddresses: %w", err)
+	}
+	var owned []ipamv1.IPAddress
+	for i := range list.Items {
+		if poolref.AddressBelongsTo(&list.Items[i], pool) {
+			owned = append(owned, list.Items[i])
+		}
+	}
+	return owned, nil
+}
+
+func invalid(pool v1alpha1.Pool, errs field.ErrorList) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	return apierrors.NewInvalid(v1alpha1.GroupVersion.WithKind(poolref.KindOf(pool)).GroupKind(), pool.GetName(), errs)
+}
+
+// listSome joins the first few items and says how many more there are.
+func listSome(items []string) string {
+	if len(items) <= maxListed {
+		return strings.Join(items, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(items[:maxListed], ", "), len(items)-maxListed)
+}
