@@ -1,0 +1,229 @@
+package ipam
+
+import (
+	"fmt"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
+)
+
+const poolKind = v1alpha1.MetalVRFIPPoolKind
+
+var _ = Describe("Allocating addresses from a MetalVRFIPPool", func() {
+	var ns string
+	BeforeEach(func() { ns = newNamespace() })
+
+	It("hands out the lowest free addresses first, skipping the network address and the gateway", func() {
+		createPool(ns, "pool", poolSpec(24, "10.0.0.1", "10.0.0.0/24"))
+		want := []string{"10.0.0.2", "10.0.0.3", "10.0.0.4"}
+		for i, ip := range want {
+			claim := createClaim(ns, fmt.Sprintf("claim-%d", i), poolKind, "pool")
+			address := boundAddress(claim) // one at a time, so the order is defined
+			Expect(address.Spec.Address).To(Equal(ip))
+			Expect(address.Spec.Prefix).To(Equal(ptr.To[int32](24)))
+			Expect(address.Spec.Gateway).To(Equal("10.0.0.1"))
+			Expect(address.Spec.ClaimRef.Name).To(Equal(claim.Name))
+			Expect(address.Spec.PoolRef).To(Equal(claim.Spec.PoolRef))
+			Expect(metav1.IsControlledBy(address, claim)).To(BeTrue(), "the claim controls its IPAddress")
+			Expect(controllerutil.ContainsFinalizer(address, "ipam.cluster.x-k8s.io/ProtectAddress")).To(BeTrue())
+			Expect(controllerutil.ContainsFinalizer(claim, "ipam.cluster.x-k8s.io/ReleaseAddress")).To(BeTrue())
+			cond := readyCondition(claim)
+			Expect(cond).NotTo(BeNil())
+			Expect(cond.Status).To(Equal(metav1.ConditionTrue))
+			Expect(cond.Message).To(ContainSubstring(ip))
+		}
+	})
+
+	It("never hands out the network and broadcast addresses unless asked to", func() {
+		createPool(ns, "small", poolSpec(30, "", "10.0.1.0/30"))
+		spec := poolSpec(30, "", "10.0.2.0/30")
+		spec.AllocateReservedIPAddresses = true
+		createPool(ns, "all", spec)
+
+		var small, all []string
+		for i := range 4 {
+			all = append(all, boundAddress(createClaim(ns, fmt.Sprintf("all-%d", i), poolKind, "all")).Spec.Address)
+		}
+		for i := range 2 {
+			small = append(small, boundAddress(createClaim(ns, fmt.Sprintf("small-%d", i), poolKind, "small")).Spec.Address)
+		}
+		Expect(all).To(Equal([]string{"10.0.2.0", "10.0.2.1", "10.0.2.2", "10.0.2.3"}))
+		Expect(small).To(Equal([]string{"10.0.1.1", "10.0.1.2"}))
+
+		third := createClaim(ns, "small-2", poolKind, "small")
+		Eventually(func() string { return reasonOf(third) }).Should(Equal(ipamv1.IPAddressClaimReadyPoolExhaustedReason))
+	})
+
+	It("skips excluded addresses", func() {
+		spec := poolSpec(24, "10.0.3.1", "10.0.3.10-10.0.3.14")
+		spec.ExcludedAddresses = []string{"10.0.3.10", "10.0.3.12/31"}
+		createPool(ns, "pool", spec)
+		var got []string
+		for i := range 2 {
+			got = append(got, boundAddress(createClaim(ns, fmt.Sprintf("c-%d", i), poolKind, "pool")).Spec.Address)
+		}
+		Expect(got).To(Equal([]string{"10.0.3.11", "10.0.3.14"}))
+	})
+
+	It("serves IPv6, skipping the subnet-router anycast address and the gateway", func() {
+		createPool(ns, "v6", poolSpec(64, "fd00:1::1", "fd00:1::/64"))
+		first := boundAddress(createClaim(ns, "a", poolKind, "v6"))
+		second := boundAddress(createClaim(ns, "b", poolKind, "v6"))
+		Expect(first.Spec.Address).To(Equal("fd00:1::2"))
+		Expect(second.Spec.Address).To(Equal("fd00:1::3"))
+		Expect(first.Spec.Prefix).To(Equal(ptr.To[int32](64)))
+		Expect(first.Spec.Gateway).To(Equal("fd00:1::1"))
+
+		pool := &v1alpha1.MetalVRFIPPool{}
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "v6"}, pool)).To(Succeed())
+			g.Expect(pool.Status.IPAddresses).NotTo(BeNil())
+			g.Expect(pool.Status.IPAddresses.Used).To(BeEquivalentTo(2))
+		}).Should(Succeed())
+		// 2^64 addresses, less the anycast address and the gateway: beyond int64.
+		Expect(pool.Status.IPAddresses.Total).To(Equal("18446744073709551614"))
+		Expect(pool.Status.IPAddresses.Free).To(Equal("18446744073709551612"))
+	})
+
+	It("reports exhaustion on the claim and serves it as soon as an address is released, without retrying in a loop", func() {
+		createPool(ns, "pair", poolSpec(24, "", "10.0.4.10-10.0.4.11"))
+		first := createClaim(ns, "first", poolKind, "pair")
+		boundAddress(first)
+		boundAddress(createClaim(ns, "second", poolKind, "pair"))
+
+		exhaustedBefore := allocationOutcomes("exhausted")
+		waiting := createClaim(ns, "waiting", poolKind, "pair")
+		Eventually(func() string { return reasonOf(waiting) }).Should(Equal(ipamv1.IPAddressClaimReadyPoolExhaustedReason))
+		Expect(readyCondition(waiting).Message).To(ContainSubstring(`MetalVRFIPPool "pair" has no free address`))
+
+		// With no wake-up, a waiting claim is not reconciled again: a claim
+		// stuck in a retry loop would keep counting here.
+		Consistently(func() float64 { return allocationOutcomes("exhausted") - exhaustedBefore }, "3s", "100ms").
+			Should(BeNumerically("<=", 3))
+
+		deleteAndWait(first)
+		Expect(boundAddress(waiting).Spec.Address).To(Equal("10.0.4.10"))
+		Expect(readyCondition(waiting).Status).To(Equal(metav1.ConditionTrue))
+	})
+
+	It("releases the address when its claim is deleted and hands it out again", func() {
+		createPool(ns, "pool", poolSpec(24, "", "10.0.5.0/24"))
+		a := createClaim(ns, "a", poolKind, "pool")
+		addressA := boundAddress(a)
+		boundAddress(createClaim(ns, "b", poolKind, "pool"))
+
+		deleteAndWait(a)
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(addressA), &ipamv1.IPAddress{})).NotTo(Succeed(), "the IPAddress goes with its claim")
+		c := createClaim(ns, "c", poolKind, "pool")
+		Expect(boundAddress(c).Spec.Address).To(Equal(addressA.Spec.Address), "the lowest free address is the released one")
+	})
+
+	It("serves a claim that names a pool created after it", func() {
+		claim := createClaim(ns, "early", poolKind, "late")
+		Eventually(func() string { return reasonOf(claim) }).Should(Equal(ipamv1.IPAddressClaimReadyPoolNotReadyReason))
+		createPool(ns, "late", poolSpec(24, "", "10.0.6.0/24"))
+		Expect(boundAddress(claim).Spec.Address).To(Equal("10.0.6.1"))
+	})
+
+	It("waits while the claim's Cluster is paused and serves it once unpaused", func() {
+		createPool(ns, "pool", poolSpec(24, "", "10.0.7.0/24"))
+		cluster := &clusterv1.Cluster{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "paused"},
+			Spec:       clusterv1.ClusterSpec{Paused: ptr.To(true)},
+		}
+		Expect(k8s.Create(ctx, cluster)).To(Succeed())
+		claim := newClaim(ns, "claim", poolKind, "pool")
+		claim.Spec.ClusterName = cluster.Name
+		Expect(k8s.Create(ctx, claim)).To(Succeed())
+
+		Consistently(func() string {
+			Expect(k8s.Get(ctx, client.ObjectKeyFromObject(claim), claim)).To(Succeed())
+			return claim.Status.AddressRef.Name
+		}, "2s", "100ms").Should(BeEmpty())
+
+		patch := client.MergeFrom(cluster.DeepCopy())
+		cluster.Spec.Paused = ptr.To(false)
+		Expect(k8s.Patch(ctx, cluster, patch)).To(Succeed())
+		Expect(boundAddress(claim).Spec.Address).To(Equal("10.0.7.1"))
+	})
+
+	It("waits while the pool is paused", func() {
+		pool := createPool(ns, "pool", poolSpec(24, "", "10.0.8.0/24"))
+		patch := client.MergeFrom(pool.DeepCopy())
+		pool.Annotations = map[string]string{clusterv1.PausedAnnotation: ""}
+		Expect(k8s.Patch(ctx, pool, patch)).To(Succeed())
+
+		claim := createClaim(ns, "claim", poolKind, "pool")
+		Consistently(func() string {
+			Expect(k8s.Get(ctx, client.ObjectKeyFromObject(claim), claim)).To(Succeed())
+			return claim.Status.AddressRef.Name
+		}, "2s", "100ms").Should(BeEmpty())
+
+		patch = client.MergeFrom(pool.DeepCopy())
+		delete(pool.Annotations, clusterv1.PausedAnnotation)
+		Expect(k8s.Patch(ctx, pool, patch)).To(Succeed())
+		Expect(boundAddress(claim).Spec.Address).To(Equal("10.0.8.1"))
+	})
+
+	It("skips a claim whose Cluster does not exist, and still releases it on deletion", func() {
+		createPool(ns, "pool", poolSpec(24, "", "10.0.9.0/24"))
+		bound := createClaim(ns, "bound", poolKind, "pool")
+		boundAddress(bound)
+
+		orphan := newClaim(ns, "orphan", poolKind, "pool")
+		orphan.Spec.ClusterName = "no-such-cluster"
+		Expect(k8s.Create(ctx, orphan)).To(Succeed())
+		Consistently(func() string {
+			Expect(k8s.Get(ctx, client.ObjectKeyFromObject(orphan), orphan)).To(Succeed())
+			return orphan.Status.AddressRef.Name
+		}, "2s", "100ms").Should(BeEmpty())
+
+		// A claim bound before its Cluster went away is released all the same.
+		patch := client.MergeFrom(bound.DeepCopy())
+		bound.Labels = map[string]string{clusterv1.ClusterNameLabel: "gone"}
+		Expect(k8s.Patch(ctx, bound, patch)).To(Succeed())
+		deleteAndWait(bound)
+		deleteAndWait(orphan)
+	})
+
+	It("serves one GlobalMetalVRFIPPool to claims of several namespaces without duplicates", func() {
+		name := "global-" + ns
+		createGlobalPool(name, poolSpec(24, "10.1.0.1", "10.1.0.0/24"))
+		other := newNamespace()
+		seen := map[string]string{}
+		for i := range 3 {
+			for _, namespace := range []string{ns, other} {
+				claim := createClaim(namespace, fmt.Sprintf("c-%d", i), v1alpha1.GlobalMetalVRFIPPoolKind, name)
+				address := boundAddress(claim)
+				Expect(seen).NotTo(HaveKey(address.Spec.Address), "address handed out twice")
+				seen[address.Spec.Address] = namespace + "/" + claim.Name
+				Expect(address.Spec.Gateway).To(Equal("10.1.0.1"))
+			}
+		}
+		Expect(seen).To(HaveLen(6))
+		global := &v1alpha1.GlobalMetalVRFIPPool{}
+		Eventually(func() int64 {
+			Expect(k8s.Get(ctx, client.ObjectKey{Name: name}, global)).To(Succeed())
+			if global.Status.IPAddresses == nil {
+				return -1
+			}
+			return global.Status.IPAddresses.Used
+		}).Should(BeEquivalentTo(6))
+	})
+})
+
+// reasonOf returns the reason of the claim's Ready condition, or "".
+func reasonOf(claim *ipamv1.IPAddressClaim) string {
+	if cond := readyCondition(claim); cond != nil {
+		return cond.Reason
+	}
+	return ""
+}

@@ -1,0 +1,164 @@
+// Package ipam holds the IPAM provider's end-to-end suite: a real
+// kube-apiserver and etcd with CAPI's CRDs, the provider's webhooks, and the
+// provider's manager running in-process with several workers.
+package ipam
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
+	"github.com/metal-vrf/cluster-api-metal-vrf/test/testenv"
+)
+
+// concurrency is the number of workers the manager under test runs: more
+// than one, so allocation safety under concurrent reconciles is exercised by
+// every test.
+const concurrency = 8
+
+var (
+	env       *testenv.Environment
+	k8s       client.Client
+	ctx       context.Context
+	stopIPAM  func()
+	nsCounter int
+)
+
+func TestIPAM(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "IPAM provider")
+}
+
+var _ = BeforeSuite(func() {
+	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	ctx = context.Background()
+	var err error
+	env, err = testenv.Start(testenv.Options{Webhooks: true})
+	Expect(err).NotTo(HaveOccurred())
+	k8s = env.Client
+	stopIPAM, err = env.StartIPAM(ctx, env.IPAMOptions(concurrency))
+	Expect(err).NotTo(HaveOccurred())
+	SetDefaultEventuallyTimeout(30 * time.Second)
+	SetDefaultEventuallyPollingInterval(50 * time.Millisecond)
+})
+
+var _ = AfterSuite(func() {
+	if stopIPAM != nil {
+		stopIPAM()
+	}
+	if env != nil {
+		Expect(env.Stop()).To(Succeed())
+	}
+})
+
+// newNamespace creates a namespace of its own for one test.
+func newNamespace() string {
+	nsCounter++
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("ipam-%d", nsCounter)}}
+	Expect(k8s.Create(ctx, ns)).To(Succeed())
+	return ns.Name
+}
+
+// poolSpec is a pool spec over addresses with prefix and gateway.
+func poolSpec(prefix int32, gateway string, addresses ...string) v1alpha1.MetalVRFIPPoolSpec {
+	return v1alpha1.MetalVRFIPPoolSpec{Addresses: addresses, Prefix: ptr.To(prefix), Gateway: gateway}
+}
+
+func createPool(ns, name string, spec v1alpha1.MetalVRFIPPoolSpec) *v1alpha1.MetalVRFIPPool {
+	pool := &v1alpha1.MetalVRFIPPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: spec}
+	Expect(k8s.Create(ctx, pool)).To(Succeed())
+	return pool
+}
+
+func createGlobalPool(name string, spec v1alpha1.MetalVRFIPPoolSpec) *v1alpha1.GlobalMetalVRFIPPool {
+	pool := &v1alpha1.GlobalMetalVRFIPPool{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}
+	Expect(k8s.Create(ctx, pool)).To(Succeed())
+	return pool
+}
+
+// newClaim returns (without creating) a claim on the pool of kind and name.
+func newClaim(ns, name, kind, pool string) *ipamv1.IPAddressClaim {
+	return &ipamv1.IPAddressClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: ipamv1.IPAddressClaimSpec{PoolRef: ipamv1.IPPoolReference{
+			APIGroup: v1alpha1.GroupVersion.Group, Kind: kind, Name: pool,
+		}},
+	}
+}
+
+func createClaim(ns, name, kind, pool string) *ipamv1.IPAddressClaim {
+	claim := newClaim(ns, name, kind, pool)
+	Expect(k8s.Create(ctx, claim)).To(Succeed())
+	return claim
+}
+
+// boundAddress waits until the claim is bound and returns its IPAddress.
+func boundAddress(claim *ipamv1.IPAddressClaim) *ipamv1.IPAddress {
+	GinkgoHelper()
+	address := &ipamv1.IPAddress{}
+	Eventually(func(g Gomega) {
+		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(claim), claim)).To(Succeed())
+		g.Expect(claim.Status.AddressRef.Name).NotTo(BeEmpty(), "claim %s is not bound", claim.Name)
+		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: claim.Namespace, Name: claim.Status.AddressRef.Name}, address)).To(Succeed())
+	}).Should(Succeed())
+	return address
+}
+
+// readyCondition returns the claim's current Ready condition, or nil.
+func readyCondition(claim *ipamv1.IPAddressClaim) *metav1.Condition {
+	current := &ipamv1.IPAddressClaim{}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(claim), current); err != nil {
+		return nil
+	}
+	for i := range current.Status.Conditions {
+		if current.Status.Conditions[i].Type == ipamv1.IPAddressClaimReadyCondition {
+			return &current.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// deleteAndWait deletes obj and waits until it is gone.
+func deleteAndWait(obj client.Object) {
+	GinkgoHelper()
+	Expect(client.IgnoreNotFound(k8s.Delete(ctx, obj))).To(Succeed())
+	Eventually(func() bool {
+		err := k8s.Get(ctx, client.ObjectKeyFromObject(obj), obj)
+		return client.IgnoreNotFound(err) == nil && err != nil
+	}).Should(BeTrue(), "%s was not deleted", obj.GetName())
+}
+
+// allocationOutcomes reads the provider's allocation counter for an outcome,
+// summed over pool kinds, from the in-process metrics registry.
+func allocationOutcomes(outcome string) float64 {
+	GinkgoHelper()
+	families, err := metrics.Registry.Gather()
+	Expect(err).NotTo(HaveOccurred())
+	var sum float64
+	for _, family := range families {
+		if family.GetName() != "metal_vrf_ipam_allocations_total" {
+			continue
+		}
+		for _, m := range family.GetMetric() {
+			for _, label := range m.GetLabel() {
+				if label.GetName() == "outcome" && label.GetValue() == outcome {
+					sum += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return sum
+}

@@ -1,0 +1,177 @@
+// Package testenv starts a real kube-apiserver and etcd (controller-runtime's
+// envtest) with Cluster API's CRDs, taken from the pinned CAPI module, and the
+// project's own CRDs and webhook configuration. The e2e suites, the
+// benchmarks and the local environment behind `make run` all stand on it.
+package testenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/manager"
+)
+
+// Options choose what the environment installs.
+type Options struct {
+	// Webhooks installs the provider's validating webhook configuration;
+	// the IPAM manager must then be started with the environment's
+	// webhook options (see IPAMOptions).
+	Webhooks bool
+}
+
+// Environment is a running API server with the CRDs installed.
+type Environment struct {
+	env *envtest.Environment
+	// Config reaches the API server as an administrator.
+	Config *rest.Config
+	// Client is a direct (uncached) client with the provider's scheme.
+	Client client.Client
+	// Root is the repository's root directory.
+	Root string
+}
+
+// Start starts the API server. It needs kube-apiserver and etcd in
+// $KUBEBUILDER_ASSETS, or in bin/envtest where `make envtest` builds them.
+func Start(opts Options) (*Environment, error) {
+	root, err := repoRoot()
+	if err != nil {
+		return nil, err
+	}
+	capiDir, err := moduleDir(root, "sigs.k8s.io/cluster-api")
+	if err != nil {
+		return nil, err
+	}
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		assets = filepath.Join(root, "bin", "envtest")
+	}
+	if _, err := os.Stat(filepath.Join(assets, "kube-apiserver")); err != nil {
+		return nil, fmt.Errorf("kube-apiserver not found in %s: run 'make envtest' first", assets)
+	}
+
+	env := &envtest.Environment{
+		BinaryAssetsDirectory: assets,
+		CRDDirectoryPaths: []string{
+			filepath.Join(capiDir, "core", "config", "crd", "bases"),
+			filepath.Join(root, "config", "ipam", "crd", "bases"),
+		},
+		ErrorIfCRDPathMissing: true,
+	}
+	if opts.Webhooks {
+		env.WebhookInstallOptions = envtest.WebhookInstallOptions{
+			Paths: []string{filepath.Join(root, "config", "ipam", "webhook")},
+		}
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("starting kube-apiserver and etcd: %w", err)
+	}
+	scheme, err := manager.Scheme()
+	if err != nil {
+		return nil, errors.Join(err, env.Stop())
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, errors.Join(err, env.Stop())
+	}
+	return &Environment{env: env, Config: cfg, Client: c, Root: root}, nil
+}
+
+// Stop stops the API server and etcd.
+func (e *Environment) Stop() error { return e.env.Stop() }
+
+// IPAMOptions returns manager options that fit this environment: webhooks on
+// the port envtest configured (when installed), probes and metrics off so
+// several managers can run side by side.
+func (e *Environment) IPAMOptions(concurrency int) manager.Options {
+	opts := manager.Options{
+		HealthProbeBindAddress: "0",
+		MetricsBindAddress:     "0",
+		Concurrency:            concurrency,
+	}
+	if wh := e.env.WebhookInstallOptions; len(wh.ValidatingWebhooks) > 0 {
+		opts.WebhookHost, opts.WebhookPort, opts.WebhookCertDir = wh.LocalServingHost, wh.LocalServingPort, wh.LocalServingCertDir
+	}
+	return opts
+}
+
+// StartIPAM runs an IPAM manager until the returned stop function is called.
+// It returns once the manager's caches have synced.
+func (e *Environment) StartIPAM(ctx context.Context, opts manager.Options) (stop func(), err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	mgr, err := manager.New(ctx, e.Config, opts)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	syncCtx, syncCancel := context.WithTimeout(ctx, time.Minute)
+	defer syncCancel()
+	if !mgr.GetCache().WaitForCacheSync(syncCtx) {
+		cancel()
+		return nil, fmt.Errorf("manager caches did not sync: %w", <-done)
+	}
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			ctrl.Log.Error(err, "IPAM manager stopped with an error")
+		}
+	}, nil
+}
+
+// WriteKubeconfig writes a kubeconfig for the environment's administrator to path.
+func (e *Environment) WriteKubeconfig(path string) error {
+	user, err := e.env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return err
+	}
+	kubeconfig, err := user.KubeConfig()
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, kubeconfig, 0o600)
+}
+
+// repoRoot finds the directory holding the project's go.mod, from the
+// working directory upwards (go test runs in the package's directory).
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if data, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil &&
+			strings.HasPrefix(string(data), "module github.com/metal-vrf/cluster-api-metal-vrf\n") {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("the project's go.mod was not found above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// moduleDir returns where the Go toolchain keeps a dependency's source, so the
+// CRDs come from exactly the pinned module version.
+func moduleDir(root, module string) (string, error) {
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module)
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("locating module %s: %w", module, err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
