@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"sigs.k8s.io/cluster-api-ipam-provider-in-cluster/pkg/ipamutil"
 	ipampredicates "sigs.k8s.io/cluster-api-ipam-provider-in-cluster/pkg/predicates"
@@ -38,8 +37,7 @@ type ProviderAdapter struct {
 	recorder    record.EventRecorder
 	registry    *registry
 	concurrency int
-	// freed carries a pool each time one of its addresses is released.
-	freed chan event.GenericEvent
+	releases    *releases
 }
 
 var _ ipamutil.ProviderAdapter = &ProviderAdapter{}
@@ -61,7 +59,7 @@ func (a *ProviderAdapter) SetupWithManager(_ context.Context, b *ctrl.Builder) e
 		Owns(&ipamv1.IPAddress{}, builder.WithPredicates(ourKinds(ipampredicates.AddressReferencesPoolKind))).
 		Watches(&v1alpha1.MetalVRFIPPool{}, wakeWaiting, poolChanged).
 		Watches(&v1alpha1.GlobalMetalVRFIPPool{}, wakeWaiting, poolChanged).
-		WatchesRawSource(source.Channel(a.freed, wakeWaiting)).
+		WatchesRawSource(a.releases.claimSource(wakeWaiting)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: a.concurrency})
 	return nil
 }
@@ -69,19 +67,6 @@ func (a *ProviderAdapter) SetupWithManager(_ context.Context, b *ctrl.Builder) e
 // ClaimHandlerFor returns the handler for one claim.
 func (a *ProviderAdapter) ClaimHandlerFor(_ client.Client, claim *ipamv1.IPAddressClaim) ipamutil.ClaimHandler {
 	return &claimHandler{ProviderAdapter: a, claim: claim}
-}
-
-// notifyFreed wakes the claims waiting on a pool. It never blocks a
-// reconcile: when the channel is full a wake-up for the pool is already
-// queued, and one is all it takes.
-func (a *ProviderAdapter) notifyFreed(key poolref.Key) {
-	pool, _ := poolref.New(key.Kind)
-	pool.SetNamespace(key.Namespace)
-	pool.SetName(key.Name)
-	select {
-	case a.freed <- event.GenericEvent{Object: pool}:
-	default:
-	}
 }
 
 // unboundClaimsOf maps a pool to the claims waiting on it.

@@ -140,7 +140,7 @@ func (h *claimHandler) ReleaseAddress(ctx context.Context) (*ctrl.Result, error)
 	}
 	if h.registry.release(key, client.ObjectKeyFromObject(h.claim)) {
 		allocationsTotal.WithLabelValues(key.Kind, "released").Inc()
-		h.notifyFreed(key)
+		h.releases.released(ctx, key)
 	}
 	return nil, nil
 }

@@ -38,6 +38,7 @@ type poolReconciler struct {
 	client   client.Client
 	registry *registry
 	recorder record.EventRecorder
+	releases *releases
 	kind     string
 }
 
@@ -47,6 +48,7 @@ func (r *poolReconciler) setupWithManager(ctx context.Context, mgr ctrl.Manager,
 		Named(strings.ToLower(r.kind)).
 		For(pool).
 		Watches(&ipamv1.IPAddress{}, handler.EnqueueRequestsFromMapFunc(r.poolOfAddress)).
+		WatchesRawSource(r.releases.poolSource(r.kind)).
 		WithEventFilter(predicates.ResourceHasFilterLabel(mgr.GetScheme(), ctrl.LoggerFrom(ctx), opts.WatchFilterValue)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Concurrency}).
 		Complete(r)

@@ -10,7 +10,6 @@ import (
 
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"sigs.k8s.io/cluster-api-ipam-provider-in-cluster/pkg/ipamutil"
 
@@ -53,7 +52,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 		recorder:    mgr.GetEventRecorderFor("metal-vrf-ipam"),
 		registry:    reg,
 		concurrency: opts.Concurrency,
-		freed:       make(chan event.GenericEvent, 1024),
+		releases:    newReleases(v1alpha1.MetalVRFIPPoolKind, v1alpha1.GlobalMetalVRFIPPoolKind),
 	}
 	claims := &ipamutil.ClaimReconciler{
 		Client:           mgr.GetClient(),
@@ -66,7 +65,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	}
 
 	for _, kind := range []string{v1alpha1.MetalVRFIPPoolKind, v1alpha1.GlobalMetalVRFIPPoolKind} {
-		pools := &poolReconciler{client: mgr.GetClient(), registry: reg, recorder: adapter.recorder, kind: kind}
+		pools := &poolReconciler{client: mgr.GetClient(), registry: reg, recorder: adapter.recorder, releases: adapter.releases, kind: kind}
 		if err := pools.setupWithManager(ctx, mgr, opts); err != nil {
 			return fmt.Errorf("setting up the %s controller: %w", kind, err)
 		}

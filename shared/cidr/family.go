@@ -28,8 +28,8 @@ func (f Family) String() string {
 	}
 }
 
-// familyOf returns the family of a valid address.
-func familyOf(a netip.Addr) Family {
+// FamilyOf returns the family of a valid address.
+func FamilyOf(a netip.Addr) Family {
 	if a.Is4() {
 		return IPv4
 	}

@@ -34,7 +34,7 @@ func FuzzParseEntry(f *testing.F) {
 			}
 			return
 		}
-		if !r.IsValid() || familyOf(r.From()) != familyOf(r.To()) {
+		if !r.IsValid() || FamilyOf(r.From()) != FamilyOf(r.To()) {
 			t.Fatalf("ParseEntry(%q) = %s, an invalid range", entry, r)
 		}
 		for _, a := range []netip.Addr{r.From(), r.To()} {
@@ -77,7 +77,7 @@ func FuzzParseEntries(f *testing.F) {
 			if want, err := ParseEntry(entries[i]); err != nil || r != want {
 				t.Fatalf("ParseEntries(%q)[%d] = %s, ParseEntry says %s, %v", entries, i, r, want, err)
 			}
-			if familyOf(r.From()) != familyOf(ranges[0].From()) {
+			if FamilyOf(r.From()) != FamilyOf(ranges[0].From()) {
 				t.Fatalf("ParseEntries(%q) accepted mixed families", entries)
 			}
 		}

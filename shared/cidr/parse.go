@@ -38,7 +38,7 @@ func ParseEntries(entries []string) ([]netipx.IPRange, error) {
 			return nil, err
 		}
 		if len(ranges) > 0 {
-			if got, want := familyOf(r.From()), familyOf(ranges[0].From()); got != want {
+			if got, want := FamilyOf(r.From()), FamilyOf(ranges[0].From()); got != want {
 				return nil, fmt.Errorf("%q: mixed families: %s entry in a pool whose first entry %q is %s", entry, got, entries[0], want)
 			}
 		}
@@ -77,7 +77,7 @@ func parseRange(s string) (netipx.IPRange, error) {
 	if err != nil {
 		return netipx.IPRange{}, fmt.Errorf("range end: %w", err)
 	}
-	if startFamily, endFamily := familyOf(start), familyOf(end); startFamily != endFamily {
+	if startFamily, endFamily := FamilyOf(start), FamilyOf(end); startFamily != endFamily {
 		return netipx.IPRange{}, fmt.Errorf("range start is %s but its end is %s", startFamily, endFamily)
 	}
 	if end.Less(start) {

@@ -152,7 +152,7 @@ func (fc *familyChecker) check(a netip.Addr) error {
 	if err := checkAddr(a); err != nil {
 		return err
 	}
-	switch f := familyOf(a); {
+	switch f := FamilyOf(a); {
 	case fc.family == 0:
 		fc.family = f
 	case f != fc.family:

@@ -111,9 +111,9 @@ func subnetOf(spec *v1alpha1.MetalVRFIPPoolSpec, first netipx.IPRange, family ci
 		return subnet, field.ErrorList{field.Invalid(gwPath, spec.Gateway, "not a valid IP address")}
 	case gw.Zone() != "" || gw.Is4In6():
 		return subnet, field.ErrorList{field.Invalid(gwPath, spec.Gateway, "must be a plain IP address, without zone or IPv4-mapped form")}
-	case addrFamily(gw) != family:
+	case cidr.FamilyOf(gw) != family:
 		return subnet, field.ErrorList{field.Invalid(gwPath, spec.Gateway,
-			fmt.Sprintf("is %s but spec.addresses are %s: mixed IP families", addrFamily(gw), family))}
+			fmt.Sprintf("is %s but spec.addresses are %s: mixed IP families", cidr.FamilyOf(gw), family))}
 	case !prefix.Contains(gw):
 		return subnet, field.ErrorList{field.Invalid(gwPath, spec.Gateway,
 			fmt.Sprintf("lies outside the pool's subnet %s", prefix))}
@@ -136,11 +136,4 @@ func checkInsideSubnet(path *field.Path, entries []string, ranges []netipx.IPRan
 	return errs
 }
 
-func rangeFamily(r netipx.IPRange) cidr.Family { return addrFamily(r.From()) }
-
-func addrFamily(a netip.Addr) cidr.Family {
-	if a.Is4() {
-		return cidr.IPv4
-	}
-	return cidr.IPv6
-}
+func rangeFamily(r netipx.IPRange) cidr.Family { return cidr.FamilyOf(r.From()) }

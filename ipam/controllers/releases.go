@@ -1,0 +1,54 @@
+package controllers
+
+import (
+	"context"
+
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolref"
+)
+
+// releases tells the controllers that an address of a pool was released:
+// the claim controller, to serve the claims waiting on the pool, and the
+// pool's own controller, to update its counts or finish its deletion. No
+// watch event carries this: the IPAddress is gone before the registry frees
+// its address, so a reconcile triggered by its deletion may still count it.
+type releases struct {
+	claims chan event.GenericEvent
+	pools  map[string]chan event.GenericEvent // by pool kind
+}
+
+func newReleases(kinds ...string) *releases {
+	r := &releases{claims: make(chan event.GenericEvent, 1024), pools: map[string]chan event.GenericEvent{}}
+	for _, kind := range kinds {
+		r.pools[kind] = make(chan event.GenericEvent, 1024)
+	}
+	return r
+}
+
+// claimSource feeds the claim controller; h maps a pool to its waiting claims.
+func (r *releases) claimSource(h handler.EventHandler) source.Source {
+	return source.Channel(r.claims, h)
+}
+
+// poolSource feeds the controller of one pool kind.
+func (r *releases) poolSource(kind string) source.Source {
+	return source.Channel(r.pools[kind], &handler.EnqueueRequestForObject{})
+}
+
+// released announces a release. The channels are drained into work queues
+// as fast as they fill, so a send waits only under a burst of releases.
+func (r *releases) released(ctx context.Context, key poolref.Key) {
+	for _, ch := range []chan event.GenericEvent{r.claims, r.pools[key.Kind]} {
+		pool, _ := poolref.New(key.Kind)
+		pool.SetNamespace(key.Namespace)
+		pool.SetName(key.Name)
+		select {
+		case ch <- event.GenericEvent{Object: pool}:
+		case <-ctx.Done():
+			return
+		}
+	}
+}

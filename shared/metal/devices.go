@@ -1,0 +1,161 @@
+package metal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+
+	metalv1 "github.com/equinix/equinix-sdk-go/services/metalv1"
+)
+
+var (
+	opCreateDevice       = operation{name: "createDevice"}
+	opFindDeviceByID     = operation{name: "findDeviceById"}
+	opFindProjectDevices = operation{name: "findProjectDevices"}
+	opDeleteDevice       = operation{name: "deleteDevice"}
+	opFindDeviceEvents   = operation{name: "findDeviceEvents"}
+)
+
+// DeviceRequest describes a device to provision.
+type DeviceRequest struct {
+	// Tag identifies the device across attempts: EnsureDevice returns the
+	// project's device carrying it instead of creating another. It must be
+	// unique to the requester (e.g. derived from a Machine's UID) and is
+	// added to Tags.
+	Tag             string
+	Hostname        string
+	Plan            string
+	Metro           string
+	OperatingSystem string
+	// BillingCycle is hourly when empty.
+	BillingCycle string
+	Userdata     string
+	Tags         []string
+	Customdata   map[string]any
+}
+
+// DeviceFilter narrows ListDevices; empty fields match every device.
+type DeviceFilter struct {
+	Tag      string
+	Hostname string
+}
+
+// EnsureDevice returns the project's device tagged req.Tag, creating it when
+// there is none. A create is never retried blindly (its outcome is unknown
+// after a server error); calling EnsureDevice again is the safe retry. More
+// than one device with the tag is an error: something else created one.
+func (c *Client) EnsureDevice(ctx context.Context, req DeviceRequest) (*metalv1.Device, error) {
+	if err := c.requireProject(); err != nil {
+		return nil, err
+	}
+	if req.Tag == "" {
+		return nil, errors.New("metal: a device request needs an identifying tag")
+	}
+	existing, err := c.ListDevices(ctx, DeviceFilter{Tag: req.Tag})
+	if err != nil {
+		return nil, err
+	}
+	switch len(existing) {
+	case 0:
+	case 1:
+		return &existing[0], nil
+	default:
+		ids := make([]string, len(existing))
+		for i := range existing {
+			ids[i] = existing[i].GetId()
+		}
+		return nil, fmt.Errorf("metal: %d devices carry tag %q (%v); refusing to create another", len(existing), req.Tag, ids)
+	}
+
+	in, err := req.createInput()
+	if err != nil {
+		return nil, err
+	}
+	return call(ctx, c, opCreateDevice, func(ctx context.Context) (*metalv1.Device, *http.Response, error) {
+		return c.api.DevicesApi.CreateDevice(ctx, c.projectID).
+			CreateDeviceRequest(metalv1.CreateDeviceRequest{DeviceCreateInMetroInput: in}).
+			Execute()
+	})
+}
+
+func (req DeviceRequest) createInput() (*metalv1.DeviceCreateInMetroInput, error) {
+	billing := metalv1.DEVICECREATEINPUTBILLINGCYCLE_HOURLY
+	if req.BillingCycle != "" {
+		b, err := metalv1.NewDeviceCreateInputBillingCycleFromValue(req.BillingCycle)
+		if err != nil {
+			return nil, fmt.Errorf("metal: %w", err)
+		}
+		billing = *b
+	}
+	tags := slices.Clone(req.Tags)
+	if !slices.Contains(tags, req.Tag) {
+		tags = append(tags, req.Tag)
+	}
+	in := &metalv1.DeviceCreateInMetroInput{
+		Metro:           req.Metro,
+		Plan:            req.Plan,
+		OperatingSystem: req.OperatingSystem,
+		BillingCycle:    &billing,
+		Tags:            tags,
+		Customdata:      req.Customdata,
+	}
+	if req.Hostname != "" {
+		in.Hostname = &req.Hostname
+	}
+	if req.Userdata != "" {
+		in.Userdata = &req.Userdata
+	}
+	return in, nil
+}
+
+// GetDevice returns the device with the given ID, with its network ports and
+// IP addresses.
+func (c *Client) GetDevice(ctx context.Context, id string) (*metalv1.Device, error) {
+	return call(ctx, c, opFindDeviceByID, func(ctx context.Context) (*metalv1.Device, *http.Response, error) {
+		return c.api.DevicesApi.FindDeviceById(ctx, id).Execute()
+	})
+}
+
+// ListDevices returns the project's devices matching filter, all pages.
+func (c *Client) ListDevices(ctx context.Context, filter DeviceFilter) ([]metalv1.Device, error) {
+	if err := c.requireProject(); err != nil {
+		return nil, err
+	}
+	return listAll(ctx, c, opFindProjectDevices,
+		func(ctx context.Context, page, perPage int32) (*metalv1.DeviceList, *http.Response, error) {
+			req := c.api.DevicesApi.FindProjectDevices(ctx, c.projectID).Page(page).PerPage(perPage)
+			if filter.Tag != "" {
+				req = req.Tag(filter.Tag)
+			}
+			if filter.Hostname != "" {
+				req = req.Hostname(filter.Hostname)
+			}
+			return req.Execute()
+		},
+		(*metalv1.DeviceList).GetDevices)
+}
+
+// DeleteDevice deletes a device. A device that is already gone is not an
+// error, so a retried or repeated delete succeeds.
+func (c *Client) DeleteDevice(ctx context.Context, id string) error {
+	err := callNoContent(ctx, c, opDeleteDevice, func(ctx context.Context) (*http.Response, error) {
+		return c.api.DevicesApi.DeleteDevice(ctx, id).Execute()
+	})
+	if IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// DeviceEvents returns the events of a device, all pages, as the API orders
+// them (newest first). They include the user-state events the device's
+// operating system posts to the metadata service's user_state_url.
+func (c *Client) DeviceEvents(ctx context.Context, id string) ([]metalv1.Event, error) {
+	return listAll(ctx, c, opFindDeviceEvents,
+		func(ctx context.Context, page, perPage int32) (*metalv1.EventList, *http.Response, error) {
+			return c.api.EventsApi.FindDeviceEvents(ctx, id).Page(page).PerPage(perPage).Execute()
+		},
+		(*metalv1.EventList).GetEvents)
+}

@@ -1,0 +1,321 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	metalv1 "github.com/equinix/equinix-sdk-go/services/metalv1"
+	"github.com/google/uuid"
+)
+
+// FailProvisioningPlan is a device plan whose devices fail to provision: they
+// go from queued through provisioning to failed instead of active.
+const FailProvisioningPlan = "sim.fail-provisioning"
+
+// Event types of the device timeline. The provisioning ones follow the
+// platform's numbering; user-state events are the simulator's rendering of
+// what a node posts to its user_state_url.
+const (
+	EventCreated           = "instance.created"
+	EventProvisionStarted  = "provisioning.101"
+	EventProvisionComplete = "provisioning.109"
+	EventProvisionFailed   = "provisioning.failed"
+	EventUserState         = "user_state"
+)
+
+// User states a node may report, the platform's set.
+var userStates = []string{"running", "succeeded", "failed"}
+
+// device is a server with the three ports of the platform's standard
+// layout: bond0 over eth0 and eth1.
+type device struct {
+	record
+	hostname        string
+	plan            string
+	operatingSystem string
+	metro           string
+	billingCycle    string
+	userdata        string
+	tags            []string
+	customdata      map[string]any
+	networkFrozen   bool
+	state           metalv1.DeviceState
+	updated         time.Time
+	// layer3 is set while bond0 carries the device's IP addresses.
+	layer3 bool
+	// ports are the IDs of bond0, eth0 and eth1.
+	ports  []string
+	events []event // oldest first
+}
+
+type event struct {
+	id, typ, body, state string
+	at                   time.Time
+}
+
+func (d *device) log(typ, body, state string, at time.Time) {
+	d.events = append(d.events, event{id: uuid.NewString(), typ: typ, body: body, state: state, at: at})
+}
+
+func (d *device) setState(state metalv1.DeviceState, at time.Time, typ, body string) {
+	d.state, d.updated = state, at
+	d.log(typ, body, "", at)
+}
+
+// addDevice checks d and stores it with its ports, bonded and Layer 3 as the
+// platform provisions them.
+func (w *world) addDevice(d *device, now time.Time) error {
+	if err := checkMetro(d.metro); err != nil {
+		return err
+	}
+	if d.plan == "" || d.operatingSystem == "" {
+		return errors.New("a device needs a plan and an operating system")
+	}
+	if !d.state.IsValid() {
+		return fmt.Errorf("%q is not a device state", d.state)
+	}
+	if err := store(w, w.devices, d, now); err != nil {
+		return err
+	}
+	if d.hostname == "" {
+		d.hostname = "sim-" + d.id[:8]
+	}
+	d.layer3, d.updated = true, now
+	for i, name := range []string{"bond0", "eth0", "eth1"} {
+		p := &port{
+			record:   record{projectID: d.projectID},
+			deviceID: d.id,
+			name:     name,
+			mac:      fmt.Sprintf("b8:ce:f6:%02x:%02x:%02x", byte(d.seq>>8), byte(d.seq), i),
+			bonded:   name != "bond0",
+		}
+		if err := store(w, w.ports, p, now); err != nil {
+			return err
+		}
+		d.ports = append(d.ports, p.id)
+	}
+	d.log(EventCreated, "Device "+d.hostname+" created", "", now)
+	return nil
+}
+
+// removeDevice deletes a device with its ports and their batches.
+func (w *world) removeDevice(d *device) {
+	for _, id := range d.ports {
+		delete(w.ports, id)
+	}
+	for id, b := range w.batches {
+		if slices.Contains(d.ports, b.portID) {
+			delete(w.batches, id)
+		}
+	}
+	delete(w.devices, d.id)
+}
+
+// advance moves d along queued -> provisioning -> active (or failed): half
+// the provisioning delay in each of the first two states. Transitions are
+// dated when they were due, not when they are noticed.
+func (d *device) advance(now time.Time, delay time.Duration) {
+	if d.state == metalv1.DEVICESTATE_QUEUED {
+		at := d.created.Add(delay / 2)
+		if now.Before(at) {
+			return
+		}
+		d.setState(metalv1.DEVICESTATE_PROVISIONING, at, EventProvisionStarted, "Provision started")
+	}
+	if d.state == metalv1.DEVICESTATE_PROVISIONING {
+		at := d.created.Add(delay)
+		if now.Before(at) {
+			return
+		}
+		if d.plan == FailProvisioningPlan {
+			d.setState(metalv1.DEVICESTATE_FAILED, at, EventProvisionFailed, "Provisioning failed")
+		} else {
+			d.setState(metalv1.DEVICESTATE_ACTIVE, at, EventProvisionComplete, "Provision complete")
+		}
+	}
+}
+
+// advance applies every device and batch transition due by now, oldest
+// object first so that batches apply in the order they were made.
+func (s *Server) advance(now time.Time) {
+	for _, d := range sorted(s.world.devices, func(*device) bool { return true }) {
+		d.advance(now, s.deviceDelay)
+	}
+	for _, b := range sorted(s.world.batches, func(*batch) bool { return true }) {
+		s.world.advanceBatch(b, now, s.batchDelay)
+	}
+}
+
+// PostUserState records a state reported by the node running on a device,
+// as the node does by POSTing {state, code, message} to the user_state_url of
+// the metadata service: an event of type EventUserState with the given state
+// and the message as its body. state is running, succeeded or failed; code is
+// between 1000 and 1099.
+func (s *Server) PostUserState(deviceID, state string, code int, message string) error {
+	if !slices.Contains(userStates, state) {
+		return fmt.Errorf("user state %q is not one of %v", state, userStates)
+	}
+	if code < 1000 || code > 1099 {
+		return fmt.Errorf("user state code %d is not between 1000 and 1099", code)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clock.Now()
+	s.advance(now)
+	d, ok := s.world.devices[deviceID]
+	if !ok {
+		return fmt.Errorf("device %s not found", deviceID)
+	}
+	if d.state != metalv1.DEVICESTATE_PROVISIONING && d.state != metalv1.DEVICESTATE_ACTIVE {
+		return fmt.Errorf("device %s is %s: no operating system runs to report a state", deviceID, d.state)
+	}
+	d.log(EventUserState, message, state, now)
+	return nil
+}
+
+func apiEvent(d *device, e event) metalv1.Event {
+	out := metalv1.Event{
+		Id:            &e.id,
+		Href:          metalv1.PtrString(href("events", e.id)),
+		Type:          &e.typ,
+		Body:          &e.body,
+		Interpolated:  &e.body,
+		CreatedAt:     &e.at,
+		Relationships: []metalv1.Href{*ref("devices", d.id)},
+	}
+	if e.state != "" {
+		out.State = &e.state
+	}
+	return out
+}
+
+func (w *world) apiDevice(d *device) metalv1.Device {
+	var provisioning []metalv1.Event
+	for _, e := range d.events {
+		if e.typ != EventUserState {
+			provisioning = append(provisioning, apiEvent(d, e))
+		}
+	}
+	out := metalv1.Device{
+		Id:                 &d.id,
+		ShortId:            metalv1.PtrString(d.id[:8]),
+		Href:               metalv1.PtrString(href("devices", d.id)),
+		Hostname:           &d.hostname,
+		State:              &d.state,
+		Plan:               &metalv1.Plan{Slug: &d.plan, Name: &d.plan},
+		OperatingSystem:    &metalv1.OperatingSystem{Slug: &d.operatingSystem, Name: &d.operatingSystem},
+		Metro:              (*metalv1.DeviceMetro)(apiMetro(d.metro)), // the same schema under another name
+		BillingCycle:       &d.billingCycle,
+		Userdata:           &d.userdata,
+		Tags:               nonNil(d.tags),
+		Customdata:         d.customdata,
+		NetworkFrozen:      &d.networkFrozen,
+		Locked:             metalv1.PtrBool(false),
+		AlwaysPxe:          metalv1.PtrBool(false),
+		SpotInstance:       metalv1.PtrBool(false),
+		Project:            projectRef(d.projectID),
+		ProjectLite:        &metalv1.DeviceProjectLite{Href: href("projects", d.projectID)},
+		NetworkPorts:       render(d.ports, func(id string) metalv1.Port { return w.apiPort(w.ports[id], includes{}) }),
+		IpAddresses:        d.apiAddresses(),
+		ProvisioningEvents: provisioning,
+		CreatedAt:          &d.created,
+		UpdatedAt:          &d.updated,
+	}
+	if d.state == metalv1.DEVICESTATE_PROVISIONING {
+		out.ProvisioningPercentage = metalv1.PtrFloat32(50)
+	}
+	return out
+}
+
+// POST /projects/{id}/devices. Only metro placement is simulated.
+func (s *Server) createDevice(r *request) (reply, error) {
+	p, err := find(r, s.world.projects, "id")
+	if err != nil {
+		return reply{}, err
+	}
+	var in metalv1.DeviceCreateInMetroInput
+	if err := decode(r.Request, &in); err != nil {
+		return reply{}, err
+	}
+	d := &device{
+		record:          record{projectID: p.id},
+		hostname:        in.GetHostname(),
+		plan:            in.Plan,
+		operatingSystem: in.OperatingSystem,
+		metro:           in.Metro,
+		billingCycle:    string(metalv1.DEVICECREATEINPUTBILLINGCYCLE_HOURLY),
+		userdata:        in.GetUserdata(),
+		tags:            in.Tags,
+		customdata:      in.Customdata,
+		networkFrozen:   in.GetNetworkFrozen(),
+		state:           metalv1.DEVICESTATE_QUEUED,
+	}
+	if in.BillingCycle != nil {
+		d.billingCycle = string(*in.BillingCycle)
+	}
+	if err := s.world.addDevice(d, r.now); err != nil {
+		return reply{}, unprocessable(err)
+	}
+	d.advance(r.now, s.deviceDelay)
+	return created(s.world.apiDevice(d))
+}
+
+// GET /projects/{id}/devices[?tag=&hostname=&page=&per_page=]
+func (s *Server) listDevices(r *request) (reply, error) {
+	p, err := find(r, s.world.projects, "id")
+	if err != nil {
+		return reply{}, err
+	}
+	q := r.URL.Query()
+	tag, hostname := q.Get("tag"), q.Get("hostname")
+	devices := sorted(s.world.devices, func(d *device) bool {
+		return d.projectID == p.id &&
+			(tag == "" || slices.Contains(d.tags, tag)) &&
+			(hostname == "" || d.hostname == hostname)
+	})
+	page, meta, err := paginate(r.Request, devices)
+	if err != nil {
+		return reply{}, err
+	}
+	return ok(metalv1.DeviceList{Devices: render(page, s.world.apiDevice), Meta: meta})
+}
+
+// GET /devices/{id}
+func (s *Server) getDevice(r *request) (reply, error) {
+	d, err := find(r, s.world.devices, "id")
+	if err != nil {
+		return reply{}, err
+	}
+	return ok(s.world.apiDevice(d))
+}
+
+// DELETE /devices/{id}. The device is gone at once; the platform's
+// deprovisioning is not simulated.
+func (s *Server) deleteDevice(r *request) (reply, error) {
+	d, err := find(r, s.world.devices, "id")
+	if err != nil {
+		return reply{}, err
+	}
+	s.world.removeDevice(d)
+	return noContent()
+}
+
+// GET /devices/{id}/events[?page=&per_page=], newest first like the API.
+func (s *Server) listDeviceEvents(r *request) (reply, error) {
+	d, err := find(r, s.world.devices, "id")
+	if err != nil {
+		return reply{}, err
+	}
+	events := slices.Clone(d.events)
+	slices.Reverse(events)
+	page, meta, err := paginate(r.Request, events)
+	if err != nil {
+		return reply{}, err
+	}
+	return ok(metalv1.EventList{
+		Events: render(page, func(e event) metalv1.Event { return apiEvent(d, e) }),
+		Meta:   meta,
+	})
+}
