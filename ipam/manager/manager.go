@@ -10,10 +10,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -47,6 +49,10 @@ type Options struct {
 	MetricsBindAddress string
 	// Concurrency is the number of claims, and of pools, reconciled at once.
 	Concurrency int
+	// SkipControllerNameValidation lets one process build several managers
+	// (tests, the local environment); controller-runtime otherwise refuses
+	// a controller name it has seen before.
+	SkipControllerNameValidation bool
 }
 
 // Scheme returns the types the provider reads and writes.
@@ -79,6 +85,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		LeaderElectionReleaseOnCancel: true,
 		HealthProbeBindAddress:        opts.HealthProbeBindAddress,
 		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsBindAddress},
+		Controller:                    config.Controller{SkipNameValidation: ptr.To(opts.SkipControllerNameValidation)},
 	}
 	if opts.Namespace != "" {
 		mgrOpts.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{opts.Namespace: {}}}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,6 +29,10 @@ type Options struct {
 	// the IPAM manager must then be started with the environment's
 	// webhook options (see IPAMOptions).
 	Webhooks bool
+	// InClusterCRDs installs the CRDs of the reference in-cluster IPAM
+	// provider (InClusterIPPool and friends) from its pinned module, so its
+	// manager can run beside ours as a peer (see StartInCluster).
+	InClusterCRDs bool
 }
 
 // Environment is a running API server with the CRDs installed.
@@ -35,7 +40,7 @@ type Environment struct {
 	env *envtest.Environment
 	// Config reaches the API server as an administrator.
 	Config *rest.Config
-	// Client is a direct (uncached) client with the provider's scheme.
+	// Client is a direct (uncached), unthrottled client with the provider's scheme.
 	Client client.Client
 	// Root is the repository's root directory.
 	Root string
@@ -60,12 +65,20 @@ func Start(opts Options) (*Environment, error) {
 		return nil, fmt.Errorf("kube-apiserver not found in %s: run 'make envtest' first", assets)
 	}
 
+	crds := []string{
+		filepath.Join(capiDir, "core", "config", "crd", "bases"),
+		filepath.Join(root, "config", "ipam", "crd", "bases"),
+	}
+	if opts.InClusterCRDs {
+		inClusterDir, err := moduleDir(root, inClusterModule)
+		if err != nil {
+			return nil, err
+		}
+		crds = append(crds, filepath.Join(inClusterDir, "config", "crd", "bases"))
+	}
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths: []string{
-			filepath.Join(capiDir, "core", "config", "crd", "bases"),
-			filepath.Join(root, "config", "ipam", "crd", "bases"),
-		},
+		CRDDirectoryPaths:     crds,
 		ErrorIfCRDPathMissing: true,
 	}
 	if opts.Webhooks {
@@ -81,7 +94,10 @@ func Start(opts Options) (*Environment, error) {
 	if err != nil {
 		return nil, errors.Join(err, env.Stop())
 	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	// Tests create objects in bursts; client-side throttling would only slow them.
+	unthrottled := rest.CopyConfig(cfg)
+	unthrottled.QPS = -1
+	c, err := client.New(unthrottled, client.Options{Scheme: scheme})
 	if err != nil {
 		return nil, errors.Join(err, env.Stop())
 	}
@@ -92,13 +108,14 @@ func Start(opts Options) (*Environment, error) {
 func (e *Environment) Stop() error { return e.env.Stop() }
 
 // IPAMOptions returns manager options that fit this environment: webhooks on
-// the port envtest configured (when installed), probes and metrics off so
-// several managers can run side by side.
+// the port envtest configured (when installed), probes and metrics off and
+// controller names unchecked, so several managers can run in one process.
 func (e *Environment) IPAMOptions(concurrency int) manager.Options {
 	opts := manager.Options{
-		HealthProbeBindAddress: "0",
-		MetricsBindAddress:     "0",
-		Concurrency:            concurrency,
+		HealthProbeBindAddress:       "0",
+		MetricsBindAddress:           "0",
+		Concurrency:                  concurrency,
+		SkipControllerNameValidation: true,
 	}
 	if wh := e.env.WebhookInstallOptions; len(wh.ValidatingWebhooks) > 0 {
 		opts.WebhookHost, opts.WebhookPort, opts.WebhookCertDir = wh.LocalServingHost, wh.LocalServingPort, wh.LocalServingCertDir
@@ -128,6 +145,43 @@ func (e *Environment) StartIPAM(ctx context.Context, opts manager.Options) (stop
 		if err := <-done; err != nil {
 			ctrl.Log.Error(err, "IPAM manager stopped with an error")
 		}
+	}, nil
+}
+
+// inClusterModule is the reference IPAM provider's Go module.
+const inClusterModule = "sigs.k8s.io/cluster-api-ipam-provider-in-cluster"
+
+// StartInCluster runs the reference in-cluster IPAM provider's manager, built
+// from its pinned module (`make test` builds it and sets $INCLUSTER_MANAGER),
+// against this environment, until the returned stop function is called. Its
+// output goes to logs. The environment must have been started with
+// InClusterCRDs.
+func (e *Environment) StartInCluster(logs io.Writer) (stop func(), err error) {
+	binary := os.Getenv("INCLUSTER_MANAGER")
+	if binary == "" {
+		binary = filepath.Join(e.Root, "bin", "tools", "incluster-manager")
+	}
+	if _, err := os.Stat(binary); err != nil {
+		return nil, fmt.Errorf("in-cluster IPAM manager not found at %s: run 'make test' or set INCLUSTER_MANAGER", binary)
+	}
+	dir, err := os.MkdirTemp("", "incluster-")
+	if err != nil {
+		return nil, err
+	}
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := e.WriteKubeconfig(kubeconfig); err != nil {
+		return nil, errors.Join(err, os.RemoveAll(dir))
+	}
+	cmd := exec.Command(binary, "--kubeconfig="+kubeconfig, "--webhook-port=0",
+		"--health-probe-bind-address=0", "--diagnostics-address=0", "--insecure-diagnostics")
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		return nil, errors.Join(fmt.Errorf("starting %s: %w", binary, err), os.RemoveAll(dir))
+	}
+	return func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Wait()
+		_ = os.RemoveAll(dir)
 	}, nil
 }
 

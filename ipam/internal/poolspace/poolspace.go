@@ -42,7 +42,7 @@ func Resolve(spec *v1alpha1.MetalVRFIPPoolSpec) (*cidr.Space, field.ErrorList) {
 
 	subnet, subnetErrs := subnetOf(spec, ranges[0], family)
 	errs = append(errs, subnetErrs...)
-	if len(subnetErrs) == 0 {
+	if subnet.Prefix.IsValid() {
 		errs = append(errs, checkInsideSubnet(addrPath, spec.Addresses, ranges, subnet.Prefix)...)
 	}
 	if i, j, ok := cidr.Overlap(ranges); ok {
@@ -60,7 +60,11 @@ func Resolve(spec *v1alpha1.MetalVRFIPPoolSpec) (*cidr.Space, field.ErrorList) {
 		AllocateReserved: spec.AllocateReservedIPAddresses,
 	})
 	if err != nil {
-		return nil, field.ErrorList{field.Invalid(specPath, spec.Addresses, err.Error())}
+		return nil, field.ErrorList{field.Invalid(addrPath, spec.Addresses, err.Error())}
+	}
+	if space.Total().Sign() == 0 {
+		return nil, field.ErrorList{field.Invalid(addrPath, spec.Addresses,
+			"leaves no address to hand out once the gateway, reserved and excluded addresses are taken out")}
 	}
 	return space, nil
 }
@@ -70,16 +74,20 @@ func Resolve(spec *v1alpha1.MetalVRFIPPoolSpec) (*cidr.Space, field.ErrorList) {
 func parseList(path *field.Path, entries []string) ([]netipx.IPRange, field.ErrorList) {
 	var errs field.ErrorList
 	ranges := make([]netipx.IPRange, 0, len(entries))
+	first := -1 // index of the first entry that parsed: the family the others must match
 	for i, entry := range entries {
 		r, err := cidr.ParseEntry(entry)
 		if err != nil {
 			errs = append(errs, field.Invalid(path.Index(i), entry, "not a valid IP, range, nor CIDR: "+err.Error()))
 			continue
 		}
-		if len(ranges) > 0 && rangeFamily(r) != rangeFamily(ranges[0]) {
+		if first >= 0 && rangeFamily(r) != rangeFamily(ranges[0]) {
 			errs = append(errs, field.Invalid(path.Index(i), entry,
-				fmt.Sprintf("is %s but %s[0] is %s: mixed IP families", rangeFamily(r), path, rangeFamily(ranges[0]))))
+				fmt.Sprintf("is %s but %s is %s: mixed IP families", rangeFamily(r), path.Index(first), rangeFamily(ranges[0]))))
 			continue
+		}
+		if first < 0 {
+			first = i
 		}
 		ranges = append(ranges, r)
 	}

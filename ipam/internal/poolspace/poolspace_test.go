@@ -205,9 +205,13 @@ var invalidSpecs = []struct {
 	},
 	{
 		name: "parse errors in both lists",
-		spec: v1alpha1.MetalVRFIPPoolSpec{Addresses: []string{"10.0.0.0/24", "bogus"}, Prefix: new(int32(24)), ExcludedAddresses: []string{"10.0.0.999"}},
+		spec: v1alpha1.MetalVRFIPPoolSpec{
+			Addresses: []string{"10.0.0.0/24", "bogus", "10.0.0.9-10.0.0.8"}, Prefix: new(int32(24)),
+			ExcludedAddresses: []string{"10.0.0.999"},
+		},
 		want: []wantErr{
 			{field.ErrorTypeInvalid, "spec.addresses[1]", "bogus", "not a valid IP, range, nor CIDR"},
+			{field.ErrorTypeInvalid, "spec.addresses[2]", "10.0.0.9-10.0.0.8", "range start is after its end"},
 			{field.ErrorTypeInvalid, "spec.excludedAddresses[0]", "10.0.0.999", "not a valid IP, range, nor CIDR"},
 		},
 	},
@@ -222,6 +226,27 @@ var invalidSpecs = []struct {
 			{field.ErrorTypeInvalid, "spec.addresses[1]", "10.0.1.0/24", "lies outside the pool's subnet 10.0.0.0/24"},
 			{field.ErrorTypeInvalid, "spec.addresses[2]", "10.0.0.128/25", `overlaps spec.addresses[0] ("10.0.0.0/24")`},
 		},
+	},
+	{
+		name: "mixed families name the first entry that parsed",
+		spec: v1alpha1.MetalVRFIPPoolSpec{Addresses: []string{"bogus", "10.0.0.1", "fd00::1"}, Prefix: new(int32(24))},
+		want: []wantErr{
+			{field.ErrorTypeInvalid, "spec.addresses[0]", "bogus", "not a valid IP, range, nor CIDR"},
+			{field.ErrorTypeInvalid, "spec.addresses[2]", "fd00::1", "is IPv6 but spec.addresses[1] is IPv4"},
+		},
+	},
+	{
+		name: "bad gateway does not hide addresses outside the subnet",
+		spec: v1alpha1.MetalVRFIPPoolSpec{Addresses: []string{"10.0.0.0/24", "10.0.1.5"}, Prefix: new(int32(24)), Gateway: "10.0.9.1"},
+		want: []wantErr{
+			{field.ErrorTypeInvalid, "spec.gateway", "10.0.9.1", "lies outside the pool's subnet 10.0.0.0/24"},
+			{field.ErrorTypeInvalid, "spec.addresses[1]", "10.0.1.5", "lies outside the pool's subnet 10.0.0.0/24"},
+		},
+	},
+	{
+		name: "nothing left to hand out",
+		spec: v1alpha1.MetalVRFIPPoolSpec{Addresses: []string{"10.0.0.1"}, Prefix: new(int32(24)), Gateway: "10.0.0.1"},
+		want: []wantErr{{field.ErrorTypeInvalid, "spec.addresses", []string{"10.0.0.1"}, "leaves no address to hand out"}},
 	},
 	{
 		name: "bad prefix does not hide overlaps",
@@ -279,6 +304,8 @@ func offendingValue(spec *v1alpha1.MetalVRFIPPoolSpec, path string) (any, bool) 
 	switch path {
 	case "spec.gateway":
 		return spec.Gateway, true
+	case "spec.addresses":
+		return spec.Addresses, true
 	case "spec.prefix":
 		if spec.Prefix == nil {
 			return nil, false

@@ -1,0 +1,428 @@
+package bench
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"net/netip"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	inclusterv1 "sigs.k8s.io/cluster-api-ipam-provider-in-cluster/api/v1alpha2"
+
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
+)
+
+const (
+	// bindClaims claims are created at once by creators goroutines.
+	bindClaims = 1000
+	creators   = 16
+	// scaleClaims claims are created one at a time in a pool that holds
+	// scaleInUse addresses, and in an empty one for comparison.
+	scaleClaims = 100
+	scaleInUse  = 10000
+
+	// Every pool, of either provider, is this /16 with this gateway; the
+	// lowest address either provider hands out is firstFree.
+	poolCIDR   = "10.10.0.0/16"
+	poolPrefix = 16
+	gateway    = "10.10.0.1"
+	firstFree  = "10.10.0.2"
+	poolName   = "pool"
+
+	// scenarioTimeout bounds one scenario; it is a guard against a stuck
+	// provider, not a speed target.
+	scenarioTimeout = 15 * time.Minute
+)
+
+// provider is one IPAM provider as the benchmarks see it: the pool kind its
+// claims refer to, and how to create that pool and read its count of
+// addresses in use.
+type provider struct {
+	name      string
+	group     string
+	kind      string
+	newPool   func() client.Object
+	usedCount func(pool client.Object) (used int64, reported bool)
+}
+
+var providers = []provider{
+	{
+		name: "metal-vrf", group: v1alpha1.GroupVersion.Group, kind: v1alpha1.MetalVRFIPPoolKind,
+		newPool: func() client.Object {
+			return &v1alpha1.MetalVRFIPPool{Spec: v1alpha1.MetalVRFIPPoolSpec{
+				Addresses: []string{poolCIDR}, Prefix: ptr.To[int32](poolPrefix), Gateway: gateway,
+			}}
+		},
+		usedCount: func(pool client.Object) (int64, bool) {
+			s := pool.(*v1alpha1.MetalVRFIPPool).Status.IPAddresses
+			if s == nil {
+				return 0, false
+			}
+			return s.Used, true
+		},
+	},
+	{
+		name: "in-cluster", group: inclusterv1.GroupVersion.Group, kind: "InClusterIPPool",
+		newPool: func() client.Object {
+			return &inclusterv1.InClusterIPPool{Spec: inclusterv1.InClusterIPPoolSpec{
+				Addresses: []string{poolCIDR}, Prefix: poolPrefix, Gateway: gateway,
+			}}
+		},
+		usedCount: func(pool client.Object) (int64, bool) {
+			s := pool.(*inclusterv1.InClusterIPPool).Status.Addresses
+			if s == nil {
+				return 0, false
+			}
+			return int64(s.Used), true
+		},
+	},
+}
+
+func (p provider) poolRef() ipamv1.IPPoolReference {
+	return ipamv1.IPPoolReference{APIGroup: p.group, Kind: p.kind, Name: poolName}
+}
+
+// BenchmarkBindClaims measures throughput: bindClaims claims created at once,
+// by creators goroutines, on an empty pool.
+func BenchmarkBindClaims(b *testing.B) {
+	setup(b)
+	rates := map[string]float64{}
+	for _, p := range providers {
+		b.Run("provider="+p.name, func(b *testing.B) {
+			b.Run(fmt.Sprintf("claims=%d", bindClaims), func(b *testing.B) {
+				r := measure(b, p, 0, bindClaims, creators, false)
+				r.report(b, true)
+				rates[p.name] = r.rate()
+			})
+		})
+	}
+	if ours, theirs := rates["metal-vrf"], rates["in-cluster"]; ours > 0 && theirs > 0 {
+		b.Logf("throughput metal-vrf / in-cluster: %.2fx (target >= 3x)", ours/theirs)
+	}
+}
+
+// BenchmarkClaimLatencyAtScale measures the latency of one claim at a time,
+// in an empty pool and in one holding scaleInUse addresses.
+func BenchmarkClaimLatencyAtScale(b *testing.B) {
+	setup(b)
+	for _, p := range providers {
+		b.Run("provider="+p.name, func(b *testing.B) {
+			p50 := map[int]time.Duration{}
+			for _, inUse := range []int{0, scaleInUse} {
+				b.Run(fmt.Sprintf("in-use=%d", inUse), func(b *testing.B) {
+					r := measure(b, p, inUse, scaleClaims, 1, true)
+					r.report(b, false)
+					p50[inUse] = r.percentile(50)
+				})
+			}
+			if empty, full := p50[0], p50[scaleInUse]; empty > 0 && full > 0 {
+				b.Logf("%s p50 latency at %d in use / empty pool: %.2fx (target for metal-vrf <= 1.5x)",
+					p.name, scaleInUse, float64(full)/float64(empty))
+			}
+		})
+	}
+}
+
+// measure runs the scenario b.N times, each in a namespace of its own: a pool
+// of p holding inUse addresses, then n claims from creators goroutines (see
+// scenario.bind). Only the claims are timed; every run is verified.
+func measure(b *testing.B, p provider, inUse, n, creators int, oneAtATime bool) result {
+	ctx, cancel := context.WithTimeout(b.Context(), scenarioTimeout)
+	defer cancel()
+	var all result
+	for range b.N {
+		b.StopTimer()
+		s, err := newScenario(ctx, p, inUse)
+		if err != nil {
+			b.Fatalf("%s: %v", s.ns, err)
+		}
+		b.StartTimer()
+		r, err := s.bind(ctx, n, creators, oneAtATime)
+		b.StopTimer()
+		if err != nil {
+			b.Fatalf("%s: %v (manager logs are in %s)", s.ns, err, logDir)
+		}
+		if err := s.verify(ctx, n, inUse); err != nil {
+			b.Fatalf("%s: %v", s.ns, err)
+		}
+		all.latencies = append(all.latencies, r.latencies...)
+		all.span += r.span
+	}
+	return all
+}
+
+// scenario is one namespace with one pool of one provider.
+type scenario struct {
+	p  provider
+	ns string
+}
+
+var namespaces atomic.Int32
+
+// newScenario creates a namespace, inUse IPAddresses of the pool, then the
+// pool, and waits until the provider reports inUse addresses in use.
+//
+// The addresses in use are IPAddress objects created directly, before their
+// pool, the way a provider finds them after a restart: the lowest inUse
+// addresses, as inUse claims would have got them. Their claims are not
+// created: neither provider reads other claims when it serves one, and
+// having the in-cluster provider reconcile 10,000 claims first (O(addresses)
+// each) would take minutes before anything is measured.
+func newScenario(ctx context.Context, p provider, inUse int) (*scenario, error) {
+	s := &scenario{p: p, ns: fmt.Sprintf("%s-%d-in-use-%d", p.name, namespaces.Add(1), inUse)}
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.ns}}); err != nil {
+		return s, err
+	}
+	first := netip.MustParseAddr(firstFree).As4()
+	base := binary.BigEndian.Uint32(first[:])
+	err := forEach(ctx, inUse, creators, func(i int) error {
+		name := fmt.Sprintf("held-%05d", i)
+		ip := netip.AddrFrom4([4]byte(binary.BigEndian.AppendUint32(nil, base+uint32(i))))
+		return k8s.Create(ctx, &ipamv1.IPAddress{
+			ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name},
+			Spec: ipamv1.IPAddressSpec{
+				ClaimRef: ipamv1.IPAddressClaimReference{Name: name},
+				PoolRef:  p.poolRef(),
+				Address:  ip.String(), Prefix: ptr.To[int32](poolPrefix), Gateway: gateway,
+			},
+		})
+	})
+	if err != nil {
+		return s, fmt.Errorf("creating the addresses in use: %w", err)
+	}
+
+	pool := p.newPool()
+	pool.SetNamespace(s.ns)
+	pool.SetName(poolName)
+	if err := k8s.Create(ctx, pool); err != nil {
+		return s, err
+	}
+	for {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(pool), pool); err != nil {
+			return s, err
+		}
+		if used, ok := p.usedCount(pool); ok && used == int64(inUse) {
+			return s, nil
+		}
+		select {
+		case <-ctx.Done():
+			used, _ := p.usedCount(pool)
+			return s, fmt.Errorf("the pool reports %d addresses in use, want %d: %w", used, inUse, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// bind creates n claims on the pool from creators goroutines and returns
+// once all are bound. With oneAtATime each creator waits until its claim is
+// bound before creating the next, so a claim never queues behind another.
+// A claim's latency runs from just before its create request to the moment
+// the watch sees its status.addressRef set.
+func (s *scenario) bind(ctx context.Context, n, creators int, oneAtATime bool) (result, error) {
+	index := make(map[string]int, n)
+	created, bound := make([]time.Time, n), make([]time.Time, n)
+	done := make([]chan struct{}, n)
+	for i := range n {
+		index[fmt.Sprintf("claim-%05d", i)] = i
+		done[i] = make(chan struct{})
+	}
+	// bound[i] is written once by the watch, then done[i] is closed.
+	stop, err := s.watchBound(ctx, func(name string, at time.Time) {
+		if i, ok := index[name]; ok && bound[i].IsZero() {
+			bound[i] = at
+			close(done[i])
+		}
+	})
+	if err != nil {
+		return result{}, err
+	}
+	defer stop()
+
+	waitBound := func(i int) error {
+		select {
+		case <-done[i]:
+			return nil
+		case <-ctx.Done():
+			left := 0
+			for j := range done {
+				select {
+				case <-done[j]:
+				default:
+					left++
+				}
+			}
+			return fmt.Errorf("%d of %d claims still unbound: %w", left, n, ctx.Err())
+		}
+	}
+	err = forEach(ctx, n, creators, func(i int) error {
+		claim := &ipamv1.IPAddressClaim{
+			ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: fmt.Sprintf("claim-%05d", i)},
+			Spec:       ipamv1.IPAddressClaimSpec{PoolRef: s.p.poolRef()},
+		}
+		created[i] = time.Now()
+		if err := k8s.Create(ctx, claim); err != nil {
+			return err
+		}
+		if oneAtATime {
+			return waitBound(i)
+		}
+		return nil
+	})
+	if err != nil {
+		return result{}, err
+	}
+	for i := range n {
+		if err := waitBound(i); err != nil {
+			return result{}, err
+		}
+	}
+
+	r := result{latencies: make([]time.Duration, n)}
+	for i := range n {
+		r.latencies[i] = bound[i].Sub(created[i])
+	}
+	r.span = slices.MaxFunc(bound, time.Time.Compare).Sub(slices.MinFunc(created, time.Time.Compare))
+	return r, nil
+}
+
+// watchBound calls onBound, from one goroutine, with the name of every claim
+// of the namespace that a watch shows bound, and when it saw it; possibly
+// more than once per claim.
+func (s *scenario) watchBound(ctx context.Context, onBound func(name string, at time.Time)) (stop func(), err error) {
+	claims, err := cache.New(cfg, cache.Options{Scheme: scheme, DefaultNamespaces: map[string]cache.Config{s.ns: {}}})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	informer, err := claims.GetInformer(ctx, &ipamv1.IPAddressClaim{})
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	seen := func(obj any) {
+		if claim, ok := obj.(*ipamv1.IPAddressClaim); ok && claim.Status.AddressRef.Name != "" {
+			onBound(claim.Name, time.Now())
+		}
+	}
+	if _, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    seen,
+		UpdateFunc: func(_, obj any) { seen(obj) },
+	}); err != nil {
+		cancel()
+		return nil, err
+	}
+	go func() { _ = claims.Start(ctx) }()
+	if !claims.WaitForCacheSync(ctx) {
+		cancel()
+		return nil, fmt.Errorf("the claim watch did not sync: %w", ctx.Err())
+	}
+	return cancel, nil
+}
+
+// verify checks the outcome: claims claims each bound to an IPAddress of its
+// own, held more addresses in use, no address twice, all inside the pool and
+// none the gateway.
+func (s *scenario) verify(ctx context.Context, claims, held int) error {
+	var claimList ipamv1.IPAddressClaimList
+	if err := k8s.List(ctx, &claimList, client.InNamespace(s.ns)); err != nil {
+		return err
+	}
+	var addressList ipamv1.IPAddressList
+	if err := k8s.List(ctx, &addressList, client.InNamespace(s.ns)); err != nil {
+		return err
+	}
+	if len(claimList.Items) != claims || len(addressList.Items) != claims+held {
+		return fmt.Errorf("found %d claims and %d IPAddresses, want %d and %d",
+			len(claimList.Items), len(addressList.Items), claims, claims+held)
+	}
+
+	subnet, gw := netip.MustParsePrefix(poolCIDR), netip.MustParseAddr(gateway)
+	claimOf := make(map[string]string, len(addressList.Items)) // IPAddress name -> its claim
+	holder := make(map[netip.Addr]string, len(addressList.Items))
+	for _, a := range addressList.Items {
+		ip, err := netip.ParseAddr(a.Spec.Address)
+		if err != nil || !subnet.Contains(ip) || ip == gw {
+			return fmt.Errorf("IPAddress %s has address %q, outside the pool or its gateway", a.Name, a.Spec.Address)
+		}
+		if other, dup := holder[ip]; dup {
+			return fmt.Errorf("address %s is held by both IPAddress %s and %s", ip, other, a.Name)
+		}
+		holder[ip] = a.Name
+		claimOf[a.Name] = a.Spec.ClaimRef.Name
+	}
+	for _, c := range claimList.Items {
+		if ref := c.Status.AddressRef.Name; ref == "" || claimOf[ref] != c.Name {
+			return fmt.Errorf("claim %s is bound to IPAddress %q, which is not its own", c.Name, ref)
+		}
+	}
+	return nil
+}
+
+// result is the latencies of a set of claims and the time from the first
+// create request to the last claim bound.
+type result struct {
+	latencies []time.Duration
+	span      time.Duration
+}
+
+func (r result) rate() float64 { return float64(len(r.latencies)) / r.span.Seconds() }
+
+// percentile returns the nearest-rank q-th percentile of the latencies.
+func (r result) percentile(q float64) time.Duration {
+	if len(r.latencies) == 0 {
+		return 0
+	}
+	sorted := slices.Sorted(slices.Values(r.latencies))
+	rank := int(math.Ceil(q/100*float64(len(sorted)))) - 1
+	return sorted[max(rank, 0)]
+}
+
+func (r result) report(b *testing.B, withRate bool) {
+	if withRate {
+		b.ReportMetric(r.rate(), "claims/s")
+	}
+	b.ReportMetric(float64(r.percentile(50))/float64(time.Millisecond), "p50-ms")
+	b.ReportMetric(float64(r.percentile(99))/float64(time.Millisecond), "p99-ms")
+}
+
+// forEach calls fn(0) to fn(n-1) from workers goroutines and returns the
+// first error; after an error no further call starts.
+func forEach(ctx context.Context, n, workers int, fn func(i int) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(workers, n) {
+		wg.Go(func() {
+			for i := range next {
+				if err := fn(i); err != nil {
+					cancel(err)
+				}
+			}
+		})
+	}
+feed:
+	for i := range n {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	return context.Cause(ctx)
+}
