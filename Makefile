@@ -20,6 +20,7 @@ KUBE_APISERVER := $(ENVTEST_ASSETS)/kube-apiserver
 ETCD := $(ENVTEST_ASSETS)/etcd
 CONTROLLER_GEN := $(TOOLS)/controller-gen
 GOLANGCI_LINT := $(TOOLS)/golangci-lint
+GOTESTSUM := $(TOOLS)/gotestsum
 INCLUSTER_MANAGER := $(TOOLS)/incluster-manager
 
 # tool-build builds the Go package $(2) from the tools module in $(1) into $@.
@@ -30,6 +31,14 @@ endef
 
 ARGS ?=
 TEST_FLAGS ?=
+# Programs the tests run besides the Go code; each part of the project adds
+# what its tests need.
+TEST_DEPS := envtest $(INCLUSTER_MANAGER) $(GOTESTSUM)
+# The Debian programs the CAPP rendering tests need (see $(NODE_TOOLS) below);
+# REQUIRE_NODE_TOOLS makes those tests fail rather than skip without them.
+NODE_TOOLS := $(BIN)/.node-tools
+TEST_DEPS += $(NODE_TOOLS)
+test bench: export REQUIRE_NODE_TOOLS := 1
 BENCH_FLAGS ?= -benchtime=1x -count=1
 
 ##@ Main
@@ -43,11 +52,11 @@ run: envtest ## Run the local environment: API server, managers, samples (ARGS=-
 	go run ./test/localenv $(ARGS)
 
 .PHONY: test
-test: envtest $(INCLUSTER_MANAGER) ## Run every test: unit, fuzz seed corpora, envtest suites.
-	INCLUSTER_MANAGER=$(INCLUSTER_MANAGER) go test $(TEST_FLAGS) ./...
+test: $(TEST_DEPS) ## Run every test: unit, fuzz seed corpora, envtest suites.
+	INCLUSTER_MANAGER=$(INCLUSTER_MANAGER) $(GOTESTSUM) --format pkgname-and-test-fails -- $(TEST_FLAGS) ./...
 
 .PHONY: bench
-bench: envtest $(INCLUSTER_MANAGER) ## Run the benchmarks (allocator and claims against a real API server).
+bench: $(TEST_DEPS) ## Run the benchmarks (allocator and claims against a real API server).
 	go test -run '^$$' -bench . -benchmem ./shared/cidr/
 	INCLUSTER_MANAGER=$(INCLUSTER_MANAGER) go test -run '^$$' -bench . -timeout 60m $(BENCH_FLAGS) ./test/bench/
 
@@ -89,9 +98,26 @@ $(CONTROLLER_GEN): test/tools/controller-gen/go.mod
 $(GOLANGCI_LINT): test/tools/golangci-lint/go.mod
 	$(call tool-build,golangci-lint,github.com/golangci/golangci-lint/v2/cmd/golangci-lint)
 
+$(GOTESTSUM): test/tools/gotestsum/go.mod
+	$(call tool-build,gotestsum,gotest.tools/gotestsum)
+
 $(INCLUSTER_MANAGER): test/tools/incluster/go.mod
 	$(call tool-build,incluster,sigs.k8s.io/cluster-api-ipam-provider-in-cluster)
 
 .PHONY: clean
 clean: ## Remove build output (keeps the envtest and tool binaries).
 	rm -f $(BIN)/ipam-manager $(BIN)/metalsim
+
+# cloud-init (schema), shellcheck, ifupdown (ifquery, ifup --no-act) and
+# iproute2 (addresses and routes in a network namespace) check the node
+# configuration CAPP renders. apt-get runs only when one is missing; the stamp
+# makes a second run a no-op.
+$(NODE_TOOLS):
+	@mkdir -p $(dir $@)
+	@missing=; for tool in cloud-init shellcheck ifquery ifup ip; do command -v $$tool >/dev/null || missing=1; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing cloud-init shellcheck ifupdown iproute2 with apt-get (once)"; \
+		apt-get update -qq; \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends cloud-init shellcheck ifupdown iproute2 >/dev/null; \
+	fi
+	@touch $@
