@@ -78,7 +78,7 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code, CRDs, RBAC and webhook ma
 .PHONY: verify
 verify: $(GOLANGCI_LINT) ## Check generated files are current, formatting, vet and lint.
 	$(MAKE) generate
-	@git diff --exit-code -- config ipam || { echo "generated files are out of date: run 'make generate' and commit"; exit 1; }
+	@changed=$$(git status --porcelain -- config ipam capp); [ -z "$$changed" ] || { echo "$$changed"; echo "generated files are out of date: run 'make generate' and commit"; exit 1; }
 	@out=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$out" ] || { echo "gofmt needed: $$out"; exit 1; }
 	go vet ./...
 	$(GOLANGCI_LINT) run ./...

@@ -33,6 +33,10 @@ var _ = Describe("Allocating addresses from a MetalVRFIPPool", func() {
 			Expect(address.Spec.ClaimRef.Name).To(Equal(claim.Name))
 			Expect(address.Spec.PoolRef).To(Equal(claim.Spec.PoolRef))
 			Expect(metav1.IsControlledBy(address, claim)).To(BeTrue(), "the claim controls its IPAddress")
+			Expect(address.OwnerReferences).To(ContainElement(SatisfyAll(
+				HaveField("Kind", poolKind), HaveField("Name", "pool"),
+				HaveField("Controller", HaveValue(BeFalse())), HaveField("BlockOwnerDeletion", HaveValue(BeTrue())),
+			)), "the pool owns its IPAddresses too")
 			Expect(controllerutil.ContainsFinalizer(address, "ipam.cluster.x-k8s.io/ProtectAddress")).To(BeTrue())
 			Expect(controllerutil.ContainsFinalizer(claim, "ipam.cluster.x-k8s.io/ReleaseAddress")).To(BeTrue())
 			cond := readyCondition(claim)
