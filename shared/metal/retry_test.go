@@ -2,6 +2,7 @@ package metal_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"net/netip"
@@ -55,8 +56,8 @@ func TestRetryGivesUp(t *testing.T) {
 
 	e.sim.FailNext(sim.OpFindVrfByID, 100, http.StatusServiceUnavailable, 0)
 	_, err := e.client.GetVRF(ctx, vrfID)
-	apiErr, ok := err.(*metal.APIError)
-	if !ok || apiErr.StatusCode != http.StatusServiceUnavailable || apiErr.Attempts != fastRetry.MaxAttempts {
+	var apiErr *metal.APIError
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusServiceUnavailable || apiErr.Attempts != fastRetry.MaxAttempts {
 		t.Fatalf("error = %#v, want a 503 APIError after %d attempts", err, fastRetry.MaxAttempts)
 	}
 	if n := e.sim.Calls(sim.OpFindVrfByID); n != fastRetry.MaxAttempts {

@@ -178,7 +178,3 @@ type GlobalMetalVRFIPPoolList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []GlobalMetalVRFIPPool `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&MetalVRFIPPool{}, &MetalVRFIPPoolList{}, &GlobalMetalVRFIPPool{}, &GlobalMetalVRFIPPoolList{})
-}

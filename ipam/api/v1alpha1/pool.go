@@ -2,7 +2,7 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // Pool is what MetalVRFIPPool and GlobalMetalVRFIPPool share: one spec, one
@@ -10,7 +10,8 @@ import (
 //
 // +kubebuilder:object:generate=false
 type Pool interface {
-	client.Object
+	metav1.Object
+	runtime.Object
 	PoolSpec() *MetalVRFIPPoolSpec
 	PoolStatus() *MetalVRFIPPoolStatus
 	GetConditions() []metav1.Condition

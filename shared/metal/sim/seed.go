@@ -154,7 +154,7 @@ func (w *world) seedProject(sp *SeedProject, now time.Time) error {
 	for _, sg := range sp.MetalGateways {
 		g := &gateway{record: record{id: sg.ID, projectID: p.id}, reservationID: sg.IPReservation, vlanID: sg.VirtualNetwork, state: metalv1.MetalGatewayState(sg.State)}
 		if err := w.addGateway(g, now); err != nil {
-			return fmt.Errorf("Metal Gateway of %s: %w", sg.IPReservation, err)
+			return fmt.Errorf("the Metal Gateway of %s: %w", sg.IPReservation, err)
 		}
 	}
 	for _, sd := range sp.Devices {
