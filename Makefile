@@ -22,6 +22,8 @@ CONTROLLER_GEN := $(TOOLS)/controller-gen
 GOLANGCI_LINT := $(TOOLS)/golangci-lint
 GOTESTSUM := $(TOOLS)/gotestsum
 INCLUSTER_MANAGER := $(TOOLS)/incluster-manager
+KUSTOMIZE := $(TOOLS)/kustomize
+CLUSTERCTL := $(TOOLS)/clusterctl
 
 # tool-build builds the Go package $(2) from the tools module in $(1) into $@.
 define tool-build
@@ -39,6 +41,11 @@ TEST_DEPS := envtest $(INCLUSTER_MANAGER) $(GOTESTSUM)
 NODE_TOOLS := $(BIN)/.node-tools
 TEST_DEPS += $(NODE_TOOLS)
 test bench: export REQUIRE_NODE_TOOLS := 1
+# The clusterctl packaging test (test/e2e/clusterctl) renders config/ipam with
+# kustomize and installs it with clusterctl.
+TEST_DEPS += $(KUSTOMIZE) $(CLUSTERCTL)
+test: export KUSTOMIZE := $(KUSTOMIZE)
+test: export CLUSTERCTL := $(CLUSTERCTL)
 BENCH_FLAGS ?= -benchtime=1x -count=1
 
 ##@ Main
@@ -66,6 +73,7 @@ bench: $(TEST_DEPS) ## Run the benchmarks (allocator and claims against a real A
 build: ## Build the managers and the simulator into bin/.
 	go build -o $(BIN)/ipam-manager ./ipam
 	go build -o $(BIN)/metalsim ./cmd/metalsim
+	go build -o $(BIN)/capp-manager ./capp
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate deepcopy code, CRDs, RBAC and webhook manifests.
@@ -74,6 +82,10 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code, CRDs, RBAC and webhook ma
 		crd output:crd:artifacts:config=config/ipam/crd/bases \
 		rbac:roleName=manager-role output:rbac:artifacts:config=config/ipam/rbac \
 		webhook output:webhook:artifacts:config=config/ipam/webhook
+	$(CONTROLLER_GEN) object paths=./capp/api/...
+	$(CONTROLLER_GEN) paths=./capp/... \
+		crd output:crd:artifacts:config=config/capp/crd/bases \
+		rbac:roleName=capp-manager-role output:rbac:artifacts:config=config/capp/rbac
 
 .PHONY: verify
 verify: $(GOLANGCI_LINT) ## Check generated files are current, formatting, vet and lint.
@@ -103,6 +115,24 @@ $(GOTESTSUM): test/tools/gotestsum/go.mod
 
 $(INCLUSTER_MANAGER): test/tools/incluster/go.mod
 	$(call tool-build,incluster,sigs.k8s.io/cluster-api-ipam-provider-in-cluster)
+
+$(KUSTOMIZE): test/tools/kustomize/go.mod
+	$(call tool-build,kustomize,sigs.k8s.io/kustomize/kustomize/v5)
+
+# clusterctl comes from the CAPI module the provider itself is built against
+# (the main go.mod, where it is a tool), so the two always agree on the contract.
+$(CLUSTERCTL): go.mod
+	@echo "building clusterctl from the pinned Cluster API module (once; cached in $(dir $@))"
+	go build -o $@ sigs.k8s.io/cluster-api/cmd/clusterctl
+
+RELEASE_DIR := $(ROOT)/out
+
+.PHONY: release
+release: $(KUSTOMIZE) ## Write the clusterctl release assets: out/ipam-components.yaml and out/metadata.yaml.
+	@mkdir -p $(RELEASE_DIR)
+	$(KUSTOMIZE) build config/ipam/default > $(RELEASE_DIR)/ipam-components.yaml.tmp
+	mv $(RELEASE_DIR)/ipam-components.yaml.tmp $(RELEASE_DIR)/ipam-components.yaml
+	cp metadata.yaml $(RELEASE_DIR)/metadata.yaml
 
 .PHONY: clean
 clean: ## Remove build output (keeps the envtest and tool binaries).

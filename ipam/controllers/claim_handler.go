@@ -93,7 +93,12 @@ func (h *claimHandler) EnsureAddress(ctx context.Context, address *ipamv1.IPAddr
 		return nil, reconcile.TerminalError(err)
 	}
 
-	ip, subnet, err := h.registry.acquire(ctx, h.pool, client.ObjectKeyFromObject(h.claim))
+	requested, err := h.requestedAddress()
+	if err != nil {
+		h.setNotReady(ipamv1.IPAddressClaimReadyAllocationFailedReason, "%v", err)
+		return nil, reconcile.TerminalError(err)
+	}
+	ip, subnet, err := h.registry.acquire(ctx, h.pool, client.ObjectKeyFromObject(h.claim), requested)
 	switch {
 	case errors.Is(err, cidr.ErrExhausted):
 		h.setNotReady(ipamv1.IPAddressClaimReadyPoolExhaustedReason,
@@ -101,6 +106,9 @@ func (h *claimHandler) EnsureAddress(ctx context.Context, address *ipamv1.IPAddr
 		h.recorder.Eventf(h.claim, corev1.EventTypeWarning, ipamv1.IPAddressClaimReadyPoolExhaustedReason,
 			"%s %q has no free address", poolref.KindOf(h.pool), h.pool.GetName())
 		allocationsTotal.WithLabelValues(poolref.KindOf(h.pool), "exhausted").Inc()
+		return nil, reconcile.TerminalError(err)
+	case errors.Is(err, errRequestedUnavailable):
+		h.setNotReady(ipamv1.IPAddressClaimReadyAllocationFailedReason, "%v; the claim is served once it is released", err)
 		return nil, reconcile.TerminalError(err)
 	case errors.Is(err, errPoolNotReady):
 		h.setNotReady(ipamv1.IPAddressClaimReadyPoolNotReadyReason, "%s %q cannot serve claims: %v", poolref.KindOf(h.pool), h.pool.GetName(), err)
@@ -121,13 +129,35 @@ func (h *claimHandler) EnsureAddress(ctx context.Context, address *ipamv1.IPAddr
 	return nil, nil
 }
 
+// requestedAddress reads the claim's requested-address annotation; a zero
+// Addr means none.
+func (h *claimHandler) requestedAddress() (netip.Addr, error) {
+	value, ok := h.claim.Annotations[v1alpha1.RequestedAddressAnnotation]
+	if !ok {
+		return netip.Addr{}, nil
+	}
+	ip, err := netip.ParseAddr(value)
+	if err != nil || ip.Zone() != "" || ip.Is4In6() {
+		return netip.Addr{}, fmt.Errorf("annotation %s: %q is not a plain IP address", v1alpha1.RequestedAddressAnnotation, value)
+	}
+	return ip, nil
+}
+
 // ReleaseAddress deletes the claim's IPAddress itself and frees the address
 // only once the API server confirms it is gone, so an address never has two
 // IPAddresses at once. ipamutil's own cleanup then finds nothing left to do.
+//
+// With a reuse grace period the claim, and so its IPAddress, stays until the
+// period has passed since the claim's deletion: the hold lives in the API
+// server and survives restarts.
 func (h *claimHandler) ReleaseAddress(ctx context.Context) (*ctrl.Result, error) {
 	key, ok := poolref.For(h.claim.Spec.PoolRef, h.claim.Namespace)
 	if !ok {
 		return nil, nil
+	}
+	if wait := h.remainingGracePeriod(); wait > 0 {
+		ctrl.LoggerFrom(ctx).Info("Holding the address for the pool's reuse grace period", "remaining", wait.Round(time.Second))
+		return &ctrl.Result{RequeueAfter: wait}, nil
 	}
 
 	gone, err := h.deleteAddress(ctx)
@@ -176,6 +206,22 @@ func (h *claimHandler) deleteAddress(ctx context.Context) (bool, error) {
 	}
 	// Delete returns before removal only while other finalizers hold the object.
 	return len(address.Finalizers) == 0, nil
+}
+
+// remainingGracePeriod is how much longer the claim's address must stay out
+// of use. There is none when the pool is gone or going: nothing can reuse
+// its addresses then.
+func (h *claimHandler) remainingGracePeriod() time.Duration {
+	if h.pool == nil || !h.pool.GetDeletionTimestamp().IsZero() || h.claim.DeletionTimestamp.IsZero() {
+		return 0
+	}
+	seconds := ptr.Deref(h.pool.PoolSpec().AddressReuseGracePeriodSeconds, 0)
+	if seconds == 0 {
+		return 0
+	}
+	// The deletion timestamp is truncated to the second: count from the end
+	// of that second, so the hold lasts at least the whole period.
+	return time.Until(h.claim.DeletionTimestamp.Add(time.Duration(seconds+1) * time.Second))
 }
 
 func (h *claimHandler) setBound(address string) {

@@ -72,8 +72,12 @@ type poolStats struct {
 	SpaceErr         error
 }
 
-// errPoolNotReady wraps why a pool cannot serve claims.
-var errPoolNotReady = errors.New("pool is not ready")
+var (
+	// errPoolNotReady wraps why a pool cannot serve claims.
+	errPoolNotReady = errors.New("pool is not ready")
+	// errRequestedUnavailable wraps why a claim cannot have the address it requested.
+	errRequestedUnavailable = errors.New("requested address unavailable")
+)
 
 func newRegistry(reader client.Reader) *registry {
 	return &registry{reader: reader, pools: map[poolref.Key]*poolAllocations{}}
@@ -153,9 +157,10 @@ func (pa *poolAllocations) rebuild(pool v1alpha1.Pool) {
 	}
 }
 
-// acquire returns the address the claim holds in the pool, allocating the
-// lowest free one if it holds none.
-func (r *registry) acquire(ctx context.Context, pool v1alpha1.Pool, claim types.NamespacedName) (netip.Addr, cidr.Subnet, error) {
+// acquire returns the address the claim holds in the pool. A claim that
+// holds none gets the requested address when one is given (a zero Addr asks
+// for none), else the lowest free one.
+func (r *registry) acquire(ctx context.Context, pool v1alpha1.Pool, claim types.NamespacedName, requested netip.Addr) (netip.Addr, cidr.Subnet, error) {
 	pa, err := r.lock(ctx, pool)
 	if err != nil {
 		return netip.Addr{}, cidr.Subnet{}, err
@@ -167,7 +172,7 @@ func (r *registry) acquire(ctx context.Context, pool v1alpha1.Pool, claim types.
 	}
 	ip, held := pa.byClaim[claim]
 	if !held {
-		if ip, err = pa.alloc.Next(); err != nil {
+		if ip, err = pa.allocate(requested); err != nil {
 			return netip.Addr{}, cidr.Subnet{}, err
 		}
 		pa.byClaim[claim] = ip
@@ -175,6 +180,23 @@ func (r *registry) acquire(ctx context.Context, pool v1alpha1.Pool, claim types.
 	}
 	subnet, _ := pa.alloc.Space().SubnetOf(ip)
 	return ip, subnet, nil
+}
+
+// allocate takes the requested address, or the lowest free one when none is
+// requested.
+func (pa *poolAllocations) allocate(requested netip.Addr) (netip.Addr, error) {
+	if !requested.IsValid() {
+		return pa.alloc.Next()
+	}
+	err := pa.alloc.Allocate(requested)
+	switch {
+	case errors.Is(err, cidr.ErrInUse):
+		return netip.Addr{}, fmt.Errorf("%w: requested address %s is held by claim %s", errRequestedUnavailable, requested, pa.claimOf[requested])
+	case errors.Is(err, cidr.ErrNotAllocatable):
+		return netip.Addr{}, fmt.Errorf("%w: requested address %s is not one the pool hands out: it lies outside its addresses, or is a gateway, network, broadcast, anycast or excluded address",
+			errRequestedUnavailable, requested)
+	}
+	return requested, err
 }
 
 // adopt records an address that already has an IPAddress, and fails if the

@@ -14,6 +14,12 @@ const (
 	// until no IPAddress of the pool is left.
 	ProtectPoolFinalizer = "metal-vrf.ipam.cluster.x-k8s.io/protect-pool"
 
+	// RequestedAddressAnnotation on an IPAddressClaim asks for one specific
+	// address of the pool instead of the lowest free one. A claim whose
+	// address is taken, reserved or outside the pool says so in its Ready
+	// condition and is served once the address is released.
+	RequestedAddressAnnotation = "metal-vrf.ipam.cluster.x-k8s.io/requested-address"
+
 	// SkipDeleteValidationAnnotation lets a pool with addresses in use be deleted.
 	// It carries the in-cluster provider's name so tooling written for that
 	// provider keeps working. clusterctl move sets its own delete-for-move
@@ -85,6 +91,16 @@ type MetalVRFIPPoolSpec struct {
 	// out. They are skipped by default.
 	// +optional
 	AllocateReservedIPAddresses bool `json:"allocateReservedIPAddresses,omitempty"`
+
+	// AddressReuseGracePeriodSeconds keeps a released address out of use for
+	// this long after its claim was deleted, so ARP caches and switches forget
+	// the old holder before a new machine gets the address. The claim's
+	// deletion waits out the period (skipped when the pool itself is being
+	// deleted), which keeps the hold across restarts. 0 or unset: reuse at once.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=86400
+	AddressReuseGracePeriodSeconds *int32 `json:"addressReuseGracePeriodSeconds,omitempty"`
 }
 
 // IPAddressesSummary counts a pool's addresses.
