@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	cappmanager "github.com/metal-vrf/cluster-api-metal-vrf/capp/manager"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/manager"
 )
 
@@ -33,6 +34,9 @@ type Options struct {
 	// provider (InClusterIPPool and friends) from its pinned module, so its
 	// manager can run beside ours as a peer (see StartInCluster).
 	InClusterCRDs bool
+	// CAPPCRDs installs the CAPP CRDs (PacketCluster, PacketMachine,
+	// PacketMachineTemplate) from config/capp, for StartCAPP.
+	CAPPCRDs bool
 }
 
 // Environment is a running API server with the CRDs installed.
@@ -75,6 +79,9 @@ func Start(opts Options) (*Environment, error) {
 			return nil, err
 		}
 		crds = append(crds, filepath.Join(inClusterDir, "config", "crd", "bases"))
+	}
+	if opts.CAPPCRDs {
+		crds = append(crds, filepath.Join(root, "config", "capp", "crd", "bases"))
 	}
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: assets,
@@ -132,18 +139,37 @@ func (e *Environment) StartIPAM(ctx context.Context, opts manager.Options) (stop
 		cancel()
 		return nil, err
 	}
+	return runManager(ctx, cancel, mgr, "IPAM")
+}
+
+// StartCAPP runs a CAPP manager until the returned stop function is called.
+// It returns once the manager's caches have synced. The environment must
+// have been started with CAPPCRDs.
+func (e *Environment) StartCAPP(ctx context.Context, opts cappmanager.Options) (stop func(), err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	mgr, err := cappmanager.New(ctx, e.Config, opts)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return runManager(ctx, cancel, mgr, "CAPP")
+}
+
+// runManager starts mgr, waits for its caches and returns the function that
+// stops it (through cancel, which must cancel ctx).
+func runManager(ctx context.Context, cancel context.CancelFunc, mgr ctrl.Manager, name string) (stop func(), err error) {
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 	syncCtx, syncCancel := context.WithTimeout(ctx, time.Minute)
 	defer syncCancel()
 	if !mgr.GetCache().WaitForCacheSync(syncCtx) {
 		cancel()
-		return nil, fmt.Errorf("manager caches did not sync: %w", <-done)
+		return nil, fmt.Errorf("%s manager caches did not sync: %w", name, <-done)
 	}
 	return func() {
 		cancel()
 		if err := <-done; err != nil {
-			ctrl.Log.Error(err, "IPAM manager stopped with an error")
+			ctrl.Log.Error(err, name+" manager stopped with an error")
 		}
 	}, nil
 }

@@ -1,0 +1,114 @@
+package v1beta1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+)
+
+// AssignmentType names the component that hands out a network's addresses.
+//
+// +kubebuilder:validation:Enum=cluster-api;dhcp
+type AssignmentType string
+
+const (
+	// AssignmentClusterAPI means Cluster API hands out the addresses, through
+	// an IPAM pool.
+	AssignmentClusterAPI AssignmentType = "cluster-api"
+	// AssignmentDHCP means a DHCP server on the network hands them out.
+	AssignmentDHCP AssignmentType = "dhcp"
+)
+
+// NetworkSpec is a network the cluster's machines can be attached to.
+type NetworkSpec struct {
+	// Name of the network, e.g. "storage VLAN".
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name,omitempty"`
+
+	// Description of the network, e.g. "Storage network for VMs".
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Description string `json:"description,omitempty"`
+
+	// IPAddresses are the address ranges of the network (CIDRs), e.g. the
+	// ranges of an Equinix Metal VRF.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=43
+	// +kubebuilder:validation:items:XValidation:rule="isCIDR(self)",message="must be a CIDR such as 10.60.0.0/16"
+	IPAddresses []string `json:"ipAddresses,omitempty"`
+
+	// Assignment is the component that hands out the network's addresses to
+	// machines.
+	// +optional
+	Assignment AssignmentType `json:"assignment,omitempty"`
+}
+
+// PacketClusterSpec is the Equinix Metal side of a Cluster.
+type PacketClusterSpec struct {
+	// ProjectID is the Equinix Metal project the cluster's devices live in.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	ProjectID string `json:"projectID"`
+
+	// Metro is the Equinix Metal metro of the cluster, e.g. "ny".
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	Metro string `json:"metro,omitempty"`
+
+	// Facility is the Equinix Metal facility of the cluster, e.g. "ny5".
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	Facility string `json:"facility,omitempty"`
+
+	// ControlPlaneEndpoint is the endpoint the cluster's API server is reached at.
+	// +optional
+	ControlPlaneEndpoint clusterv1.APIEndpoint `json:"controlPlaneEndpoint,omitempty,omitzero"`
+
+	// Networks the cluster's machines can be attached to.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	Networks []NetworkSpec `json:"networks,omitempty"`
+}
+
+// PacketClusterStatus is what the PacketCluster reconciler observed.
+type PacketClusterStatus struct {
+	// Conditions of the PacketCluster.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=32
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// PacketCluster is the Equinix Metal infrastructure of a Cluster.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:path=packetclusters,scope=Namespaced,categories=cluster-api
+// +kubebuilder:printcolumn:name="Cluster",type="string",JSONPath=".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']",description="Cluster the PacketCluster belongs to"
+// +kubebuilder:printcolumn:name="Metro",type="string",JSONPath=".spec.metro"
+// +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
+type PacketCluster struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   PacketClusterSpec   `json:"spec,omitempty"`
+	Status PacketClusterStatus `json:"status,omitempty"`
+}
+
+// PacketClusterList is a list of PacketClusters.
+//
+// +kubebuilder:object:root=true
+type PacketClusterList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []PacketCluster `json:"items"`
+}
+
+func init() {
+	objectTypes = append(objectTypes, &PacketCluster{}, &PacketClusterList{})
+}

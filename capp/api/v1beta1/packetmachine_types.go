@@ -1,0 +1,320 @@
+package v1beta1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+)
+
+const (
+	// MachineFinalizer keeps a PacketMachine until its device is gone and its
+	// addresses are released.
+	MachineFinalizer = "packetmachine.infrastructure.cluster.x-k8s.io"
+
+	// IPClaimProtectionFinalizer keeps an IPAddressClaim, and so its address,
+	// while the PacketMachine that made it may still use the address. Only the
+	// PacketMachine reconciler removes it, once the device is gone.
+	IPClaimProtectionFinalizer = "packetmachine.infrastructure.cluster.x-k8s.io/ip-claim-protection"
+)
+
+// AddressType says how Kubernetes sees a network's address.
+//
+// +kubebuilder:validation:Enum=Internal;External
+type AddressType string
+
+const (
+	// AddressTypeInternal addresses are the node's InternalIP; kubelet's
+	// --node-ip is set to the first one of each IP family.
+	AddressTypeInternal AddressType = "Internal"
+	// AddressTypeExternal addresses are the node's ExternalIP.
+	AddressTypeExternal AddressType = "External"
+)
+
+// BillingCycle is how Equinix Metal bills a device.
+//
+// +kubebuilder:validation:Enum=hourly;daily;monthly;yearly
+type BillingCycle string
+
+// PacketMachineSpec is the device a Machine runs on and its Layer 2 networks.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.ports) == has(oldSelf.ports) && (!has(self.ports) || self.ports == oldSelf.ports)",message="ports are immutable: changing a machine's networks at runtime is not supported; replace the machine instead"
+type PacketMachineSpec struct {
+	// ProviderID is the device's identity in Kubernetes, equinixmetal://<device id>.
+	// It is set once the device exists.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	ProviderID string `json:"providerID,omitempty"`
+
+	// Project is the Equinix Metal project of the device; empty means the
+	// PacketCluster's project.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Project string `json:"project,omitempty"`
+
+	// Metro the device is created in, e.g. "ny".
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	Metro string `json:"metro,omitempty"`
+
+	// Facility the device is created in, e.g. "ny5".
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	Facility string `json:"facility,omitempty"`
+
+	// Plan is the device's hardware plan, e.g. "c3.small.x86".
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	Plan string `json:"plan"`
+
+	// OperatingSystem is the device's operating system slug, e.g. "ubuntu_24_04".
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	OperatingSystem string `json:"operatingSystem"`
+
+	// BillingCycle of the device.
+	// +optional
+	BillingCycle BillingCycle `json:"billingCycle,omitempty"`
+
+	// SSHKeys are public keys allowed to log in to the device.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=16384
+	SSHKeys []string `json:"sshKeys,omitempty"`
+
+	// Tags of the device.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=256
+	Tags []string `json:"tags,omitempty"`
+
+	// HardwareReservationID places the device on a reserved server.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	HardwareReservationID string `json:"hardwareReservationID,omitempty"`
+
+	// Ports are the device's network ports (bond0, eth0, eth1) and the VLANs
+	// each one carries. They cannot change after creation.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=8
+	Ports []Port `json:"ports,omitempty"`
+}
+
+// Port is the Layer 2 configuration of one of the device's ports.
+type Port struct {
+	// Name of the port as Equinix Metal names it: bond0, or eth0 and eth1 on
+	// a two-NIC server. The node carries each network of the port on the
+	// VLAN sub-interface <name>.<vxlan>, which must fit Linux's 15-character
+	// interface names, so the name has at most 10 characters.
+	// +required
+	// +kubebuilder:validation:MaxLength=10
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-zA-Z][a-zA-Z0-9_-]{0,9}$')",message="must be an interface name like bond0 or eth1: a letter, then letters, digits, '-' or '_', at most 10 characters"
+	Name string `json:"name"`
+
+	// Bonded keeps the port in its bond (bond0).
+	// +optional
+	Bonded bool `json:"bonded,omitempty"`
+
+	// Layer2 converts the port to Layer 2; false keeps it hybrid, so the
+	// device's Layer 3 addresses stay.
+	// +optional
+	Layer2 bool `json:"layer2,omitempty"`
+
+	// Networks the port carries, each a VLAN.
+	// +required
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	Networks []Network `json:"networks"`
+}
+
+// Network is one VLAN on a port and the address the node has on it.
+//
+// The address comes either from an IPAM pool (addressFromPool) or from the
+// spec (address): exactly one of the two.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.addressFromPool) != has(self.address)",message="exactly one of addressFromPool or address (a static address) must be set"
+// +kubebuilder:validation:XValidation:rule="!has(self.gateway) || has(self.address)",message="gateway is only set with a static address; an address from a pool carries its pool's gateway"
+type Network struct {
+	// VXLAN is the VLAN's tag (its "vxlan" in Equinix Metal), 2-3999. The
+	// node's sub-interface is <port>.<vxlan>.
+	// +required
+	// +kubebuilder:validation:Minimum=2
+	// +kubebuilder:validation:Maximum=3999
+	VXLAN int32 `json:"vxlan"`
+
+	// VLANID is the Equinix Metal id (a UUID) of the VLAN, when more than one
+	// VLAN of the project and metro could match the vxlan.
+	// +optional
+	// +kubebuilder:validation:MaxLength=36
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$')",message="must be the VLAN's UUID"
+	VLANID string `json:"vlanID,omitempty"`
+
+	// Netmask of the network, e.g. 255.255.255.248, for addresses that come
+	// without a prefix length. When the address has one, they must agree.
+	// +optional
+	// +kubebuilder:validation:MaxLength=15
+	Netmask string `json:"netmask,omitempty"`
+
+	// AddressFromPool is the IPAM pool (any kind: InClusterIPPool,
+	// MetalVRFIPPool, ...) in the machine's namespace that hands out the
+	// node's address on this network.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="has(self.apiGroup) && self.apiGroup != ''",message="apiGroup is required, e.g. ipam.cluster.x-k8s.io"
+	AddressFromPool *corev1.TypedLocalObjectReference `json:"addressFromPool,omitempty"`
+
+	// Address is a static address of the node on this network, with its
+	// prefix length ("10.60.0.5/24") or without it, then netmask gives it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=43
+	// +kubebuilder:validation:XValidation:rule="isIP(self) || isCIDR(self)",message="must be an IP address, optionally with a prefix length, e.g. 10.60.0.5/24"
+	Address string `json:"address,omitempty"`
+
+	// Gateway of a static address's subnet.
+	// +optional
+	// +kubebuilder:validation:MaxLength=39
+	// +kubebuilder:validation:XValidation:rule="isIP(self)",message="must be an IP address"
+	Gateway string `json:"gateway,omitempty"`
+
+	// AddressType says whether the address is the node's InternalIP or ExternalIP.
+	// +optional
+	AddressType AddressType `json:"addressType,omitempty"`
+
+	// Routes reached through this network.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	Routes []RouteSpec `json:"routes,omitempty"`
+}
+
+// RouteSpec is a static route through a network.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.gateway) || !isIP(self.gateway) || !isCIDR(self.destination) || ip(self.gateway).family() == cidr(self.destination).ip().family()",message="gateway and destination must be of the same IP family"
+type RouteSpec struct {
+	// Destination network, e.g. 192.168.0.0/16.
+	// +required
+	// +kubebuilder:validation:MaxLength=43
+	// +kubebuilder:validation:XValidation:rule="isCIDR(self) && cidr(self) == cidr(self).masked()",message="must be a network in CIDR notation with no host bits set, e.g. 192.168.0.0/16"
+	Destination string `json:"destination"`
+
+	// Gateway the destination is reached through; empty means the gateway
+	// of the network's address.
+	// +optional
+	// +kubebuilder:validation:MaxLength=39
+	// +kubebuilder:validation:XValidation:rule="isIP(self)",message="must be an IP address"
+	Gateway string `json:"gateway,omitempty"`
+}
+
+// PacketMachineInitializationStatus reports the CAPI provisioning contract.
+// +kubebuilder:validation:MinProperties=1
+type PacketMachineInitializationStatus struct {
+	// Provisioned is true once the device exists and reported its network
+	// configured.
+	// +optional
+	Provisioned *bool `json:"provisioned,omitempty"`
+}
+
+// NetworkStatus is the address a network of a port actually got.
+type NetworkStatus struct {
+	// VXLAN of the network.
+	VXLAN int32 `json:"vxlan"`
+	// ClaimName is the IPAddressClaim the address came from; empty for a
+	// static address.
+	// +optional
+	ClaimName string `json:"claimName,omitempty"`
+	// Address assigned to the node on the network.
+	Address string `json:"address"`
+	// Prefix length of the network.
+	Prefix int32 `json:"prefix"`
+	// Gateway of the network, if it has one.
+	// +optional
+	Gateway string `json:"gateway,omitempty"`
+}
+
+// PortStatus is what a port's networks got, in the order of spec.ports[].networks[].
+type PortStatus struct {
+	// Name of the port.
+	Name string `json:"name"`
+	// Networks of the port.
+	// +listType=atomic
+	Networks []NetworkStatus `json:"networks"`
+}
+
+// PacketMachineStatus is what the PacketMachine reconciler observed.
+type PacketMachineStatus struct {
+	// Conditions: Paused, IPAddressClaimed, IPAddressClaimsFulfilled,
+	// BootstrapDataRendered. Ready arrives with the device.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=32
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// Initialization reports the CAPI provisioning contract.
+	// +optional
+	Initialization PacketMachineInitializationStatus `json:"initialization,omitempty,omitzero"`
+
+	// Addresses of the node: one per network with an addressType,
+	// InternalIP or ExternalIP by that type.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=128
+	Addresses []clusterv1.MachineAddress `json:"addresses,omitempty"`
+
+	// Ports are the addresses each port's networks got, once all are known.
+	// +optional
+	// +listType=atomic
+	Ports []PortStatus `json:"ports,omitempty"`
+
+	// UserDataSecretName is the Secret, owned by the PacketMachine, holding
+	// the device's user-data: the bootstrap data merged with the network
+	// configuration.
+	// +optional
+	UserDataSecretName string `json:"userDataSecretName,omitempty"`
+}
+
+// PacketMachine is an Equinix Metal device of a Cluster.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:path=packetmachines,scope=Namespaced,categories=cluster-api
+// +kubebuilder:printcolumn:name="Cluster",type="string",JSONPath=".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']",description="Cluster the machine belongs to"
+// +kubebuilder:printcolumn:name="Plan",type="string",JSONPath=".spec.plan"
+// +kubebuilder:printcolumn:name="Addresses",type="string",JSONPath=".status.addresses[*].address",description="Addresses from the machine's networks"
+// +kubebuilder:printcolumn:name="Claimed",type="string",JSONPath=".status.conditions[?(@.type==\"IPAddressClaimed\")].message",description="Addresses bound out of those claimed"
+// +kubebuilder:printcolumn:name="Rendered",type="string",JSONPath=".status.conditions[?(@.type==\"BootstrapDataRendered\")].status",description="User-data with the network configuration written"
+// +kubebuilder:printcolumn:name="ProviderID",type="string",JSONPath=".spec.providerID",priority=1
+// +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
+type PacketMachine struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   PacketMachineSpec   `json:"spec,omitempty"`
+	Status PacketMachineStatus `json:"status,omitempty"`
+}
+
+// GetConditions returns the machine's conditions (CAPI's conditions.Getter).
+func (m *PacketMachine) GetConditions() []metav1.Condition { return m.Status.Conditions }
+
+// SetConditions replaces the machine's conditions (CAPI's conditions.Setter).
+func (m *PacketMachine) SetConditions(conditions []metav1.Condition) {
+	m.Status.Conditions = conditions
+}
+
+// PacketMachineList is a list of PacketMachines.
+//
+// +kubebuilder:object:root=true
+type PacketMachineList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []PacketMachine `json:"items"`
+}
+
+func init() {
+	objectTypes = append(objectTypes, &PacketMachine{}, &PacketMachineList{})
+}

@@ -1,0 +1,165 @@
+package cloudinit
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"regexp"
+	"strconv"
+)
+
+// Network is the address a node has on one VLAN of one of its ports.
+type Network struct {
+	// Port is the port's name as Equinix Metal knows it: bond0, eth0, eth1.
+	Port string
+	// VLAN is the 802.1Q tag, the VLAN's vxlan.
+	VLAN int
+	// Address is the node's address with its subnet's prefix length.
+	Address netip.Prefix
+	// Gateway is the subnet's gateway; the zero Addr when it has none.
+	Gateway netip.Addr
+	// Routes reached through the network.
+	Routes []Route
+	// Internal marks the node's InternalIP: the first one of each family
+	// becomes kubelet's --node-ip.
+	Internal bool
+}
+
+// Route is a static route through a network.
+type Route struct {
+	Destination netip.Prefix
+	// Gateway is the next hop; the zero Addr means the network's gateway,
+	// or an on-link route when the network has none.
+	Gateway netip.Addr
+}
+
+// maxVLANInterfaceName is Linux's limit on interface names (IFNAMSIZ - 1).
+const maxVLANInterfaceName = 15
+
+// portNamePattern keeps port names safe to write into shell scripts and
+// ifupdown files unquoted.
+var portNamePattern = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_-]*$`)
+
+// Interface is the name of the network's VLAN sub-interface on device, the
+// local name of its port: "<device>.<vlan>", the form ifupdown creates VLANs
+// from without further configuration.
+func (n Network) Interface(device string) string {
+	return device + "." + strconv.Itoa(n.VLAN)
+}
+
+// family is "-4" or "-6", the ip(8) option for the network's family.
+func family(a netip.Addr) string {
+	if a.Is4() {
+		return "-4"
+	}
+	return "-6"
+}
+
+// routeGateway is the next hop of r on n, or the zero Addr for on-link.
+func (n Network) routeGateway(r Route) netip.Addr {
+	if r.Gateway.IsValid() {
+		return r.Gateway
+	}
+	return n.Gateway
+}
+
+// Validate reports why the networks cannot be rendered, if they cannot.
+func Validate(networks []Network) error {
+	var errs []error
+	seen := map[netip.Addr]int{}
+	for i, n := range networks {
+		errs = append(errs, n.validate(i)...)
+		if prev, dup := seen[n.Address.Addr()]; dup {
+			errs = append(errs, fmt.Errorf("network %d: address %s is already used by network %d", i, n.Address.Addr(), prev))
+		}
+		seen[n.Address.Addr()] = i
+	}
+	return errors.Join(errs...)
+}
+
+func (n Network) validate(i int) []error {
+	var errs []error
+	fail := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("network %d (%s.%d): %s", i, n.Port, n.VLAN, fmt.Sprintf(format, args...)))
+	}
+	if !portNamePattern.MatchString(n.Port) {
+		fail("port name %q is not an interface name", n.Port)
+	}
+	if n.VLAN < 1 || n.VLAN > 4094 {
+		fail("VLAN %d is outside 1-4094", n.VLAN)
+	}
+	if len(n.Interface(n.Port)) > maxVLANInterfaceName {
+		fail("interface name %s is longer than %d characters", n.Interface(n.Port), maxVLANInterfaceName)
+	}
+	if !n.Address.IsValid() {
+		fail("no address")
+		return errs
+	}
+	addr := n.Address.Addr()
+	subnet := n.Address.Masked()
+	if addr.Zone() != "" || addr.Is4In6() {
+		fail("address %s must be a plain IPv4 or IPv6 address", addr)
+	}
+	if n.Gateway.IsValid() {
+		switch {
+		case n.Gateway.Is4() != addr.Is4():
+			fail("gateway %s and address %s are of different IP families", n.Gateway, addr)
+		case !subnet.Contains(n.Gateway):
+			fail("gateway %s is outside the subnet %s", n.Gateway, subnet)
+		case n.Gateway == addr:
+			fail("gateway %s is the node's own address", n.Gateway)
+		}
+	}
+	for _, r := range n.Routes {
+		switch {
+		case !r.Destination.IsValid():
+			fail("route without a destination")
+		case r.Destination.Addr().Is4() != addr.Is4():
+			fail("route to %s is not of the address's IP family", r.Destination)
+		case r.Destination != r.Destination.Masked():
+			fail("route destination %s has host bits set", r.Destination)
+		case r.Gateway.IsValid() && r.Gateway.Is4() != addr.Is4():
+			fail("route to %s: gateway %s is not of the address's IP family", r.Destination, r.Gateway)
+		case r.Gateway.IsValid() && !subnet.Contains(r.Gateway):
+			fail("route to %s: gateway %s is not reachable on the subnet %s", r.Destination, r.Gateway, subnet)
+		}
+	}
+	return errs
+}
+
+// NodeIPs are kubelet's --node-ip values: the first Internal address of each
+// IP family, IPv4 first (kubelet's order for dual stack).
+func NodeIPs(networks []Network) []netip.Addr {
+	var v4, v6 netip.Addr
+	for _, n := range networks {
+		if !n.Internal {
+			continue
+		}
+		switch a := n.Address.Addr(); {
+		case a.Is4() && !v4.IsValid():
+			v4 = a
+		case a.Is6() && !v6.IsValid():
+			v6 = a
+		}
+	}
+	var ips []netip.Addr
+	for _, a := range []netip.Addr{v4, v6} {
+		if a.IsValid() {
+			ips = append(ips, a)
+		}
+	}
+	return ips
+}
+
+// ports are the distinct port names of networks, in order of appearance.
+func ports(networks []Network) []string {
+	var names []string
+	seen := map[string]bool{}
+	for _, n := range networks {
+		if !seen[n.Port] {
+			seen[n.Port] = true
+			names = append(names, n.Port)
+		}
+	}
+	return names
+}

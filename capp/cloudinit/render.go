@@ -1,0 +1,160 @@
+package cloudinit
+
+import (
+	_ "embed"
+	"fmt"
+	"strings"
+	"text/template"
+)
+
+// DefaultMetadataURL is Equinix Metal's metadata service.
+const DefaultMetadataURL = "https://metadata.platformequinix.com/metadata"
+
+// Paths on the node.
+const (
+	// ScriptPath is the network configuration script.
+	ScriptPath = "/var/lib/capp/configure-network.sh"
+	// StanzasPath is the ifupdown file the script writes, so the VLAN
+	// sub-interfaces come back after a reboot.
+	StanzasPath = "/etc/network/interfaces.d/capp-vlans"
+	// ModulesPath loads 8021q at boot.
+	ModulesPath = "/etc/modules-load.d/capp-vlan.conf"
+	// KubeletDefaultsPath carries kubelet's --node-ip (KUBELET_EXTRA_ARGS,
+	// read by the kubeadm kubelet drop-in after kubeadm's own flags).
+	KubeletDefaultsPath = "/etc/default/kubelet"
+)
+
+// Options tune the rendering.
+type Options struct {
+	// MetadataURL is the metadata service the node reads its interfaces and
+	// user_state_url from; empty means DefaultMetadataURL.
+	MetadataURL string
+}
+
+// baseMetric is the metric of a network's default route via its gateway;
+// network i uses baseMetric+i. Above the device's own default route (metric
+// 0 on bond0), so the VLAN gateways are a fallback that never takes over the
+// public network, and distinct so that two networks' default routes coexist.
+const baseMetric = 1000
+
+//go:embed templates.tmpl
+var templatesText string
+
+var templates = template.Must(template.New("").Parse(templatesText))
+
+// networkView is a network as the templates see it.
+type networkView struct {
+	Interface string
+	// Auto is true on the first network of an interface, which carries the
+	// interface's "auto" line.
+	Auto    bool
+	Family  string // inet or inet6, ifupdown's method family
+	IPFlag  string // -4 or -6, ip(8)'s
+	Address string
+	Gateway string
+	Metric  int
+	Routes  []routeView
+}
+
+type routeView struct {
+	Destination string
+	Via         string
+}
+
+type portView struct {
+	Var  string
+	Name string
+}
+
+type view struct {
+	MetadataURL string
+	StanzasPath string
+	Ports       []portView
+	Interfaces  []string
+	Networks    []networkView
+}
+
+// newView lays networks out for the templates, naming each port's local
+// device with device(port).
+func newView(networks []Network, device func(port string) string) view {
+	var v view
+	autos := map[string]bool{}
+	for i, n := range networks {
+		iface := n.Interface(device(n.Port))
+		nv := networkView{
+			Interface: iface,
+			Auto:      !autos[iface],
+			Family:    "inet",
+			IPFlag:    family(n.Address.Addr()),
+			Address:   n.Address.String(),
+			Metric:    baseMetric + i,
+		}
+		if nv.Auto {
+			v.Interfaces = append(v.Interfaces, iface)
+		}
+		autos[iface] = true
+		if n.Address.Addr().Is6() {
+			nv.Family = "inet6"
+		}
+		if n.Gateway.IsValid() {
+			nv.Gateway = n.Gateway.String()
+		}
+		for _, r := range n.Routes {
+			rv := routeView{Destination: r.Destination.String()}
+			if gw := n.routeGateway(r); gw.IsValid() {
+				rv.Via = gw.String()
+			}
+			nv.Routes = append(nv.Routes, rv)
+		}
+		v.Networks = append(v.Networks, nv)
+	}
+	return v
+}
+
+func execute(name string, v view) string {
+	var b strings.Builder
+	if err := templates.ExecuteTemplate(&b, name, v); err != nil {
+		// The templates are fixed and the view is built here: an error is a bug.
+		panic(fmt.Sprintf("rendering %s: %v", name, err))
+	}
+	return b.String()
+}
+
+// Stanzas renders the ifupdown stanzas of networks (the content of
+// StanzasPath), naming each port's local device with device(port).
+func Stanzas(networks []Network, device func(port string) string) string {
+	return execute("stanzas", newView(networks, device))
+}
+
+// VerifyScript renders a standalone bash script that exits non-zero unless
+// every address and route of networks is in place, naming each port's local
+// device with device(port). The network script runs the same checks.
+func VerifyScript(networks []Network, device func(port string) string) string {
+	return execute("verify-script", newView(networks, device))
+}
+
+// Script renders the node's network configuration script (ScriptPath). It
+// finds each port's local device, writes the stanzas, brings the VLAN
+// sub-interfaces up with ifup, verifies the result and reports it.
+func Script(networks []Network, opts Options) (string, error) {
+	if err := Validate(networks); err != nil {
+		return "", err
+	}
+	vars := map[string]string{}
+	var portViews []portView
+	for i, name := range ports(networks) {
+		vars[name] = fmt.Sprintf("port_%d", i)
+		portViews = append(portViews, portView{Var: vars[name], Name: name})
+	}
+	v := newView(networks, func(port string) string { return "${" + vars[port] + "}" })
+	v.Ports = portViews
+	v.StanzasPath = StanzasPath
+	v.MetadataURL = opts.MetadataURL
+	if v.MetadataURL == "" {
+		v.MetadataURL = DefaultMetadataURL
+	}
+	if strings.ContainsAny(v.MetadataURL, "'\n") {
+		return "", fmt.Errorf("metadata URL %q contains a quote or a newline", v.MetadataURL)
+	}
+	return execute("script", v), nil
+}

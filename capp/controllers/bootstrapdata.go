@@ -1,0 +1,89 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
+	"github.com/metal-vrf/cluster-api-metal-vrf/capp/cloudinit"
+)
+
+// UserDataSecretName is the name of the Secret holding a machine's user-data.
+func UserDataSecretName(machine string) string { return machine + "-user-data" }
+
+// UserDataKey is the key of the user-data in its Secret, as in CAPI's
+// bootstrap data Secrets.
+const UserDataKey = "value"
+
+// reconcileBootstrapData merges the Machine's bootstrap data with the node's
+// network configuration into the user-data Secret, owned by the
+// PacketMachine and named in its status. It needs the addresses, so it runs
+// after reconcileIPAddresses; it waits for the bootstrap provider through
+// the watch on the Machine.
+func (r *PacketMachineReconciler) reconcileBootstrapData(ctx context.Context, s *machineScope) (bool, error) {
+	pm := s.PacketMachine
+	dataSecretName := s.Machine.Spec.Bootstrap.DataSecretName
+	if dataSecretName == nil {
+		setBootstrapDataRendered(pm, metav1.ConditionFalse, infrav1.WaitingForBootstrapDataReason,
+			"waiting for the bootstrap provider to set the Machine's bootstrap data")
+		return false, nil
+	}
+
+	bootstrap := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: pm.Namespace, Name: *dataSecretName}, bootstrap); err != nil {
+		return false, fmt.Errorf("reading the bootstrap data Secret %s: %w", *dataSecretName, err)
+	}
+	if format := string(bootstrap.Data["format"]); format != "" && format != "cloud-config" {
+		return r.bootstrapDataInvalid(pm, fmt.Errorf("bootstrap data Secret %s has format %q; only cloud-config can carry the network configuration", *dataSecretName, format))
+	}
+	userData, err := cloudinit.UserData(bootstrap.Data[UserDataKey], s.Networks, r.Render)
+	if err != nil {
+		return r.bootstrapDataInvalid(pm, fmt.Errorf("bootstrap data Secret %s: %w", *dataSecretName, err))
+	}
+
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: pm.Namespace, Name: UserDataSecretName(pm.Name)}}
+	result, err := controllerutil.CreateOrPatch(ctx, r.Client, secret, func() error {
+		if secret.Labels == nil {
+			secret.Labels = map[string]string{}
+		}
+		secret.Labels[clusterv1.ClusterNameLabel] = s.Cluster.Name
+		secret.Type = clusterv1.ClusterSecretType
+		secret.Data = map[string][]byte{UserDataKey: userData}
+		return controllerutil.SetControllerReference(pm, secret, r.Client.Scheme())
+	})
+	if err != nil {
+		return false, fmt.Errorf("writing the user-data Secret %s: %w", secret.Name, err)
+	}
+	if result != controllerutil.OperationResultNone {
+		ctrl.LoggerFrom(ctx).Info("Wrote the user-data", "Secret", secret.Name, "operation", result)
+		r.Recorder.Eventf(pm, corev1.EventTypeNormal, "UserDataRendered", "User-data Secret %s %s", secret.Name, result)
+	}
+	pm.Status.UserDataSecretName = secret.Name
+	setBootstrapDataRendered(pm, metav1.ConditionTrue, infrav1.BootstrapDataRenderedReason, "")
+	return true, nil
+}
+
+// bootstrapDataInvalid reports bootstrap data that cannot be merged; only a
+// new bootstrap data Secret (a Machine update, which the watch sees) can fix
+// it, so there is nothing to retry.
+func (r *PacketMachineReconciler) bootstrapDataInvalid(pm *infrav1.PacketMachine, err error) (bool, error) {
+	if conditions.GetReason(pm, infrav1.BootstrapDataRenderedCondition) != infrav1.BootstrapDataInvalidReason {
+		r.Recorder.Event(pm, corev1.EventTypeWarning, infrav1.BootstrapDataInvalidReason, err.Error())
+	}
+	setBootstrapDataRendered(pm, metav1.ConditionFalse, infrav1.BootstrapDataInvalidReason, err.Error())
+	return false, nil
+}
+
+func setBootstrapDataRendered(pm *infrav1.PacketMachine, status metav1.ConditionStatus, reason, message string) {
+	conditions.Set(pm, metav1.Condition{
+		Type: infrav1.BootstrapDataRenderedCondition, Status: status, Reason: reason, Message: message,
+	})
+}

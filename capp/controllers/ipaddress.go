@@ -1,0 +1,248 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
+)
+
+// ClaimName is the name of the IPAddressClaim of spec.ports[port].networks[network]:
+// predictable, so a restarted controller finds the claims it made, and
+// showing which port and network the address is for.
+func ClaimName(machine string, port, network int) string {
+	return fmt.Sprintf("%s-port-%d-network-%d", machine, port, network)
+}
+
+// poolClaim is a network that takes its address from a pool.
+type poolClaim struct {
+	name string
+	pool corev1.TypedLocalObjectReference
+}
+
+func poolClaims(pm *infrav1.PacketMachine) []poolClaim {
+	var claims []poolClaim
+	for i, port := range pm.Spec.Ports {
+		for j, network := range port.Networks {
+			if network.AddressFromPool != nil {
+				claims = append(claims, poolClaim{name: ClaimName(pm.Name, i, j), pool: *network.AddressFromPool})
+			}
+		}
+	}
+	return claims
+}
+
+// reconcileIPAddresses makes sure every network with addressFromPool has its
+// claim and is done once every claim is bound to a valid address, recorded
+// in status. Until then it returns not done without an error: the watch on
+// the claims brings the machine back when one gets bound.
+func (r *PacketMachineReconciler) reconcileIPAddresses(ctx context.Context, s *machineScope) (bool, error) {
+	log := ctrl.LoggerFrom(ctx)
+	pm := s.PacketMachine
+	claims := poolClaims(pm)
+
+	if len(claims) > 0 && !r.ipamInstalled {
+		setIPAddressClaimed(pm, metav1.ConditionFalse, infrav1.IPAMNotInstalledReason, ipamNotInstalledMessage)
+		log.Info("Cannot claim addresses: " + ipamNotInstalledMessage)
+		return false, nil
+	}
+
+	bound := make(map[string]*ipamv1.IPAddress, len(claims))
+	var waiting, deleting []string
+	created := false
+	for _, c := range claims {
+		claim, isNew, err := r.ensureClaim(ctx, s, c)
+		if meta.IsNoMatchError(err) {
+			setIPAddressClaimed(pm, metav1.ConditionFalse, infrav1.IPAMNotInstalledReason, ipamNotInstalledMessage)
+			log.Error(err, "Cannot claim addresses: "+ipamNotInstalledMessage)
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		created = created || isNew
+		if !claim.DeletionTimestamp.IsZero() {
+			// The protection finalizer keeps the claim, but IPAM providers
+			// built on ipamutil release the address as soon as the claim is
+			// being deleted: the machine can no longer count on it.
+			deleting = append(deleting, claim.Name)
+			continue
+		}
+		if claim.Status.AddressRef.Name == "" {
+			waiting = append(waiting, claim.Name)
+			continue
+		}
+		address := &ipamv1.IPAddress{}
+		key := client.ObjectKey{Namespace: pm.Namespace, Name: claim.Status.AddressRef.Name}
+		if err := r.Client.Get(ctx, key, address); err != nil {
+			if apierrors.IsNotFound(err) {
+				// The cache has not seen the address yet; its creation is
+				// followed by the claim's update, which wakes us again.
+				waiting = append(waiting, claim.Name)
+				continue
+			}
+			return false, err
+		}
+		bound[c.name] = address
+	}
+
+	count := fmt.Sprintf("%d/%d bound", len(bound), len(claims))
+	if len(deleting) > 0 {
+		r.ipAddressInvalid(pm, fmt.Sprintf("%s, IPAddressClaims %s are being deleted while the machine exists: "+
+			"their addresses may be handed out again; delete the machine", count, strings.Join(deleting, ", ")))
+		return false, nil
+	}
+	if len(waiting) > 0 {
+		reason := infrav1.WaitingForIPAddressReason
+		if created {
+			reason = infrav1.IPAddressClaimsBeingCreatedReason
+		}
+		setIPAddressClaimed(pm, metav1.ConditionFalse, reason,
+			fmt.Sprintf("%s, waiting for IPAddressClaims %s", count, strings.Join(waiting, ", ")))
+		return false, nil
+	}
+
+	networks, err := machineNetworks(pm, bound)
+	if err != nil {
+		r.ipAddressInvalid(pm, fmt.Sprintf("%s, but unusable: %v", count, err))
+		return false, nil
+	}
+	if len(claims) == 0 {
+		setIPAddressClaimed(pm, metav1.ConditionTrue, infrav1.NoIPAddressClaimsReason, "no network takes its address from a pool")
+	} else {
+		setIPAddressClaimed(pm, metav1.ConditionTrue, infrav1.IPAddressClaimedReason, count)
+	}
+	pm.Status.Ports = networks.ports
+	pm.Status.Addresses = networks.addresses
+	s.Networks = networks.render
+	return true, nil
+}
+
+// ipAddressInvalid reports addresses the machine cannot use, with an event
+// when the condition turns so. Only a change of the claims or addresses
+// (which the watch sees) or of the machine can fix it: nothing to retry.
+func (r *PacketMachineReconciler) ipAddressInvalid(pm *infrav1.PacketMachine, message string) {
+	if conditions.GetReason(pm, infrav1.IPAddressClaimedCondition) != infrav1.IPAddressInvalidReason {
+		r.Recorder.Event(pm, corev1.EventTypeWarning, infrav1.IPAddressInvalidReason, message)
+	}
+	setIPAddressClaimed(pm, metav1.ConditionFalse, infrav1.IPAddressInvalidReason, message)
+}
+
+const ipamNotInstalledMessage = "the IPAddressClaim API (ipam.cluster.x-k8s.io) is not installed in this cluster: " +
+	"install Cluster API's IPAM CRDs and restart the provider"
+
+// ensureClaim returns the claim c, creating it if it does not exist.
+func (r *PacketMachineReconciler) ensureClaim(ctx context.Context, s *machineScope, c poolClaim) (_ *ipamv1.IPAddressClaim, created bool, _ error) {
+	pm := s.PacketMachine
+	claim := &ipamv1.IPAddressClaim{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: pm.Namespace, Name: c.name}, claim)
+	if err == nil {
+		if !metav1.IsControlledBy(claim, pm) {
+			return nil, false, fmt.Errorf("IPAddressClaim %s exists but is not controlled by PacketMachine %s", c.name, pm.Name)
+		}
+		return claim, false, nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return nil, false, err
+	}
+
+	claim = &ipamv1.IPAddressClaim{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace:  pm.Namespace,
+			Name:       c.name,
+			Labels:     map[string]string{clusterv1.ClusterNameLabel: s.Cluster.Name},
+			Finalizers: []string{infrav1.IPClaimProtectionFinalizer},
+		},
+		Spec: ipamv1.IPAddressClaimSpec{
+			ClusterName: s.Cluster.Name,
+			PoolRef: ipamv1.IPPoolReference{
+				APIGroup: ptr.Deref(c.pool.APIGroup, ""),
+				Kind:     c.pool.Kind,
+				Name:     c.pool.Name,
+			},
+		},
+	}
+	if err := controllerutil.SetControllerReference(pm, claim, r.Client.Scheme()); err != nil {
+		return nil, false, err
+	}
+	if err := r.Client.Create(ctx, claim); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			// Made by an earlier reconcile the cache has not caught up with.
+			return claim, false, nil
+		}
+		return nil, false, fmt.Errorf("creating IPAddressClaim %s: %w", c.name, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Created IPAddressClaim", "IPAddressClaim", c.name, "pool", c.pool.Kind+"/"+c.pool.Name)
+	r.Recorder.Eventf(pm, corev1.EventTypeNormal, "IPAddressClaimCreated", "Created IPAddressClaim %s on %s %s", c.name, c.pool.Kind, c.pool.Name)
+	return claim, true, nil
+}
+
+// setIPAddressClaimed sets IPAddressClaimed and its v1beta2-style twin
+// IPAddressClaimsFulfilled, which shares its status and message.
+func setIPAddressClaimed(pm *infrav1.PacketMachine, status metav1.ConditionStatus, reason, message string) {
+	conditions.Set(pm, metav1.Condition{
+		Type: infrav1.IPAddressClaimedCondition, Status: status, Reason: reason, Message: message,
+	})
+	fulfilled := infrav1.IPAddressClaimsFulfilledReason
+	switch {
+	case reason == infrav1.IPAddressInvalidReason || reason == infrav1.IPAMNotInstalledReason:
+		fulfilled = reason
+	case status != metav1.ConditionTrue:
+		fulfilled = infrav1.IPAddressClaimsNotFulfilledReason
+	}
+	conditions.Set(pm, metav1.Condition{
+		Type: infrav1.IPAddressClaimsFulfilledCondition, Status: status, Reason: fulfilled, Message: message,
+	})
+}
+
+// releaseIPAddresses lets go of the machine's claims: it drops the
+// protection finalizer and deletes each claim, and reports done once none
+// is left, so the machine is not gone before its addresses are released.
+func (r *PacketMachineReconciler) releaseIPAddresses(ctx context.Context, pm *infrav1.PacketMachine) (bool, error) {
+	if !r.ipamInstalled {
+		return true, nil
+	}
+	remaining := 0
+	for _, c := range poolClaims(pm) {
+		claim := &ipamv1.IPAddressClaim{}
+		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: pm.Namespace, Name: c.name}, claim); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return false, err
+		}
+		if !metav1.IsControlledBy(claim, pm) {
+			continue
+		}
+		remaining++
+		base := claim.DeepCopy()
+		if controllerutil.RemoveFinalizer(claim, infrav1.IPClaimProtectionFinalizer) {
+			if err := r.Client.Patch(ctx, claim, client.MergeFrom(base)); err != nil {
+				return false, fmt.Errorf("releasing IPAddressClaim %s: %w", claim.Name, err)
+			}
+		}
+		if claim.DeletionTimestamp.IsZero() {
+			if err := r.Client.Delete(ctx, claim); client.IgnoreNotFound(err) != nil {
+				return false, fmt.Errorf("deleting IPAddressClaim %s: %w", claim.Name, err)
+			}
+			r.Recorder.Eventf(pm, corev1.EventTypeNormal, "IPAddressClaimReleased", "Released IPAddressClaim %s", claim.Name)
+		}
+	}
+	if remaining > 0 {
+		ctrl.LoggerFrom(ctx).Info("Waiting for the IPAddressClaims to be released", "remaining", remaining)
+	}
+	return remaining == 0, nil
+}

@@ -1,0 +1,164 @@
+package controllers
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+
+	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
+	"github.com/metal-vrf/cluster-api-metal-vrf/capp/cloudinit"
+)
+
+// resolvedNetworks are a machine's networks with their addresses known.
+type resolvedNetworks struct {
+	// render is what the node configuration is rendered from.
+	render []cloudinit.Network
+	// ports and addresses go to the machine's status.
+	ports     []infrav1.PortStatus
+	addresses []clusterv1.MachineAddress
+}
+
+// machineNetworks combines the spec's networks with the addresses bound to
+// their claims (by claim name) and checks that the node can use them: each
+// address with a prefix, its gateway and route gateways inside its subnet and
+// of its family, no address twice on the machine.
+func machineNetworks(pm *infrav1.PacketMachine, bound map[string]*ipamv1.IPAddress) (resolvedNetworks, error) {
+	var out resolvedNetworks
+	var errs []error
+	for i, port := range pm.Spec.Ports {
+		ps := infrav1.PortStatus{Name: port.Name}
+		for j, network := range port.Networks {
+			n, claimName, err := resolveNetwork(pm.Name, i, j, port.Name, network, bound)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("ports[%d].networks[%d]: %w", i, j, err))
+				continue
+			}
+			out.render = append(out.render, n)
+			ns := infrav1.NetworkStatus{
+				VXLAN:     network.VXLAN,
+				ClaimName: claimName,
+				Address:   n.Address.Addr().String(),
+				Prefix:    int32(n.Address.Bits()),
+			}
+			if n.Gateway.IsValid() {
+				ns.Gateway = n.Gateway.String()
+			}
+			ps.Networks = append(ps.Networks, ns)
+			switch network.AddressType {
+			case infrav1.AddressTypeInternal:
+				out.addresses = append(out.addresses, clusterv1.MachineAddress{Type: clusterv1.MachineInternalIP, Address: ns.Address})
+			case infrav1.AddressTypeExternal:
+				out.addresses = append(out.addresses, clusterv1.MachineAddress{Type: clusterv1.MachineExternalIP, Address: ns.Address})
+			}
+		}
+		out.ports = append(out.ports, ps)
+	}
+	if len(errs) == 0 {
+		errs = append(errs, cloudinit.Validate(out.render))
+	}
+	return out, errors.Join(errs...)
+}
+
+// resolveNetwork is ports[i].networks[j] with its address: the one bound to
+// its claim, or its static one.
+func resolveNetwork(machine string, i, j int, port string, network infrav1.Network, bound map[string]*ipamv1.IPAddress) (cloudinit.Network, string, error) {
+	n := cloudinit.Network{Port: port, VLAN: int(network.VXLAN), Internal: network.AddressType == infrav1.AddressTypeInternal}
+	var (
+		address, gateway, source string
+		prefix                   *int32
+		claimName                string
+	)
+	if network.AddressFromPool != nil {
+		claimName = ClaimName(machine, i, j)
+		ip := bound[claimName]
+		if ip == nil {
+			return n, "", fmt.Errorf("IPAddressClaim %s is not bound", claimName)
+		}
+		address, prefix, gateway = ip.Spec.Address, ip.Spec.Prefix, ip.Spec.Gateway
+		source = "IPAddress " + ip.Name
+	} else {
+		address, gateway, source = network.Address, network.Gateway, "address"
+		if p, err := netip.ParsePrefix(address); err == nil {
+			address, prefix = p.Addr().String(), ptr.To(int32(p.Bits()))
+		}
+	}
+
+	addr, err := netip.ParseAddr(address)
+	if err != nil {
+		return n, "", fmt.Errorf("%s: %q is not an IP address", source, address)
+	}
+	bits, err := prefixLength(addr, prefix, network.Netmask)
+	if err != nil {
+		return n, "", fmt.Errorf("%s %s: %w", source, addr, err)
+	}
+	n.Address = netip.PrefixFrom(addr, bits)
+	if gateway != "" {
+		if n.Gateway, err = netip.ParseAddr(gateway); err != nil {
+			return n, "", fmt.Errorf("%s: gateway %q is not an IP address", source, gateway)
+		}
+	}
+	for _, route := range network.Routes {
+		dst, err := netip.ParsePrefix(route.Destination)
+		if err != nil {
+			return n, "", fmt.Errorf("route destination %q is not a CIDR", route.Destination)
+		}
+		r := cloudinit.Route{Destination: dst}
+		if route.Gateway != "" {
+			if r.Gateway, err = netip.ParseAddr(route.Gateway); err != nil {
+				return n, "", fmt.Errorf("route gateway %q is not an IP address", route.Gateway)
+			}
+		}
+		n.Routes = append(n.Routes, r)
+	}
+	return n, claimName, nil
+}
+
+// prefixLength is the address's prefix length, from the address itself or
+// from the network's netmask; when both are given they must agree.
+func prefixLength(addr netip.Addr, prefix *int32, netmask string) (int, error) {
+	fromMask := -1
+	if netmask != "" {
+		bits, err := maskBits(netmask)
+		if err != nil {
+			return 0, err
+		}
+		if !addr.Is4() {
+			return 0, fmt.Errorf("netmask %s is for IPv4 but the address is IPv6", netmask)
+		}
+		fromMask = bits
+	}
+	switch {
+	case prefix == nil && fromMask < 0:
+		return 0, errors.New("has no prefix length and the network has no netmask")
+	case prefix == nil:
+		return fromMask, nil
+	case int(*prefix) < 0 || int(*prefix) > addr.BitLen():
+		return 0, fmt.Errorf("prefix length %d is out of range", *prefix)
+	case fromMask >= 0 && fromMask != int(*prefix):
+		return 0, fmt.Errorf("prefix length /%d does not match the network's netmask %s (/%d)", *prefix, netmask, fromMask)
+	}
+	return int(*prefix), nil
+}
+
+// maskBits is the prefix length of a dotted IPv4 netmask like 255.255.255.248.
+func maskBits(netmask string) (int, error) {
+	mask, err := netip.ParseAddr(netmask)
+	if err != nil || !mask.Is4() {
+		return 0, fmt.Errorf("netmask %q is not a dotted IPv4 netmask", netmask)
+	}
+	b := mask.As4()
+	v := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+	bits := 0
+	for v&(1<<31) != 0 {
+		bits++
+		v <<= 1
+	}
+	if v != 0 {
+		return 0, fmt.Errorf("netmask %s is not contiguous", netmask)
+	}
+	return bits, nil
+}

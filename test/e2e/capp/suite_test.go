@@ -1,0 +1,94 @@
+// Package capp holds the CAPP consumer's end-to-end suite: a real
+// kube-apiserver and etcd with CAPI's, CAPP's and both IPAM providers' CRDs;
+// the CAPP manager and our IPAM manager in-process; and the reference
+// in-cluster IPAM provider running as a peer process.
+package capp
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	inclusterv1 "sigs.k8s.io/cluster-api-ipam-provider-in-cluster/api/v1alpha2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	cappmanager "github.com/metal-vrf/cluster-api-metal-vrf/capp/manager"
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
+	"github.com/metal-vrf/cluster-api-metal-vrf/test/testenv"
+)
+
+var (
+	env       *testenv.Environment
+	k8s       client.Client
+	ctx       context.Context
+	stops     []func()
+	nsCounter int
+)
+
+func TestCAPP(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "CAPP consumer")
+}
+
+var _ = BeforeSuite(func() {
+	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	ctx = context.Background()
+	var err error
+	env, err = testenv.Start(testenv.Options{Webhooks: true, InClusterCRDs: true, CAPPCRDs: true})
+	Expect(err).NotTo(HaveOccurred())
+
+	scheme, err := cappmanager.Scheme()
+	Expect(err).NotTo(HaveOccurred())
+	for _, add := range []func(*runtime.Scheme) error{v1alpha1.AddToScheme, inclusterv1.AddToScheme} {
+		Expect(add(scheme)).To(Succeed())
+	}
+	k8s, err = client.New(env.Config, client.Options{Scheme: scheme})
+	Expect(err).NotTo(HaveOccurred())
+
+	stop, err := env.StartIPAM(ctx, env.IPAMOptions(2))
+	Expect(err).NotTo(HaveOccurred())
+	stops = append(stops, stop)
+	stop, err = env.StartInCluster(GinkgoWriter)
+	Expect(err).NotTo(HaveOccurred())
+	stops = append(stops, stop)
+	stop, err = env.StartCAPP(ctx, cappmanager.Options{
+		HealthProbeBindAddress:       "0",
+		MetricsBindAddress:           "0",
+		Concurrency:                  2,
+		MetadataURL:                  metadataURL,
+		SkipControllerNameValidation: true,
+	})
+	Expect(err).NotTo(HaveOccurred())
+	stops = append(stops, stop)
+
+	SetDefaultEventuallyTimeout(60 * time.Second)
+	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
+})
+
+var _ = AfterSuite(func() {
+	for i := len(stops) - 1; i >= 0; i-- {
+		stops[i]()
+	}
+	if env != nil {
+		Expect(env.Stop()).To(Succeed())
+	}
+})
+
+// metadataURL is the metadata service the rendered script is told to use.
+const metadataURL = "http://metadata.test/metadata"
+
+// newNamespace creates a namespace of its own for one test.
+func newNamespace() string {
+	nsCounter++
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("capp-%d", nsCounter)}}
+	Expect(k8s.Create(ctx, ns)).To(Succeed())
+	return ns.Name
+}
