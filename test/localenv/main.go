@@ -1,9 +1,11 @@
 // Command localenv is what `make run` starts: the whole project on one
 // machine with nothing installed. It runs a real kube-apiserver and etcd
 // (envtest) with CAPI's and the project's CRDs and webhooks, the Equinix Metal
-// API simulator seeded with a small world, and the IPAM manager; applies the
-// samples in config/samples; prints what every claim got; and writes a
-// kubeconfig so kubectl can look around. With --once it exits after printing.
+// API simulator seeded with a small world, and both managers (IPAM and
+// CAPP); applies the sample pools and claims of config/samples/ipam and the
+// demo machine of config/samples/localenv; prints what every claim and the
+// machine's networks got; and writes a kubeconfig so kubectl can look
+// around. With --once it exits after printing.
 package main
 
 import (
@@ -22,13 +24,18 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
+	cappcontrollers "github.com/metal-vrf/cluster-api-metal-vrf/capp/controllers"
+	cappmanager "github.com/metal-vrf/cluster-api-metal-vrf/capp/manager"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal/sim"
 	"github.com/metal-vrf/cluster-api-metal-vrf/test/testenv"
 )
@@ -58,7 +65,7 @@ func main() {
 
 func run(ctx context.Context, once bool, kubeconfig string, out io.Writer) (err error) {
 	fmt.Fprintln(out, "Starting kube-apiserver and etcd ...")
-	env, err := testenv.Start(testenv.Options{Webhooks: true})
+	env, err := testenv.Start(testenv.Options{Webhooks: true, CAPPCRDs: true})
 	if err != nil {
 		return err
 	}
@@ -75,13 +82,23 @@ func run(ctx context.Context, once bool, kubeconfig string, out io.Writer) (err 
 		return fmt.Errorf("starting the IPAM manager: %w", err)
 	}
 	defer stopIPAM()
+	stopCAPP, err := env.StartCAPP(ctx, cappmanager.Options{
+		HealthProbeBindAddress: "0", MetricsBindAddress: "0", Concurrency: 2, SkipControllerNameValidation: true,
+	})
+	if err != nil {
+		return fmt.Errorf("starting the CAPP manager: %w", err)
+	}
+	defer stopCAPP()
 
-	samples := filepath.Join(env.Root, "config", "samples", "ipam")
-	claims, err := apply(ctx, env.Client, samples)
+	applied, err := apply(ctx, env.Client, filepath.Join(env.Root, "config", "samples", "ipam"), filepath.Join(env.Root, "config", "samples", "localenv"))
 	if err != nil {
 		return err
 	}
-	if err := printClaims(ctx, env.Client, claims, out); err != nil {
+	if err := printClaims(ctx, env.Client, applied["IPAddressClaim"], out); err != nil {
+		return err
+	}
+	userData, err := printMachines(ctx, env.Client, applied["PacketMachine"], out)
+	if err != nil {
 		return err
 	}
 
@@ -95,6 +112,10 @@ func run(ctx context.Context, once bool, kubeconfig string, out io.Writer) (err 
 		return fmt.Errorf("writing the kubeconfig: %w", err)
 	}
 	fmt.Fprintf(out, "\nkubeconfig: %s\n  kubectl --kubeconfig %s get metalvrfippools,globalmetalvrfippools,ipaddressclaims,ipaddresses.ipam.cluster.x-k8s.io -A\n", kubeconfig, kubeconfig)
+	for _, secret := range userData {
+		fmt.Fprintf(out, "  kubectl --kubeconfig %s get secret -n %s %s -o jsonpath='{.data.%s}' | base64 -d   # rendered user-data\n",
+			kubeconfig, secret.Namespace, secret.Name, cappcontrollers.UserDataKey)
+	}
 	fmt.Fprintf(out, "Metal API simulator: %s (METAL_API_KEY=%s; see docs/metal.md)\n", simURL, simulatorKey)
 	if once {
 		return nil
@@ -123,32 +144,50 @@ func startSimulator(ctx context.Context, seedPath string) (url string, stop func
 	return "http://" + listener.Addr().String(), func() { _ = httpServer.Close() }, nil
 }
 
-// apply creates every object of the YAML files in dir (the kustomization
-// aside) and returns the IPAddressClaims among them.
-func apply(ctx context.Context, c client.Client, dir string) ([]client.ObjectKey, error) {
-	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
-	if err != nil {
-		return nil, err
-	}
-	var claims []client.ObjectKey
-	for _, file := range files {
-		if filepath.Base(file) == "kustomization.yaml" {
-			continue
-		}
-		objects, err := readObjects(file)
+// apply creates every object of the YAML files in dirs (kustomizations
+// aside) and returns their keys by kind. It plays CAPI's Machine controller
+// for the PacketMachines: each is owned by the Machine of its name.
+func apply(ctx context.Context, c client.Client, dirs ...string) (map[string][]client.ObjectKey, error) {
+	applied := map[string][]client.ObjectKey{}
+	for _, dir := range dirs {
+		files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 		if err != nil {
 			return nil, err
 		}
-		for _, obj := range objects {
-			if err := c.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
-				return nil, fmt.Errorf("applying %s %s from %s: %w", obj.GetKind(), obj.GetName(), file, err)
+		for _, file := range files {
+			if filepath.Base(file) == "kustomization.yaml" {
+				continue
 			}
-			if obj.GetKind() == "IPAddressClaim" {
-				claims = append(claims, client.ObjectKeyFromObject(obj))
+			objects, err := readObjects(file)
+			if err != nil {
+				return nil, err
+			}
+			for _, obj := range objects {
+				if err := create(ctx, c, obj); err != nil {
+					return nil, fmt.Errorf("applying %s %s from %s: %w", obj.GetKind(), obj.GetName(), file, err)
+				}
+				applied[obj.GetKind()] = append(applied[obj.GetKind()], client.ObjectKeyFromObject(obj))
 			}
 		}
 	}
-	return claims, nil
+	return applied, nil
+}
+
+// create creates obj, giving a PacketMachine its owning Machine first.
+func create(ctx context.Context, c client.Client, obj *unstructured.Unstructured) error {
+	if obj.GetKind() == "PacketMachine" {
+		machine := &clusterv1.Machine{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(obj), machine); err != nil {
+			return fmt.Errorf("reading its Machine: %w", err)
+		}
+		obj.SetOwnerReferences([]metav1.OwnerReference{{
+			APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: machine.Name, UID: machine.UID,
+		}})
+	}
+	if err := c.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
 }
 
 // readObjects decodes the documents of a multi-document YAML file.
@@ -190,21 +229,52 @@ func printClaims(ctx context.Context, c client.Client, claims []client.ObjectKey
 	return table.Flush()
 }
 
+// printMachines waits until every PacketMachine's networks have their
+// addresses and prints them; it returns the Secrets holding the rendered
+// user-data.
+func printMachines(ctx context.Context, c client.Client, machines []client.ObjectKey, out io.Writer) ([]client.ObjectKey, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	table := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(table, "\nPACKETMACHINE\tINTERFACE\tADDRESS\tGATEWAY\tCLAIM")
+	var secrets []client.ObjectKey
+	for _, key := range machines {
+		pm := &infrav1.PacketMachine{}
+		if err := poll(ctx, fmt.Sprintf("PacketMachine %s has no user-data", key), func() bool {
+			return c.Get(ctx, key, pm) == nil && pm.Status.UserDataSecretName != ""
+		}); err != nil {
+			return nil, err
+		}
+		for _, port := range pm.Status.Ports {
+			for _, network := range port.Networks {
+				fmt.Fprintf(table, "%s\t%s.%d\t%s/%d\t%s\t%s\n", key, port.Name, network.VXLAN,
+					network.Address, network.Prefix, network.Gateway, network.ClaimName)
+			}
+		}
+		secrets = append(secrets, client.ObjectKey{Namespace: key.Namespace, Name: pm.Status.UserDataSecretName})
+	}
+	return secrets, table.Flush()
+}
+
 // waitBound waits until the claim names its IPAddress and returns both.
 func waitBound(ctx context.Context, c client.Client, key client.ObjectKey) (*ipamv1.IPAddress, *ipamv1.IPAddressClaim, error) {
 	claim := &ipamv1.IPAddressClaim{}
 	address := &ipamv1.IPAddress{}
-	for {
-		if err := c.Get(ctx, key, claim); err == nil && claim.Status.AddressRef.Name != "" {
-			err := c.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: claim.Status.AddressRef.Name}, address)
-			if err == nil {
-				return address, claim, nil
-			}
-		}
+	err := poll(ctx, fmt.Sprintf("claim %s was not bound", key), func() bool {
+		return c.Get(ctx, key, claim) == nil && claim.Status.AddressRef.Name != "" &&
+			c.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: claim.Status.AddressRef.Name}, address) == nil
+	})
+	return address, claim, err
+}
+
+// poll checks done every 100ms until it holds or ctx ends.
+func poll(ctx context.Context, failure string, done func() bool) error {
+	for !done() {
 		select {
 		case <-ctx.Done():
-			return nil, nil, fmt.Errorf("claim %s was not bound: %w", key, ctx.Err())
+			return fmt.Errorf("%s: %w", failure, ctx.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+	return nil
 }

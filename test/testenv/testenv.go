@@ -15,12 +15,16 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	inclusterv1 "sigs.k8s.io/cluster-api-ipam-provider-in-cluster/api/v1alpha2"
+
 	cappmanager "github.com/metal-vrf/cluster-api-metal-vrf/capp/manager"
+	ipamv1alpha1 "github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/manager"
 )
 
@@ -44,7 +48,7 @@ type Environment struct {
 	env *envtest.Environment
 	// Config reaches the API server as an administrator.
 	Config *rest.Config
-	// Client is a direct (uncached), unthrottled client with the provider's scheme.
+	// Client is a direct (uncached), unthrottled client with Scheme().
 	Client client.Client
 	// Root is the repository's root directory.
 	Root string
@@ -97,7 +101,7 @@ func Start(opts Options) (*Environment, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting kube-apiserver and etcd: %w", err)
 	}
-	scheme, err := manager.Scheme()
+	scheme, err := Scheme()
 	if err != nil {
 		return nil, errors.Join(err, env.Stop())
 	}
@@ -109,6 +113,21 @@ func Start(opts Options) (*Environment, error) {
 		return nil, errors.Join(err, env.Stop())
 	}
 	return &Environment{env: env, Config: cfg, Client: c, Root: root}, nil
+}
+
+// Scheme holds every type the project's tests read and write: both
+// managers' schemes and the in-cluster provider's pools.
+func Scheme() (*runtime.Scheme, error) {
+	scheme, err := cappmanager.Scheme()
+	if err != nil {
+		return nil, err
+	}
+	for _, add := range []func(*runtime.Scheme) error{ipamv1alpha1.AddToScheme, inclusterv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return nil, err
+		}
+	}
+	return scheme, nil
 }
 
 // Stop stops the API server and etcd.

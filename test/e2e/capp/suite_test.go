@@ -14,14 +14,11 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	inclusterv1 "sigs.k8s.io/cluster-api-ipam-provider-in-cluster/api/v1alpha2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	cappmanager "github.com/metal-vrf/cluster-api-metal-vrf/capp/manager"
-	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/test/testenv"
 )
 
@@ -45,13 +42,7 @@ var _ = BeforeSuite(func() {
 	env, err = testenv.Start(testenv.Options{Webhooks: true, InClusterCRDs: true, CAPPCRDs: true})
 	Expect(err).NotTo(HaveOccurred())
 
-	scheme, err := cappmanager.Scheme()
-	Expect(err).NotTo(HaveOccurred())
-	for _, add := range []func(*runtime.Scheme) error{v1alpha1.AddToScheme, inclusterv1.AddToScheme} {
-		Expect(add(scheme)).To(Succeed())
-	}
-	k8s, err = client.New(env.Config, client.Options{Scheme: scheme})
-	Expect(err).NotTo(HaveOccurred())
+	k8s = env.Client
 
 	stop, err := env.StartIPAM(ctx, env.IPAMOptions(2))
 	Expect(err).NotTo(HaveOccurred())
