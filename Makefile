@@ -136,7 +136,7 @@ release: $(KUSTOMIZE) ## Write the clusterctl release assets: out/ipam-component
 
 .PHONY: clean
 clean: ## Remove build output (keeps the envtest and tool binaries).
-	rm -f $(BIN)/ipam-manager $(BIN)/metalsim
+	rm -f $(BIN)/ipam-manager $(BIN)/capp-manager $(BIN)/metalsim
 
 # cloud-init (schema), shellcheck, ifupdown (ifquery, ifup --no-act) and
 # iproute2 (addresses and routes in a network namespace) check the node
