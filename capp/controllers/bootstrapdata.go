@@ -64,7 +64,7 @@ func (r *PacketMachineReconciler) reconcileBootstrapData(ctx context.Context, s 
 	}
 	if result != controllerutil.OperationResultNone {
 		ctrl.LoggerFrom(ctx).Info("Wrote the user-data", "Secret", secret.Name, "operation", result)
-		r.Recorder.Eventf(pm, corev1.EventTypeNormal, "UserDataRendered", "User-data Secret %s %s", secret.Name, result)
+		r.Recorder.Eventf(pm, nil, corev1.EventTypeNormal, "UserDataRendered", "RenderUserData", "User-data Secret %s %s", secret.Name, result)
 	}
 	pm.Status.UserDataSecretName = secret.Name
 	setBootstrapDataRendered(pm, metav1.ConditionTrue, infrav1.BootstrapDataRenderedReason, "")
@@ -76,7 +76,7 @@ func (r *PacketMachineReconciler) reconcileBootstrapData(ctx context.Context, s 
 // it, so there is nothing to retry.
 func (r *PacketMachineReconciler) bootstrapDataInvalid(pm *infrav1.PacketMachine, err error) (bool, error) {
 	if conditions.GetReason(pm, infrav1.BootstrapDataRenderedCondition) != infrav1.BootstrapDataInvalidReason {
-		r.Recorder.Event(pm, corev1.EventTypeWarning, infrav1.BootstrapDataInvalidReason, err.Error())
+		r.Recorder.Eventf(pm, nil, corev1.EventTypeWarning, infrav1.BootstrapDataInvalidReason, "RenderUserData", "%v", err)
 	}
 	setBootstrapDataRendered(pm, metav1.ConditionFalse, infrav1.BootstrapDataInvalidReason, err.Error())
 	return false, nil

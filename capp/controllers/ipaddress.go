@@ -136,7 +136,7 @@ func (r *PacketMachineReconciler) reconcileIPAddresses(ctx context.Context, s *m
 // (which the watch sees) or of the machine can fix it: nothing to retry.
 func (r *PacketMachineReconciler) ipAddressInvalid(pm *infrav1.PacketMachine, message string) {
 	if conditions.GetReason(pm, infrav1.IPAddressClaimedCondition) != infrav1.IPAddressInvalidReason {
-		r.Recorder.Event(pm, corev1.EventTypeWarning, infrav1.IPAddressInvalidReason, message)
+		r.Recorder.Eventf(pm, nil, corev1.EventTypeWarning, infrav1.IPAddressInvalidReason, "ValidateIPAddresses", "%s", message)
 	}
 	setIPAddressClaimed(pm, metav1.ConditionFalse, infrav1.IPAddressInvalidReason, message)
 }
@@ -186,7 +186,7 @@ func (r *PacketMachineReconciler) ensureClaim(ctx context.Context, s *machineSco
 		return nil, false, fmt.Errorf("creating IPAddressClaim %s: %w", c.name, err)
 	}
 	ctrl.LoggerFrom(ctx).Info("Created IPAddressClaim", "IPAddressClaim", c.name, "pool", c.pool.Kind+"/"+c.pool.Name)
-	r.Recorder.Eventf(pm, corev1.EventTypeNormal, "IPAddressClaimCreated", "Created IPAddressClaim %s on %s %s", c.name, c.pool.Kind, c.pool.Name)
+	r.Recorder.Eventf(pm, nil, corev1.EventTypeNormal, "IPAddressClaimCreated", "ClaimIPAddress", "Created IPAddressClaim %s on %s %s", c.name, c.pool.Kind, c.pool.Name)
 	return claim, true, nil
 }
 
@@ -238,7 +238,7 @@ func (r *PacketMachineReconciler) releaseIPAddresses(ctx context.Context, pm *in
 			if err := r.Client.Delete(ctx, claim); client.IgnoreNotFound(err) != nil {
 				return false, fmt.Errorf("deleting IPAddressClaim %s: %w", claim.Name, err)
 			}
-			r.Recorder.Eventf(pm, corev1.EventTypeNormal, "IPAddressClaimReleased", "Released IPAddressClaim %s", claim.Name)
+			r.Recorder.Eventf(pm, nil, corev1.EventTypeNormal, "IPAddressClaimReleased", "ReleaseIPAddress", "Released IPAddressClaim %s", claim.Name)
 		}
 	}
 	if remaining > 0 {

@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
@@ -44,9 +44,9 @@ func poolMachine() *machineScope {
 // retry loop, and no crash.
 func TestIPAMNotInstalled(t *testing.T) {
 	for name, r := range map[string]*PacketMachineReconciler{
-		"missing at start": {Recorder: record.NewFakeRecorder(10)},
+		"missing at start": {Recorder: events.NewFakeRecorder(10)},
 		"removed since": {
-			Recorder:      record.NewFakeRecorder(10),
+			Recorder:      events.NewFakeRecorder(10),
 			ipamInstalled: true,
 			Client: fake.NewClientBuilder().WithScheme(testScheme(t)).WithInterceptorFuncs(interceptor.Funcs{
 				Get: func(context.Context, client.WithWatch, client.ObjectKey, client.Object, ...client.GetOption) error {
@@ -75,7 +75,7 @@ func TestIPAMNotInstalled(t *testing.T) {
 func TestNoPoolNetworksNeedNoIPAM(t *testing.T) {
 	s := poolMachine()
 	s.PacketMachine.Spec.Ports[0].Networks[0] = infrav1.Network{VXLAN: 1000, Address: "10.0.0.5/24"}
-	r := &PacketMachineReconciler{Recorder: record.NewFakeRecorder(10)}
+	r := &PacketMachineReconciler{Recorder: events.NewFakeRecorder(10)}
 	done, err := r.reconcileIPAddresses(context.Background(), s)
 	if !done || err != nil {
 		t.Fatalf("reconcileIPAddresses = %v, %v; want done", done, err)

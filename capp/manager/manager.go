@@ -94,7 +94,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 	r := &controllers.PacketMachineReconciler{
 		Client:           mgr.GetClient(),
 		APIReader:        mgr.GetAPIReader(),
-		Recorder:         mgr.GetEventRecorderFor("packetmachine-controller"),
+		Recorder:         mgr.GetEventRecorder("packetmachine-controller"),
 		WatchFilterValue: opts.WatchFilterValue,
 		Render:           cloudinit.Options{MetadataURL: opts.MetadataURL},
 	}
