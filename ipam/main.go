@@ -9,6 +9,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/controllers"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/manager"
 )
 
@@ -26,6 +27,8 @@ func main() {
 	fs.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", ":9440", "Address of the /healthz and /readyz endpoints; 0 disables them.")
 	fs.StringVar(&opts.MetricsBindAddress, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; 0 disables it.")
 	fs.IntVar(&opts.Concurrency, "concurrency", 10, "Number of claims, and of pools, reconciled at once.")
+	fs.DurationVar(&opts.SourceResyncPeriod, "source-resync-period", controllers.DefaultSourceResyncPeriod,
+		"How often pools read their sources (Equinix Metal VRFs, PacketCluster networks) again when no change triggers it.")
 	flag.Parse()
 
 	ctrl.SetLogger(klog.NewKlogr())

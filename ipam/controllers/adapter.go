@@ -3,9 +3,10 @@ package controllers
 import (
 	"context"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/tools/events"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/cluster-api/util/annotations"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -34,7 +35,7 @@ const unboundClaimsByPool = "metal-vrf.ipam/unbound-claims-by-pool"
 type ProviderAdapter struct {
 	client      client.Client
 	reader      client.Reader
-	recorder    record.EventRecorder
+	recorder    events.EventRecorder
 	registry    *registry
 	concurrency int
 	releases    *releases
@@ -44,7 +45,8 @@ var _ ipamutil.ProviderAdapter = &ProviderAdapter{}
 
 // SetupWithManager adds the claim watches: claims of our pool kinds, their
 // IPAddresses, and the two wake-ups for claims that wait for an address (a
-// pool that changed or unpaused, and an address that was released).
+// pool whose spec or resolved sources changed or that unpaused, and an
+// address that was released).
 func (a *ProviderAdapter) SetupWithManager(_ context.Context, b *ctrl.Builder) error {
 	ourKinds := func(refersTo func(metav1.GroupKind) predicate.Funcs) predicate.Predicate {
 		return predicate.Or(
@@ -53,7 +55,7 @@ func (a *ProviderAdapter) SetupWithManager(_ context.Context, b *ctrl.Builder) e
 		)
 	}
 	wakeWaiting := handler.EnqueueRequestsFromMapFunc(a.unboundClaimsOf)
-	poolChanged := builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, unpaused()))
+	poolChanged := builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, unpaused(), resolvedChanged()))
 
 	b.For(&ipamv1.IPAddressClaim{}, builder.WithPredicates(ourKinds(ipampredicates.ClaimReferencesPoolKind))).
 		Owns(&ipamv1.IPAddress{}, builder.WithPredicates(ourKinds(ipampredicates.AddressReferencesPoolKind))).
@@ -100,6 +102,21 @@ func indexUnboundClaim(obj client.Object) []string {
 		return nil
 	}
 	return []string{key.String()}
+}
+
+// resolvedChanged passes updates that change what a pool's sources gave: a
+// status change, which bumps no generation.
+func resolvedChanged() predicate.Funcs {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			before, okBefore := e.ObjectOld.(v1alpha1.Pool)
+			after, okAfter := e.ObjectNew.(v1alpha1.Pool)
+			return okBefore && okAfter && !equality.Semantic.DeepEqual(before.PoolStatus().Resolved, after.PoolStatus().Resolved)
+		},
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
 }
 
 // unpaused passes updates that remove the paused annotation.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -103,7 +104,7 @@ func (h *claimHandler) EnsureAddress(ctx context.Context, address *ipamv1.IPAddr
 	case errors.Is(err, cidr.ErrExhausted):
 		h.setNotReady(ipamv1.IPAddressClaimReadyPoolExhaustedReason,
 			"%s %q has no free address; the claim is served as soon as one is released or the pool grows", poolref.KindOf(h.pool), h.pool.GetName())
-		h.recorder.Eventf(h.claim, corev1.EventTypeWarning, ipamv1.IPAddressClaimReadyPoolExhaustedReason,
+		h.recorder.Eventf(h.claim, nil, corev1.EventTypeWarning, ipamv1.IPAddressClaimReadyPoolExhaustedReason, "Allocate",
 			"%s %q has no free address", poolref.KindOf(h.pool), h.pool.GetName())
 		allocationsTotal.WithLabelValues(poolref.KindOf(h.pool), "exhausted").Inc()
 		return nil, reconcile.TerminalError(err)
@@ -168,9 +169,12 @@ func (h *claimHandler) ReleaseAddress(ctx context.Context) (*ctrl.Result, error)
 		ctrl.LoggerFrom(ctx).Info("Waiting for the IPAddress to go before releasing its address", "IPAddress", h.claim.Name)
 		return &ctrl.Result{RequeueAfter: releaseRetryDelay}, nil
 	}
-	if h.registry.release(key, client.ObjectKeyFromObject(h.claim)) {
+	gained := h.registry.release(key, client.ObjectKeyFromObject(h.claim))
+	if slices.Contains(gained, key) {
 		allocationsTotal.WithLabelValues(key.Kind, "released").Inc()
-		h.releases.released(ctx, key)
+	}
+	for _, pool := range gained {
+		h.releases.released(ctx, pool)
 	}
 	return nil, nil
 }

@@ -4,12 +4,18 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
@@ -25,33 +31,56 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	cappv1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolref"
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolspace"
 )
 
 // poolDeletingReason: the pool waits for its addresses to be released before it goes.
 const poolDeletingReason = "Deleting"
 
-// poolReconciler keeps a pool's status (counts, Ready, Paused) and holds its
-// deletion until no address of it is in use. One instance serves one kind.
+// Field indexes of pools, by what their sources refer to, so that a change
+// to a Secret or a PacketCluster reaches exactly the pools reading it.
+const (
+	poolsBySecret        = "metal-vrf.ipam/pools-by-credentials-secret"
+	poolsByPacketCluster = "metal-vrf.ipam/pools-by-packetcluster"
+)
+
+// maxSourceRetry bounds the wait before resolving failed sources again.
+const maxSourceRetry = 30 * time.Second
+
+// poolReconciler keeps a pool's status (resolved sources, counts, Ready,
+// SourcesResolved, Paused) and holds its deletion until no address of it is
+// in use. One instance serves one kind.
 type poolReconciler struct {
 	client   client.Client
 	registry *registry
-	recorder record.EventRecorder
+	sources  *sourceResolver
+	recorder events.EventRecorder
 	releases *releases
 	kind     string
+	// resync is how often the sources of a pool are read again when nothing
+	// triggers it: the Metal API sends no events.
+	resync time.Duration
 }
 
 func (r *poolReconciler) setupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	pool, _ := poolref.New(r.kind)
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named(strings.ToLower(r.kind)).
 		For(pool).
 		Watches(&ipamv1.IPAddress{}, handler.EnqueueRequestsFromMapFunc(r.poolOfAddress)).
+		// Secrets are watched by metadata only: the resolver reads the one
+		// it needs, so the cache holds no credentials.
+		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.poolsIndexedBy(poolsBySecret))).
 		WatchesRawSource(r.releases.poolSource(r.kind)).
 		WithEventFilter(predicates.ResourceHasFilterLabel(mgr.GetScheme(), ctrl.LoggerFrom(ctx), opts.WatchFilterValue)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Concurrency}).
-		Complete(r)
+		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Concurrency})
+	if r.sources.packetClusters {
+		b = b.Watches(&cappv1.PacketCluster{}, handler.EnqueueRequestsFromMapFunc(r.poolsIndexedBy(poolsByPacketCluster)))
+	}
+	return b.Complete(r)
 }
 
 // Reconcile brings one pool's status up to date.
@@ -74,7 +103,9 @@ func (r *poolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctr
 		return ctrl.Result{}, err
 	}
 	defer func() {
-		if err := patchHelper.Patch(ctx, pool, patch.WithOwnedConditions{Conditions: []string{v1alpha1.ReadyCondition}}); err != nil {
+		if err := patchHelper.Patch(ctx, pool, patch.WithOwnedConditions{Conditions: []string{
+			v1alpha1.ReadyCondition, v1alpha1.SourcesResolvedCondition,
+		}}); err != nil {
 			reterr = kerrors.NewAggregate([]error{reterr, err})
 		}
 	}()
@@ -82,34 +113,119 @@ func (r *poolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctr
 	if !pool.GetDeletionTimestamp().IsZero() {
 		return ctrl.Result{}, r.reconcileDelete(ctx, pool)
 	}
-	return ctrl.Result{}, r.reconcileNormal(ctx, pool)
+	return r.reconcileNormal(ctx, pool)
 }
 
-func (r *poolReconciler) reconcileNormal(ctx context.Context, pool v1alpha1.Pool) error {
+func (r *poolReconciler) reconcileNormal(ctx context.Context, pool v1alpha1.Pool) (ctrl.Result, error) {
 	controllerutil.AddFinalizer(pool, v1alpha1.ProtectPoolFinalizer)
 
+	requeueAfter, err := r.reconcileSources(ctx, pool)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	stats, err := r.registry.stats(ctx, pool)
 	if err != nil {
-		return err
+		return ctrl.Result{}, err
 	}
 	wasExhausted := conditions.GetReason(pool, v1alpha1.ReadyCondition) == v1alpha1.ExhaustedReason
 	r.publish(pool, stats)
 
 	switch {
+	case stats.SpaceErr != nil && len(pool.PoolStatus().Resolved) == 0 && !conditions.IsTrue(pool, v1alpha1.SourcesResolvedCondition) &&
+		conditions.Has(pool, v1alpha1.SourcesResolvedCondition):
+		r.setReady(pool, metav1.ConditionFalse, v1alpha1.SourcesNotResolvedReason,
+			"No address to hand out: "+conditions.GetMessage(pool, v1alpha1.SourcesResolvedCondition))
 	case stats.SpaceErr != nil:
 		r.setReady(pool, metav1.ConditionFalse, v1alpha1.InvalidSpecReason, stats.SpaceErr.Error())
 	case stats.Free.Sign() == 0:
 		r.setReady(pool, metav1.ConditionFalse, v1alpha1.ExhaustedReason,
 			fmt.Sprintf("All %s addresses are in use; waiting claims are served as addresses are released", stats.Total))
 		if !wasExhausted {
-			r.recorder.Eventf(pool, corev1.EventTypeWarning, v1alpha1.ExhaustedReason, "All %s addresses are in use", stats.Total)
+			r.recorder.Eventf(pool, nil, corev1.EventTypeWarning, v1alpha1.ExhaustedReason, "Allocate", "All %s addresses are in use", stats.Total)
 		}
 	default:
-		r.setReady(pool, metav1.ConditionTrue, v1alpha1.ReadyReason,
-			fmt.Sprintf("%s of %s addresses free", stats.Free, stats.Total))
+		message := fmt.Sprintf("%s of %s addresses free", stats.Free, stats.Total)
+		if stats.Foreign > 0 {
+			message += fmt.Sprintf(" (%d more held by other pools of VRF %s)", stats.Foreign, pool.PoolSpec().VRF.ID)
+		}
+		r.setReady(pool, metav1.ConditionTrue, v1alpha1.ReadyReason, message)
 	}
 	pool.PoolStatus().ObservedGeneration = pool.GetGeneration()
-	return nil
+	return ctrl.Result{RequeueAfter: requeueAfter}, nil
+}
+
+// reconcileSources resolves spec.vrf and spec.networkRef into
+// status.resolved and says how it went in SourcesResolved. It returns when
+// to resolve again: after the resync period, or sooner after a failure.
+//
+// A source that failed keeps the entries it gave last time when the failure
+// may pass (the Metal API is down, the credentials are being fixed), so
+// allocation goes on from them, and the condition says they are stale. A
+// source that says its addresses are gone drops them; addresses in use from
+// them stay allocated as out of range, never revoked.
+func (r *poolReconciler) reconcileSources(ctx context.Context, pool v1alpha1.Pool) (time.Duration, error) {
+	status := pool.PoolStatus()
+	spec := pool.PoolSpec()
+	if spec.VRF == nil && spec.NetworkRef == nil {
+		status.Resolved, status.LastSyncTime = nil, nil
+		conditions.Delete(pool, v1alpha1.SourcesResolvedCondition)
+		return 0, nil
+	}
+	results, err := r.sources.resolve(ctx, pool)
+	if err != nil {
+		return 0, err
+	}
+
+	var (
+		resolved []v1alpha1.ResolvedAddresses
+		failed   []string
+		reason   string
+		stale    bool
+	)
+	for _, result := range results {
+		if result.failure == nil {
+			resolved = append(resolved, result.entries...)
+			continue
+		}
+		if reason == "" {
+			reason = result.failure.reason
+		}
+		failed = append(failed, result.failure.message)
+		if result.failure.keep {
+			for _, entry := range status.Resolved {
+				if entry.Source == result.source || strings.HasPrefix(entry.Source, result.source+"/") {
+					resolved = append(resolved, entry)
+					stale = true
+				}
+			}
+		}
+	}
+	if !equality.Semantic.DeepEqual(resolved, status.Resolved) {
+		r.recorder.Eventf(pool, nil, corev1.EventTypeNormal, "SourcesChanged", "ResolveSources", "The pool's sources now give %d address entries (were %d)", len(resolved), len(status.Resolved))
+		status.Resolved = resolved
+	}
+
+	if len(failed) == 0 {
+		status.LastSyncTime = ptr.To(metav1.Now())
+		conditions.Set(pool, metav1.Condition{
+			Type: v1alpha1.SourcesResolvedCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.SourcesResolvedReason,
+			Message:            fmt.Sprintf("%d address entries resolved", len(resolved)),
+			ObservedGeneration: pool.GetGeneration(),
+		})
+		return r.resync, nil
+	}
+	message := strings.Join(failed, "; ")
+	if stale {
+		message += fmt.Sprintf("; serving the addresses resolved at %s, which may be stale", status.LastSyncTime.UTC().Format(time.RFC3339))
+	}
+	if conditions.GetReason(pool, v1alpha1.SourcesResolvedCondition) != reason {
+		r.recorder.Eventf(pool, nil, corev1.EventTypeWarning, reason, "ResolveSources", "%s", message)
+	}
+	conditions.Set(pool, metav1.Condition{
+		Type: v1alpha1.SourcesResolvedCondition, Status: metav1.ConditionFalse, Reason: reason,
+		Message: message, ObservedGeneration: pool.GetGeneration(),
+	})
+	return min(r.resync, maxSourceRetry), nil
 }
 
 // reconcileDelete lets the pool go once none of its addresses is in use, or
@@ -183,6 +299,48 @@ func (r *poolReconciler) poolOfAddress(_ context.Context, obj client.Object) []r
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: key.ObjectKey()}}
+}
+
+// poolsIndexedBy maps an object to the pools of this kind whose sources
+// name it, through the given field index.
+func (r *poolReconciler) poolsIndexedBy(index string) handler.MapFunc {
+	return func(ctx context.Context, obj client.Object) []reconcile.Request {
+		key := client.ObjectKeyFromObject(obj).String()
+		list := poolref.NewList(r.kind)
+		if err := r.client.List(ctx, list, client.MatchingFields{index: key}); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "Listing the pools of an object", "index", index, "object", key)
+			return nil
+		}
+		var requests []reconcile.Request
+		_ = meta.EachListItem(list, func(item runtime.Object) error {
+			pool := item.(client.Object)
+			requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(pool)})
+			return nil
+		})
+		return requests
+	}
+}
+
+// indexPoolSecret indexes a pool by the credentials Secret of its spec.vrf.
+func indexPoolSecret(obj client.Object) []string {
+	pool, ok := obj.(v1alpha1.Pool)
+	if !ok || pool.PoolSpec().VRF == nil {
+		return nil
+	}
+	key, err := poolspace.CredentialsSecret(pool)
+	if err != nil {
+		return nil
+	}
+	return []string{key.String()}
+}
+
+// indexPoolPacketCluster indexes a pool by the PacketCluster of its spec.networkRef.
+func indexPoolPacketCluster(obj client.Object) []string {
+	pool, ok := obj.(v1alpha1.Pool)
+	if !ok || pool.PoolSpec().NetworkRef == nil || pool.GetNamespace() == "" {
+		return nil
+	}
+	return []string{types.NamespacedName{Namespace: pool.GetNamespace(), Name: pool.PoolSpec().NetworkRef.Name}.String()}
 }
 
 // deletionForced reports whether the pool may go with addresses in use.

@@ -1,19 +1,27 @@
 // Package controllers holds the IPAM provider's controllers: the claim
 // handler that plugs into ipamutil.ClaimReconciler, the registry that hands
-// out addresses, and the pool reconciler that keeps pool status and deletion
+// out addresses, and the pool reconciler that resolves pool sources (Metal
+// VRFs, PacketCluster networks) and keeps pool status and deletion
 // protection.
 package controllers
 
 import (
 	"context"
 	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"sigs.k8s.io/cluster-api-ipam-provider-in-cluster/pkg/ipamutil"
 
+	cappv1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal"
 )
 
 // Options configure the controllers.
@@ -23,7 +31,18 @@ type Options struct {
 	WatchFilterValue string
 	// Concurrency is the number of claims, and of pools, reconciled at once.
 	Concurrency int
+	// SourceResyncPeriod is how often a pool's sources (spec.vrf,
+	// spec.networkRef) are read again when no watch event triggers it;
+	// DefaultSourceResyncPeriod when zero.
+	SourceResyncPeriod time.Duration
+	// Metal tunes the Metal API clients built from the pools' credentials
+	// Secrets: Version, Timeout, Retry and Registerer are used, the
+	// credentials come from the Secrets.
+	Metal metal.Config
 }
+
+// DefaultSourceResyncPeriod is how often pool sources are read again by default.
+const DefaultSourceResyncPeriod = 10 * time.Minute
 
 // +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=metalvrfippools;globalmetalvrfippools,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=metalvrfippools/status;globalmetalvrfippools/status,verbs=get;update;patch
@@ -32,7 +51,8 @@ type Options struct {
 // +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=ipaddressclaims/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=ipaddresses,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=packetclusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // SetupWithManager registers the claim and pool controllers with mgr.
@@ -40,15 +60,42 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	if opts.Concurrency < 1 {
 		opts.Concurrency = 1
 	}
+	if opts.SourceResyncPeriod <= 0 {
+		opts.SourceResyncPeriod = DefaultSourceResyncPeriod
+	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &ipamv1.IPAddressClaim{}, unboundClaimsByPool, indexUnboundClaim); err != nil {
 		return fmt.Errorf("indexing claims by pool: %w", err)
+	}
+	for _, pool := range []client.Object{&v1alpha1.MetalVRFIPPool{}, &v1alpha1.GlobalMetalVRFIPPool{}} {
+		if err := mgr.GetFieldIndexer().IndexField(ctx, pool, poolsBySecret, indexPoolSecret); err != nil {
+			return fmt.Errorf("indexing pools by Secret: %w", err)
+		}
+		if err := mgr.GetFieldIndexer().IndexField(ctx, pool, poolsByPacketCluster, indexPoolPacketCluster); err != nil {
+			return fmt.Errorf("indexing pools by PacketCluster: %w", err)
+		}
+	}
+	// The IPAM provider is installed without CAPP as often as with it:
+	// PacketClusters are only watched when their CRD is there.
+	_, err := mgr.GetRESTMapper().RESTMapping(cappv1.GroupVersion.WithKind("PacketCluster").GroupKind(), cappv1.GroupVersion.Version)
+	switch {
+	case meta.IsNoMatchError(err):
+		ctrl.LoggerFrom(ctx).Info("The PacketCluster CRD is not installed: pools with spec.networkRef will say so")
+	case err != nil:
+		return fmt.Errorf("looking up the PacketCluster CRD: %w", err)
+	}
+	sources := &sourceResolver{
+		reader:         mgr.GetAPIReader(),
+		client:         mgr.GetClient(),
+		packetClusters: err == nil,
+		metalConfig:    opts.Metal,
+		clients:        map[types.NamespacedName]cachedClient{},
 	}
 
 	reg := newRegistry(mgr.GetAPIReader())
 	adapter := &ProviderAdapter{
 		client:      mgr.GetClient(),
 		reader:      mgr.GetAPIReader(),
-		recorder:    mgr.GetEventRecorderFor("metal-vrf-ipam"),
+		recorder:    mgr.GetEventRecorder("metal-vrf-ipam"),
 		registry:    reg,
 		concurrency: opts.Concurrency,
 		releases:    newReleases(v1alpha1.MetalVRFIPPoolKind, v1alpha1.GlobalMetalVRFIPPoolKind),
@@ -64,7 +111,10 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	}
 
 	for _, kind := range []string{v1alpha1.MetalVRFIPPoolKind, v1alpha1.GlobalMetalVRFIPPoolKind} {
-		pools := &poolReconciler{client: mgr.GetClient(), registry: reg, recorder: adapter.recorder, releases: adapter.releases, kind: kind}
+		pools := &poolReconciler{
+			client: mgr.GetClient(), registry: reg, sources: sources, recorder: adapter.recorder,
+			releases: adapter.releases, kind: kind, resync: opts.SourceResyncPeriod,
+		}
 		if err := pools.setupWithManager(ctx, mgr, opts); err != nil {
 			return fmt.Errorf("setting up the %s controller: %w", kind, err)
 		}

@@ -6,6 +6,7 @@ package manager
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -17,12 +18,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	cappv1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/controllers"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/webhooks"
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal"
 )
 
 // LeaderElectionID is the lease the replicas of the provider compete for.
@@ -49,6 +53,14 @@ type Options struct {
 	MetricsBindAddress string
 	// Concurrency is the number of claims, and of pools, reconciled at once.
 	Concurrency int
+	// SourceResyncPeriod is how often pool sources (spec.vrf,
+	// spec.networkRef) are read again without a triggering event; 0 means
+	// controllers.DefaultSourceResyncPeriod.
+	SourceResyncPeriod time.Duration
+	// MetalTimeout and MetalRetry tune the Metal API clients of VRF pools;
+	// zero values take the client's defaults. Tests shorten them.
+	MetalTimeout time.Duration
+	MetalRetry   metal.RetryPolicy
 	// SkipControllerNameValidation lets one process build several managers
 	// (tests, the local environment); controller-runtime otherwise refuses
 	// a controller name it has seen before.
@@ -60,6 +72,7 @@ func Scheme() (*runtime.Scheme, error) {
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
 		clientgoscheme.AddToScheme, clusterv1.AddToScheme, ipamv1.AddToScheme, v1alpha1.AddToScheme,
+		cappv1.AddToScheme, // PacketClusters feed pools through spec.networkRef
 	} {
 		if err := add(scheme); err != nil {
 			return nil, err
@@ -101,8 +114,12 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
 	if err := controllers.SetupWithManager(ctx, mgr, controllers.Options{
-		WatchFilterValue: opts.WatchFilterValue,
-		Concurrency:      opts.Concurrency,
+		WatchFilterValue:   opts.WatchFilterValue,
+		Concurrency:        opts.Concurrency,
+		SourceResyncPeriod: opts.SourceResyncPeriod,
+		Metal: metal.Config{
+			Timeout: opts.MetalTimeout, Retry: opts.MetalRetry, Registerer: ctrlmetrics.Registry,
+		},
 	}); err != nil {
 		return nil, err
 	}

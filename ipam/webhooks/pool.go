@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
@@ -46,18 +47,29 @@ type poolValidator[T v1alpha1.Pool] struct {
 	client client.Reader
 }
 
-// ValidateCreate admits a pool whose spec resolves to an address space.
+// ValidateCreate admits a pool whose spec is valid; one with only explicit
+// addresses must also resolve to an address space.
 func (v *poolValidator[T]) ValidateCreate(_ context.Context, pool T) (admission.Warnings, error) {
-	_, errs := poolspace.Resolve(pool.PoolSpec())
-	return nil, invalid(pool, errs)
+	return nil, invalid(pool, poolspace.Validate(pool))
 }
 
 // ValidateUpdate also requires every address in use to stay in the space:
-// an IPAddress cannot be taken back from a running machine.
-func (v *poolValidator[T]) ValidateUpdate(ctx context.Context, _, pool T) (admission.Warnings, error) {
-	space, errs := poolspace.Resolve(pool.PoolSpec())
-	if len(errs) > 0 {
+// an IPAddress cannot be taken back from a running machine. The space is the
+// new spec with the sources the pool last resolved; when the update changes
+// the sources themselves (spec.vrf, spec.networkRef), what they will give is
+// unknown here, and addresses in use that they no longer give are kept as
+// out of range by the controllers instead.
+func (v *poolValidator[T]) ValidateUpdate(ctx context.Context, old, pool T) (admission.Warnings, error) {
+	if errs := poolspace.Validate(pool); len(errs) > 0 {
 		return nil, invalid(pool, errs)
+	}
+	if !equality.Semantic.DeepEqual(old.PoolSpec().VRF, pool.PoolSpec().VRF) ||
+		!equality.Semantic.DeepEqual(old.PoolSpec().NetworkRef, pool.PoolSpec().NetworkRef) {
+		return nil, nil
+	}
+	space, errs := poolspace.Resolve(pool.PoolSpec(), old.PoolStatus().Resolved)
+	if len(errs) > 0 {
+		return nil, nil // sources not resolved yet: nothing can be in use from them
 	}
 	inUse, err := v.addressesOf(ctx, pool)
 	if err != nil {

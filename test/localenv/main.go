@@ -90,7 +90,7 @@ func run(ctx context.Context, once bool, kubeconfig string, out io.Writer) (err 
 	}
 	defer stopCAPP()
 
-	applied, err := apply(ctx, env.Client, filepath.Join(env.Root, "config", "samples", "ipam"), filepath.Join(env.Root, "config", "samples", "localenv"))
+	applied, err := apply(ctx, env.Client, simURL, filepath.Join(env.Root, "config", "samples", "ipam"), filepath.Join(env.Root, "config", "samples", "localenv"))
 	if err != nil {
 		return err
 	}
@@ -145,9 +145,10 @@ func startSimulator(ctx context.Context, seedPath string) (url string, stop func
 }
 
 // apply creates every object of the YAML files in dirs (kustomizations
-// aside) and returns their keys by kind. It plays CAPI's Machine controller
-// for the PacketMachines: each is owned by the Machine of its name.
-func apply(ctx context.Context, c client.Client, dirs ...string) (map[string][]client.ObjectKey, error) {
+// aside) and returns their keys by kind. It points the samples' Metal
+// credentials at the simulator, and plays CAPI's Machine controller for the
+// PacketMachines: each is owned by the Machine of its name.
+func apply(ctx context.Context, c client.Client, simURL string, dirs ...string) (map[string][]client.ObjectKey, error) {
 	applied := map[string][]client.ObjectKey{}
 	for _, dir := range dirs {
 		files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
@@ -163,7 +164,7 @@ func apply(ctx context.Context, c client.Client, dirs ...string) (map[string][]c
 				return nil, err
 			}
 			for _, obj := range objects {
-				if err := create(ctx, c, obj); err != nil {
+				if err := create(ctx, c, obj, simURL); err != nil {
 					return nil, fmt.Errorf("applying %s %s from %s: %w", obj.GetKind(), obj.GetName(), file, err)
 				}
 				applied[obj.GetKind()] = append(applied[obj.GetKind()], client.ObjectKeyFromObject(obj))
@@ -173,8 +174,14 @@ func apply(ctx context.Context, c client.Client, dirs ...string) (map[string][]c
 	return applied, nil
 }
 
-// create creates obj, giving a PacketMachine its owning Machine first.
-func create(ctx context.Context, c client.Client, obj *unstructured.Unstructured) error {
+// create creates obj, after pointing a credentials Secret at the simulator
+// or giving a PacketMachine its owning Machine.
+func create(ctx context.Context, c client.Client, obj *unstructured.Unstructured, simURL string) error {
+	if _, found, _ := unstructured.NestedString(obj.Object, "stringData", "baseURL"); found && obj.GetKind() == "Secret" {
+		if err := unstructured.SetNestedField(obj.Object, simURL, "stringData", "baseURL"); err != nil {
+			return err
+		}
+	}
 	if obj.GetKind() == "PacketMachine" {
 		machine := &clusterv1.Machine{}
 		if err := c.Get(ctx, client.ObjectKeyFromObject(obj), machine); err != nil {

@@ -40,17 +40,154 @@ const (
 	InvalidSpecReason = "InvalidSpec"
 	// ExhaustedReason means every address of the pool is in use.
 	ExhaustedReason = "Exhausted"
+	// SourcesNotResolvedReason means the pool has no address yet because
+	// its sources (spec.vrf, spec.networkRef) have not resolved; the
+	// SourcesResolved condition says why.
+	SourcesNotResolvedReason = "SourcesNotResolved"
+
+	// SourcesResolvedCondition is True when every source of the pool
+	// (spec.vrf, spec.networkRef) was read successfully on the last attempt.
+	// When False, the pool keeps serving the last set it resolved for
+	// transient failures (Metal API unavailable, credentials), which is
+	// then stale, and drops it when the source says it is gone.
+	SourcesResolvedCondition = "SourcesResolved"
+
+	// SourcesResolvedReason: every source was read on the last attempt.
+	SourcesResolvedReason = "Resolved"
+	// NoSourcesReason: the pool has only explicit addresses.
+	NoSourcesReason = "NoSources"
+	// CredentialsSecretNotFoundReason: the Secret named by spec.vrf.credentialsRef does not exist.
+	CredentialsSecretNotFoundReason = "CredentialsSecretNotFound"
+	// InvalidCredentialsReason: the Secret has no API key, or the Metal API refused it (401/403).
+	InvalidCredentialsReason = "InvalidCredentials"
+	// VRFNotFoundReason: the Metal API does not know the VRF (404).
+	VRFNotFoundReason = "VRFNotFound"
+	// VRFMismatchReason: the VRF is not in spec.vrf.projectID or spec.vrf.metro,
+	// or a reservation of spec.vrf.reservationIDs is missing or not served by a Metal Gateway.
+	VRFMismatchReason = "VRFMismatch"
+	// MetalAPIUnavailableReason: the Metal API failed (5xx, timeout, rate limit).
+	MetalAPIUnavailableReason = "MetalAPIUnavailable"
+	// PacketClusterNotFoundReason: the PacketCluster named by spec.networkRef does not exist,
+	// or the PacketCluster CRD is not installed.
+	PacketClusterNotFoundReason = "PacketClusterNotFound"
+	// NetworkNotFoundReason: the PacketCluster has no network of that name.
+	NetworkNotFoundReason = "NetworkNotFound"
+	// NetworkNotClusterAPIReason: the network's addresses are assigned by
+	// DHCP (or unset), not by Cluster API, so the pool must not hand them out.
+	NetworkNotClusterAPIReason = "NetworkNotAssignedByClusterAPI"
 )
+
+// VRFScope chooses which addresses of a VRF a pool hands out.
+//
+// +kubebuilder:validation:Enum=GatewaySubnets;IPRanges
+type VRFScope string
+
+const (
+	// VRFScopeGatewaySubnets hands out only the VRF IP reservations served
+	// by a Metal Gateway: the subnets machines on the gateway's VLAN can use.
+	VRFScopeGatewaySubnets VRFScope = "GatewaySubnets"
+	// VRFScopeIPRanges hands out the VRF's whole ip_ranges, e.g. for
+	// addresses announced over BGP that need no gateway.
+	VRFScopeIPRanges VRFScope = "IPRanges"
+)
+
+// IPFamily is an IP address family.
+//
+// +kubebuilder:validation:Enum=IPv4;IPv6
+type IPFamily string
+
+const (
+	// IPv4Family selects IPv4 addresses.
+	IPv4Family IPFamily = "IPv4"
+	// IPv6Family selects IPv6 addresses.
+	IPv6Family IPFamily = "IPv6"
+)
+
+// SecretReference names a Secret.
+type SecretReference struct {
+	// Name of the Secret.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// Namespace of the Secret. A MetalVRFIPPool reads Secrets of its own
+	// namespace only, so it must be empty (or the pool's namespace) there;
+	// a GlobalMetalVRFIPPool has no namespace and requires it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// VRFSource makes an Equinix Metal VRF a source of the pool's addresses.
+type VRFSource struct {
+	// ID of the VRF.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	ID string `json:"id"`
+
+	// CredentialsRef names the Secret holding the Metal API credentials:
+	// apiKey (required), and optionally baseURL (see docs/metal.md).
+	CredentialsRef SecretReference `json:"credentialsRef"`
+
+	// ProjectID, when set, must be the VRF's project: a guard against an
+	// ID copied from the wrong project.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	ProjectID string `json:"projectID,omitempty"`
+
+	// Metro, when set, must be the VRF's metro code (e.g. "da").
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	Metro string `json:"metro,omitempty"`
+
+	// Scope chooses what the pool hands out: GatewaySubnets (the default),
+	// only the VRF IP reservations served by a Metal Gateway; or IPRanges,
+	// the VRF's whole ip_ranges. In both, every Metal Gateway address of
+	// the VRF is reserved, and an address inside a gateway's subnet is
+	// handed out with that subnet's prefix and gateway.
+	// +optional
+	// +kubebuilder:default=GatewaySubnets
+	Scope VRFScope `json:"scope,omitempty"`
+
+	// ReservationIDs narrows GatewaySubnets to these VRF IP reservations;
+	// each must exist and be served by a Metal Gateway. Empty: all of them.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=64
+	ReservationIDs []string `json:"reservationIDs,omitempty"`
+
+	// IPFamily is the family of the VRF ranges the pool takes, IPv4 by
+	// default: a VRF may hold both, a pool holds one.
+	// +optional
+	// +kubebuilder:default=IPv4
+	IPFamily IPFamily `json:"ipFamily,omitempty"`
+}
+
+// NetworkReference makes one network of a PacketCluster a source of the
+// pool's addresses.
+type NetworkReference struct {
+	// Name of the PacketCluster, in the pool's namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// Network is the name of one of the PacketCluster's spec.networks. Its
+	// ipAddresses feed the pool when its assignment is cluster-api.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Network string `json:"network"`
+}
 
 // MetalVRFIPPoolSpec is the address space of a pool and how its addresses are
 // handed out.
 //
-// Addresses are the only source today. Equinix Metal VRF ranges and
-// PacketCluster networks will join them as further optional sources, unioned
-// with these, which is why addresses and prefix are optional in the schema
-// and required together by a rule.
+// Three sources give addresses, unioned: explicit addresses, an Equinix
+// Metal VRF (vrf) and a PacketCluster network (networkRef). The pool
+// reconciler resolves the last two and keeps what they gave in
+// status.resolved, which is where allocation reads them from.
 //
-// +kubebuilder:validation:XValidation:rule="has(self.addresses) && size(self.addresses) > 0",message="spec.addresses: at least one address source is required"
+// +kubebuilder:validation:XValidation:rule="(has(self.addresses) && size(self.addresses) > 0) || has(self.vrf) || has(self.networkRef)",message="spec.addresses: at least one address source is required (spec.addresses, spec.vrf or spec.networkRef)"
 // +kubebuilder:validation:XValidation:rule="!has(self.addresses) || has(self.prefix)",message="spec.prefix: required when spec.addresses is set"
 type MetalVRFIPPoolSpec struct {
 	// Addresses that may be handed out: CIDRs ("10.0.0.0/24"), inclusive
@@ -63,15 +200,28 @@ type MetalVRFIPPoolSpec struct {
 	// +kubebuilder:validation:items:MaxLength=100
 	Addresses []string `json:"addresses,omitempty"`
 
+	// VRF adds the addresses of an Equinix Metal VRF (see VRFSource).
+	// +optional
+	VRF *VRFSource `json:"vrf,omitempty"`
+
+	// NetworkRef adds the ipAddresses of a PacketCluster network.
+	// +optional
+	NetworkRef *NetworkReference `json:"networkRef,omitempty"`
+
 	// Prefix is the length of the subnet the addresses sit in; it is handed
-	// out with each address. At most 32 for IPv4 and 128 for IPv6.
+	// out with each address that lies in no subnet a source defines (a
+	// Metal Gateway subnet, a PacketCluster network CIDR). Required with
+	// addresses, and when spec.vrf's IPRanges reach outside every Metal
+	// Gateway subnet. At most 32 for IPv4 and 128 for IPv6.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=128
 	Prefix *int32 `json:"prefix,omitempty"`
 
-	// Gateway of the subnet, handed out with each address and never
-	// allocated itself. It must lie inside the subnet.
+	// Gateway of the subnet given by prefix (and spec.addresses[0], when
+	// set), handed out with the addresses of that subnet and never
+	// allocated itself. It must lie inside the subnet. It is also the
+	// gateway of a PacketCluster network CIDR that contains it.
 	// +optional
 	// +kubebuilder:validation:MaxLength=39
 	// +kubebuilder:validation:XValidation:rule="isIP(self)",message="must be an IP address"
@@ -121,9 +271,36 @@ type IPAddressesSummary struct {
 	OutOfRange int64 `json:"outOfRange"`
 }
 
+// ResolvedAddresses are addresses a source (spec.vrf, spec.networkRef) gave
+// the pool on its last successful resolution.
+type ResolvedAddresses struct {
+	// Address is a CIDR, a range "a-b" or a single address.
+	Address string `json:"address"`
+
+	// Prefix is set when the source defines the subnet the addresses sit
+	// in (a Metal Gateway subnet, a network CIDR): they are handed out with
+	// it. Otherwise spec.prefix applies.
+	// +optional
+	Prefix *int32 `json:"prefix,omitempty"`
+
+	// Gateway of that subnet (a Metal Gateway address), never handed out.
+	// +optional
+	Gateway string `json:"gateway,omitempty"`
+
+	// Source names where the addresses come from: "vrf/<id>",
+	// "vrf/<id>/reservation/<id>" or "packetcluster/<name>/<network>".
+	Source string `json:"source"`
+
+	// SubnetOnly marks a Metal Gateway subnet the pool does not hand out
+	// from (not in spec.vrf.reservationIDs): its gateway stays reserved, and
+	// addresses of other sources inside it get its prefix and gateway.
+	// +optional
+	SubnetOnly bool `json:"subnetOnly,omitempty"`
+}
+
 // MetalVRFIPPoolStatus is what the pool reconciler observed.
 type MetalVRFIPPoolStatus struct {
-	// Conditions: Ready.
+	// Conditions: Ready, SourcesResolved.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -133,6 +310,18 @@ type MetalVRFIPPoolStatus struct {
 	// IPAddresses counts the pool's addresses.
 	// +optional
 	IPAddresses *IPAddressesSummary `json:"ipAddresses,omitempty"`
+
+	// Resolved is what spec.vrf and spec.networkRef gave on their last
+	// successful resolution. Allocation reads it, so a Metal API outage
+	// does not stop the pool.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=1024
+	Resolved []ResolvedAddresses `json:"resolved,omitempty"`
+
+	// LastSyncTime is when every source last resolved successfully.
+	// +optional
+	LastSyncTime *metav1.Time `json:"lastSyncTime,omitempty"`
 
 	// ObservedGeneration is the spec generation the status describes.
 	// +optional
@@ -149,6 +338,7 @@ type MetalVRFIPPoolStatus struct {
 // +kubebuilder:printcolumn:name="Free",type="string",JSONPath=".status.ipAddresses.free",description="Addresses not in use"
 // +kubebuilder:printcolumn:name="Used",type="integer",JSONPath=".status.ipAddresses.used",description="Addresses in use"
 // +kubebuilder:printcolumn:name="Ready",type="string",JSONPath=".status.conditions[?(@.type==\"Ready\")].status"
+// +kubebuilder:printcolumn:name="Synced",type="string",JSONPath=".status.conditions[?(@.type==\"SourcesResolved\")].status",priority=1,description="Whether spec.vrf and spec.networkRef resolved on the last attempt"
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
 type MetalVRFIPPool struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -177,6 +367,7 @@ type MetalVRFIPPoolList struct {
 // +kubebuilder:printcolumn:name="Free",type="string",JSONPath=".status.ipAddresses.free",description="Addresses not in use"
 // +kubebuilder:printcolumn:name="Used",type="integer",JSONPath=".status.ipAddresses.used",description="Addresses in use"
 // +kubebuilder:printcolumn:name="Ready",type="string",JSONPath=".status.conditions[?(@.type==\"Ready\")].status"
+// +kubebuilder:printcolumn:name="Synced",type="string",JSONPath=".status.conditions[?(@.type==\"SourcesResolved\")].status",priority=1,description="Whether spec.vrf and spec.networkRef resolved on the last attempt"
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
 type GlobalMetalVRFIPPool struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -6,6 +6,7 @@ package poolref
 import (
 	"k8s.io/apimachinery/pkg/types"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
 )
@@ -39,6 +40,15 @@ func New(kind string) (v1alpha1.Pool, bool) {
 		return &v1alpha1.GlobalMetalVRFIPPool{}, true
 	}
 	return nil, false
+}
+
+// NewList returns an empty list of pools of the given kind, which must be
+// one this provider serves.
+func NewList(kind string) client.ObjectList {
+	if kind == v1alpha1.GlobalMetalVRFIPPoolKind {
+		return &v1alpha1.GlobalMetalVRFIPPoolList{}
+	}
+	return &v1alpha1.MetalVRFIPPoolList{}
 }
 
 // KindOf returns a pool's kind from its Go type: objects read from the cache

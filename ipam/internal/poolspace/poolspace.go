@@ -1,9 +1,11 @@
-// Package poolspace turns a pool's spec into the address space it serves.
+// Package poolspace turns a pool into the address space it serves.
 //
-// The validating webhook and the controllers both call Resolve, so what the
-// webhook admits is exactly what the controllers can allocate from, and a pool
-// created while the webhook was off is reported with the same messages in its
-// Ready condition.
+// The space is built from the pool's spec (explicit addresses, prefix,
+// gateway, exclusions) and from what its sources (spec.vrf, spec.networkRef)
+// resolved to, as kept in status.resolved. The validating webhook and the
+// controllers both call Resolve, so what the webhook admits is exactly what
+// the controllers can allocate from, and a pool created while the webhook was
+// off is reported with the same messages in its Ready condition.
 package poolspace
 
 import (
@@ -11,6 +13,7 @@ import (
 	"net/netip"
 
 	"go4.org/netipx"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
@@ -19,13 +22,59 @@ import (
 
 var specPath = field.NewPath("spec")
 
-// Resolve validates spec and returns its address space. Every problem is
-// reported as a field error naming the field and the offending value; the
-// space is nil whenever the list is not empty.
-func Resolve(spec *v1alpha1.MetalVRFIPPoolSpec) (*cidr.Space, field.ErrorList) {
+// Space is a pool's address space, and the prefix handed out with addresses
+// that lie in no subnet: spec.prefix, applied to a VRF range's addresses
+// outside every Metal Gateway subnet.
+type Space struct {
+	*cidr.Space
+	// defaultBits is spec.prefix, -1 when unset.
+	defaultBits int
+}
+
+// SubnetOf returns the subnet an address is handed out with: the most
+// specific subnet of the spec or a source containing it, or else the
+// /spec.prefix around it, without a gateway. ok is false only for an address
+// in no subnet of a pool without spec.prefix, which Resolve never admits into
+// the space.
+func (s *Space) SubnetOf(a netip.Addr) (cidr.Subnet, bool) {
+	if subnet, ok := s.Space.SubnetOf(a); ok {
+		return subnet, true
+	}
+	if s.defaultBits < 0 {
+		return cidr.Subnet{}, false
+	}
+	return cidr.Subnet{Prefix: netip.PrefixFrom(a, s.defaultBits).Masked()}, true
+}
+
+// Resolve validates spec and returns the address space of spec and resolved
+// together (resolved is status.resolved; nil for a pool with only explicit
+// addresses). Every problem is reported as a field error naming the field
+// and the offending value; the space is nil whenever the list is not empty.
+func Resolve(spec *v1alpha1.MetalVRFIPPoolSpec, resolved []v1alpha1.ResolvedAddresses) (*Space, field.ErrorList) {
+	return resolve(spec, resolved, true)
+}
+
+// Validate checks what can be checked before the pool's sources resolve:
+// every spec field, the credentials Secret's namespace, and for a pool with
+// only explicit addresses, its whole space. The webhook admits what passes.
+func Validate(pool v1alpha1.Pool) field.ErrorList {
+	var errs field.ErrorList
+	if pool.PoolSpec().VRF != nil {
+		if _, err := CredentialsSecret(pool); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	_, specErrs := resolve(pool.PoolSpec(), nil, false)
+	return append(errs, specErrs...)
+}
+
+// resolve is Resolve; without requireAddresses, a pool whose sources have
+// given nothing yet is not an error (and has no space).
+func resolve(spec *v1alpha1.MetalVRFIPPoolSpec, resolved []v1alpha1.ResolvedAddresses, requireAddresses bool) (*Space, field.ErrorList) {
 	addrPath := specPath.Child("addresses")
-	if len(spec.Addresses) == 0 {
-		return nil, field.ErrorList{field.Required(addrPath, "at least one address source is required")}
+	hasSources := spec.VRF != nil || spec.NetworkRef != nil
+	if len(spec.Addresses) == 0 && !hasSources {
+		return nil, field.ErrorList{field.Required(addrPath, "at least one address source is required (spec.addresses, spec.vrf or spec.networkRef)")}
 	}
 
 	ranges, errs := parseList(addrPath, spec.Addresses)
@@ -34,16 +83,24 @@ func Resolve(spec *v1alpha1.MetalVRFIPPoolSpec) (*cidr.Space, field.ErrorList) {
 	if len(errs) > 0 {
 		return nil, errs
 	}
-	family := rangeFamily(ranges[0])
-	if len(excluded) > 0 && rangeFamily(excluded[0]) != family {
+	family, known := specFamily(spec, ranges)
+	if len(excluded) > 0 && known && rangeFamily(excluded[0]) != family {
 		errs = append(errs, field.Invalid(specPath.Child("excludedAddresses").Index(0), spec.ExcludedAddresses[0],
-			fmt.Sprintf("is %s but spec.addresses are %s: mixed IP families", rangeFamily(excluded[0]), family)))
+			fmt.Sprintf("is %s but %s: mixed IP families", rangeFamily(excluded[0]), familySource(spec, family))))
+	}
+	if spec.VRF != nil && len(ranges) > 0 && vrfFamily(spec.VRF) != family {
+		errs = append(errs, field.Invalid(specPath.Child("vrf", "ipFamily"), string(spec.VRF.IPFamily),
+			fmt.Sprintf("but spec.addresses are %s: a pool holds one IP family", family)))
 	}
 
-	subnet, subnetErrs := subnetOf(spec, ranges[0], family)
+	var subnets []cidr.Subnet
+	subnet, subnetErrs := specSubnet(spec, ranges, family, known)
 	errs = append(errs, subnetErrs...)
 	if subnet.Prefix.IsValid() {
-		errs = append(errs, checkInsideSubnet(addrPath, spec.Addresses, ranges, subnet.Prefix)...)
+		subnets = append(subnets, subnet)
+		if len(ranges) > 0 {
+			errs = append(errs, checkInsideSubnet(addrPath, spec.Addresses, ranges, subnet.Prefix)...)
+		}
 	}
 	if i, j, ok := cidr.Overlap(ranges); ok {
 		errs = append(errs, field.Invalid(addrPath.Index(j), spec.Addresses[j],
@@ -53,10 +110,25 @@ func Resolve(spec *v1alpha1.MetalVRFIPPoolSpec) (*cidr.Space, field.ErrorList) {
 		return nil, errs
 	}
 
+	sourced, sourceSubnets, reserved, errs := fromResolved(resolved, subnet.Gateway)
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	ranges = append(ranges, sourced...)
+	subnets = append(subnets, sourceSubnets...)
+	if len(ranges) == 0 && !requireAddresses {
+		return nil, nil
+	}
+	if len(ranges) == 0 {
+		return nil, field.ErrorList{field.Invalid(addrPath, spec.Addresses,
+			"no address to hand out yet: spec.vrf and spec.networkRef have not resolved to any (see the SourcesResolved condition)")}
+	}
+
 	space, err := cidr.NewSpace(cidr.SpaceConfig{
 		Ranges:           ranges,
-		Subnets:          []cidr.Subnet{subnet},
+		Subnets:          subnets,
 		Excluded:         excluded,
+		Reserved:         reserved,
 		AllocateReserved: spec.AllocateReservedIPAddresses,
 	})
 	if err != nil {
@@ -66,7 +138,141 @@ func Resolve(spec *v1alpha1.MetalVRFIPPoolSpec) (*cidr.Space, field.ErrorList) {
 		return nil, field.ErrorList{field.Invalid(addrPath, spec.Addresses,
 			"leaves no address to hand out once the gateway, reserved and excluded addresses are taken out")}
 	}
-	return space, nil
+	s := &Space{Space: space, defaultBits: -1}
+	if spec.Prefix != nil {
+		s.defaultBits = int(*spec.Prefix)
+	}
+	if outside := outsideSubnets(space, subnets); outside.IsValid() && s.defaultBits < 0 {
+		return nil, field.ErrorList{field.Required(specPath.Child("prefix"), fmt.Sprintf(
+			"required: addresses %s from spec.vrf lie outside every Metal Gateway subnet and need a prefix to be handed out with",
+			describe(outside)))}
+	}
+	return s, nil
+}
+
+// CredentialsSecret returns the Secret holding the Metal credentials of the
+// pool's spec.vrf. A MetalVRFIPPool may only read Secrets of its own
+// namespace, so that a pool cannot borrow another tenant's credentials; a
+// GlobalMetalVRFIPPool has no namespace and must name one.
+func CredentialsSecret(pool v1alpha1.Pool) (types.NamespacedName, *field.Error) {
+	vrf := pool.PoolSpec().VRF
+	path := specPath.Child("vrf", "credentialsRef", "namespace")
+	ref := vrf.CredentialsRef
+	switch {
+	case pool.GetNamespace() == "" && ref.Namespace == "":
+		return types.NamespacedName{}, field.Required(path, "required for a GlobalMetalVRFIPPool, which has no namespace of its own")
+	case pool.GetNamespace() != "" && ref.Namespace != "" && ref.Namespace != pool.GetNamespace():
+		return types.NamespacedName{}, field.Invalid(path, ref.Namespace,
+			fmt.Sprintf("a MetalVRFIPPool reads Secrets of its own namespace %q only", pool.GetNamespace()))
+	case pool.GetNamespace() != "":
+		return types.NamespacedName{Namespace: pool.GetNamespace(), Name: ref.Name}, nil
+	}
+	return types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, nil
+}
+
+// Family returns the pool's IP family as the spec fixes it: the family of
+// spec.addresses, else of spec.vrf.ipFamily, else of spec.gateway; ok is
+// false when only a PacketCluster network will tell.
+func Family(spec *v1alpha1.MetalVRFIPPoolSpec) (cidr.Family, bool) {
+	ranges, _ := parseList(specPath.Child("addresses"), spec.Addresses)
+	return specFamily(spec, ranges)
+}
+
+func specFamily(spec *v1alpha1.MetalVRFIPPoolSpec, ranges []netipx.IPRange) (cidr.Family, bool) {
+	switch {
+	case len(ranges) > 0:
+		return rangeFamily(ranges[0]), true
+	case spec.VRF != nil:
+		return vrfFamily(spec.VRF), true
+	}
+	if gw, err := netip.ParseAddr(spec.Gateway); err == nil {
+		return cidr.FamilyOf(gw), true
+	}
+	return 0, false
+}
+
+func vrfFamily(vrf *v1alpha1.VRFSource) cidr.Family {
+	if vrf.IPFamily == v1alpha1.IPv6Family {
+		return cidr.IPv6
+	}
+	return cidr.IPv4
+}
+
+// familySource names the field the pool's family comes from, for messages.
+func familySource(spec *v1alpha1.MetalVRFIPPoolSpec, family cidr.Family) string {
+	switch {
+	case len(spec.Addresses) > 0:
+		return fmt.Sprintf("spec.addresses are %s", family)
+	case spec.VRF != nil:
+		return fmt.Sprintf("spec.vrf.ipFamily is %s", family)
+	}
+	return fmt.Sprintf("spec.gateway is %s", family)
+}
+
+// fromResolved turns status.resolved into ranges to hand out, the subnets
+// the sources define and the gateways to reserve. A source subnet without a
+// gateway of its own (a PacketCluster network CIDR) takes the spec's gateway
+// when it lies inside.
+func fromResolved(resolved []v1alpha1.ResolvedAddresses, specGateway netip.Addr) ([]netipx.IPRange, []cidr.Subnet, []netip.Addr, field.ErrorList) {
+	path := field.NewPath("status", "resolved")
+	var (
+		ranges   []netipx.IPRange
+		subnets  []cidr.Subnet
+		reserved []netip.Addr
+		errs     field.ErrorList
+	)
+	for i, entry := range resolved {
+		r, err := cidr.ParseEntry(entry.Address)
+		if err != nil {
+			errs = append(errs, field.Invalid(path.Index(i).Child("address"), entry.Address, err.Error()))
+			continue
+		}
+		if !entry.SubnetOnly {
+			ranges = append(ranges, r)
+		}
+		if entry.Prefix == nil {
+			continue
+		}
+		subnet := cidr.Subnet{Prefix: netip.PrefixFrom(r.From(), int(*entry.Prefix)).Masked()}
+		switch gw, err := netip.ParseAddr(entry.Gateway); {
+		case entry.Gateway == "":
+			if specGateway.IsValid() && subnet.Prefix.Contains(specGateway) {
+				subnet.Gateway = specGateway
+			}
+		case err != nil:
+			errs = append(errs, field.Invalid(path.Index(i).Child("gateway"), entry.Gateway, "not a valid IP address"))
+			continue
+		default:
+			subnet.Gateway = gw
+			reserved = append(reserved, gw)
+		}
+		subnets = append(subnets, subnet)
+	}
+	return ranges, subnets, reserved, errs
+}
+
+// outsideSubnets returns the first allocatable addresses that lie in no
+// subnet, or an invalid range when every address has a subnet.
+func outsideSubnets(space *cidr.Space, subnets []cidr.Subnet) netipx.IPRange {
+	var b netipx.IPSetBuilder
+	for _, r := range space.Ranges() {
+		b.AddRange(r)
+	}
+	for _, s := range subnets {
+		b.RemovePrefix(s.Prefix)
+	}
+	rest, _ := b.IPSet() // built from valid ranges only
+	if ranges := rest.Ranges(); len(ranges) > 0 {
+		return ranges[0]
+	}
+	return netipx.IPRange{}
+}
+
+func describe(r netipx.IPRange) string {
+	if p, ok := r.Prefix(); ok {
+		return p.String()
+	}
+	return r.From().String() + "-" + r.To().String()
 }
 
 // parseList parses pool entries, one field error per bad entry, and rejects
@@ -94,35 +300,61 @@ func parseList(path *field.Path, entries []string) ([]netipx.IPRange, field.Erro
 	return ranges, errs
 }
 
-// subnetOf derives the pool's subnet from its first address and prefix, and
-// checks that the gateway is an address of that subnet.
-func subnetOf(spec *v1alpha1.MetalVRFIPPoolSpec, first netipx.IPRange, family cidr.Family) (cidr.Subnet, field.ErrorList) {
+// specSubnet derives the pool's own subnet: spec.prefix around
+// spec.addresses[0], or around spec.gateway when there are no explicit
+// addresses; none without spec.prefix. It checks that the gateway is an
+// address of that subnet.
+func specSubnet(spec *v1alpha1.MetalVRFIPPoolSpec, ranges []netipx.IPRange, family cidr.Family, known bool) (cidr.Subnet, field.ErrorList) {
 	prefixPath := specPath.Child("prefix")
+	gwPath := specPath.Child("gateway")
 	if spec.Prefix == nil {
-		return cidr.Subnet{}, field.ErrorList{field.Required(prefixPath, "required when spec.addresses is set")}
+		switch {
+		case len(ranges) > 0:
+			return cidr.Subnet{}, field.ErrorList{field.Required(prefixPath, "required when spec.addresses is set")}
+		case spec.Gateway != "":
+			return cidr.Subnet{}, field.ErrorList{field.Required(prefixPath, "required when spec.gateway is set")}
+		}
+		return cidr.Subnet{}, nil
 	}
 	bits := int(*spec.Prefix)
-	if maxBits := first.From().BitLen(); bits < 0 || bits > maxBits {
+	maxBits := 128 // a network's CIDRs alone will tell the family
+	if known && family == cidr.IPv4 {
+		maxBits = 32
+	}
+	if bits < 0 || bits > maxBits {
 		return cidr.Subnet{}, field.ErrorList{field.Invalid(prefixPath, bits,
 			fmt.Sprintf("must be between 0 and %d for %s addresses", maxBits, family))}
 	}
-	prefix := netip.PrefixFrom(first.From(), bits).Masked()
+
+	var gw netip.Addr
+	if spec.Gateway != "" {
+		var err error
+		gw, err = netip.ParseAddr(spec.Gateway)
+		switch {
+		case err != nil:
+			return cidr.Subnet{}, field.ErrorList{field.Invalid(gwPath, spec.Gateway, "not a valid IP address")}
+		case gw.Zone() != "" || gw.Is4In6():
+			return cidr.Subnet{}, field.ErrorList{field.Invalid(gwPath, spec.Gateway, "must be a plain IP address, without zone or IPv4-mapped form")}
+		case known && cidr.FamilyOf(gw) != family:
+			return cidr.Subnet{}, field.ErrorList{field.Invalid(gwPath, spec.Gateway,
+				fmt.Sprintf("is %s but %s: mixed IP families", cidr.FamilyOf(gw), familySource(spec, family)))}
+		}
+	}
+	var anchor netip.Addr
+	switch {
+	case len(ranges) > 0:
+		anchor = ranges[0].From()
+	case gw.IsValid():
+		anchor = gw
+	default:
+		return cidr.Subnet{}, nil // only spec.prefix: the prefix of addresses outside every source subnet
+	}
+	prefix := netip.PrefixFrom(anchor, bits).Masked()
 	subnet := cidr.Subnet{Prefix: prefix}
-	if spec.Gateway == "" {
+	if !gw.IsValid() {
 		return subnet, nil
 	}
-
-	gwPath := specPath.Child("gateway")
-	gw, err := netip.ParseAddr(spec.Gateway)
-	switch {
-	case err != nil:
-		return subnet, field.ErrorList{field.Invalid(gwPath, spec.Gateway, "not a valid IP address")}
-	case gw.Zone() != "" || gw.Is4In6():
-		return subnet, field.ErrorList{field.Invalid(gwPath, spec.Gateway, "must be a plain IP address, without zone or IPv4-mapped form")}
-	case cidr.FamilyOf(gw) != family:
-		return subnet, field.ErrorList{field.Invalid(gwPath, spec.Gateway,
-			fmt.Sprintf("is %s but spec.addresses are %s: mixed IP families", cidr.FamilyOf(gw), family))}
-	case !prefix.Contains(gw):
+	if !prefix.Contains(gw) {
 		return subnet, field.ErrorList{field.Invalid(gwPath, spec.Gateway,
 			fmt.Sprintf("lies outside the pool's subnet %s", prefix))}
 	}

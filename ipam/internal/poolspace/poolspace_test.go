@@ -84,14 +84,14 @@ var validSpecs = []struct {
 func TestResolveValid(t *testing.T) {
 	for _, tt := range validSpecs {
 		t.Run(tt.name, func(t *testing.T) {
-			space, errs := poolspace.Resolve(&tt.spec)
+			space, errs := poolspace.Resolve(&tt.spec, nil)
 			if space == nil || len(errs) > 0 {
 				t.Fatalf("Resolve() = %v, %v; want a space and no errors", space, errs)
 			}
 			if got := space.Total().String(); got != tt.total {
 				t.Errorf("Total() = %s, want %s", got, tt.total)
 			}
-			alloc := cidr.NewAllocator(space)
+			alloc := cidr.NewAllocator(space.Space)
 			for _, want := range tt.next {
 				if got, err := alloc.Next(); err != nil || got.String() != want {
 					t.Fatalf("Next() = %s, %v; want %s", got, err, want)
@@ -261,7 +261,7 @@ var invalidSpecs = []struct {
 func TestResolveInvalid(t *testing.T) {
 	for _, tt := range invalidSpecs {
 		t.Run(tt.name, func(t *testing.T) {
-			space, errs := poolspace.Resolve(&tt.spec)
+			space, errs := poolspace.Resolve(&tt.spec, nil)
 			if space != nil {
 				t.Errorf("Resolve() returned a space along with errors %v", errs)
 			}
@@ -351,7 +351,7 @@ func FuzzResolve(f *testing.F) {
 			spec.Prefix = &p
 		}
 
-		space, errs := poolspace.Resolve(&spec)
+		space, errs := poolspace.Resolve(&spec, nil)
 		if (space != nil) == (len(errs) > 0) {
 			t.Fatalf("Resolve() = %v, %v; want either a space or errors", space, errs)
 		}
@@ -378,7 +378,7 @@ func FuzzResolve(f *testing.F) {
 				t.Errorf("the gateway %s is allocatable", gw)
 			}
 		}
-		addr, err := cidr.NewAllocator(space).Next()
+		addr, err := cidr.NewAllocator(space.Space).Next()
 		if err != nil {
 			if !errors.Is(err, cidr.ErrExhausted) || space.Total().Sign() != 0 {
 				t.Fatalf("Next() = %v on a space of %s addresses", err, space.Total())

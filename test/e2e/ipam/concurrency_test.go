@@ -42,13 +42,13 @@ var _ = Describe("Allocating across restarts and replicas", Ordered, func() {
 	BeforeAll(func() { stopIPAM() })
 	AfterAll(func() {
 		var err error
-		stopIPAM, err = env.StartIPAM(ctx, env.IPAMOptions(concurrency))
+		stopIPAM, err = env.StartIPAM(ctx, ipamOptions())
 		Expect(err).NotTo(HaveOccurred())
 	})
 
 	It("never hands out an address again after the manager restarts", func() {
 		ns := newNamespace()
-		stop, err := env.StartIPAM(ctx, env.IPAMOptions(concurrency))
+		stop, err := env.StartIPAM(ctx, ipamOptions())
 		Expect(err).NotTo(HaveOccurred())
 		createPool(ns, "pool", poolSpec(24, "", "10.5.0.0/24"))
 		before := createClaimsAtOnce(ns, "before", 40, 8)
@@ -58,7 +58,7 @@ var _ = Describe("Allocating across restarts and replicas", Ordered, func() {
 		// Claims made while no manager runs are served by the next one,
 		// which knows nothing but what the API server holds.
 		after := createClaimsAtOnce(ns, "after", 40, 8)
-		stop, err = env.StartIPAM(ctx, env.IPAMOptions(concurrency))
+		stop, err = env.StartIPAM(ctx, ipamOptions())
 		Expect(err).NotTo(HaveOccurred())
 		defer stop()
 		Expect(expectDistinctBound(append(before, after...))).To(HaveLen(80))
@@ -66,7 +66,7 @@ var _ = Describe("Allocating across restarts and replicas", Ordered, func() {
 
 	It("never hands out an address twice with two replicas and a leader change", func() {
 		ns := newNamespace()
-		opts := env.IPAMOptions(concurrency)
+		opts := ipamOptions()
 		opts.LeaderElect, opts.LeaderElectionNamespace = true, "default"
 		stopFirst, err := env.StartIPAM(ctx, opts)
 		Expect(err).NotTo(HaveOccurred())

@@ -21,6 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/manager"
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal"
 	"github.com/metal-vrf/cluster-api-metal-vrf/test/testenv"
 )
 
@@ -46,10 +48,10 @@ var _ = BeforeSuite(func() {
 	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
 	ctx = context.Background()
 	var err error
-	env, err = testenv.Start(testenv.Options{Webhooks: true})
+	env, err = testenv.Start(testenv.Options{Webhooks: true, CAPPCRDs: true})
 	Expect(err).NotTo(HaveOccurred())
 	k8s = env.Client
-	stopIPAM, err = env.StartIPAM(ctx, env.IPAMOptions(concurrency))
+	stopIPAM, err = env.StartIPAM(ctx, ipamOptions())
 	Expect(err).NotTo(HaveOccurred())
 	SetDefaultEventuallyTimeout(30 * time.Second)
 	SetDefaultEventuallyPollingInterval(50 * time.Millisecond)
@@ -63,6 +65,17 @@ var _ = AfterSuite(func() {
 		Expect(env.Stop()).To(Succeed())
 	}
 })
+
+// ipamOptions are the options of every manager the suite starts. Sources are
+// read again every second, and a failing Metal API is given up on quickly,
+// so that source changes and outages show within a test.
+func ipamOptions() manager.Options {
+	opts := env.IPAMOptions(concurrency)
+	opts.SourceResyncPeriod = time.Second
+	opts.MetalTimeout = 5 * time.Second
+	opts.MetalRetry = metal.RetryPolicy{MaxAttempts: 2, InitialBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}
+	return opts
+}
 
 // newNamespace creates a namespace of its own for one test.
 func newNamespace() string {

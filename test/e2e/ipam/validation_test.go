@@ -69,10 +69,16 @@ var _ = Describe("Validating pools", func() {
 		address := boundAddress(createClaim(ns, "claim", poolKind, "pool")).Spec.Address
 		Expect(address).To(Equal("10.2.0.1"))
 
-		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(pool), pool)).To(Succeed())
-		shrunk := pool.DeepCopy()
-		shrunk.Spec.Addresses = []string{"10.2.0.100-10.2.0.200"}
-		err := k8s.Update(ctx, shrunk)
+		// The pool's status changes as the claim binds: retry on a conflict,
+		// which the API server reports before the webhook is asked.
+		var err error
+		Eventually(func() bool {
+			Expect(k8s.Get(ctx, client.ObjectKeyFromObject(pool), pool)).To(Succeed())
+			shrunk := pool.DeepCopy()
+			shrunk.Spec.Addresses = []string{"10.2.0.100-10.2.0.200"}
+			err = k8s.Update(ctx, shrunk)
+			return apierrors.IsConflict(err)
+		}).Should(BeFalse())
 		Expect(err).To(HaveOccurred())
 		Expect(err.Error()).To(ContainSubstring("spec.addresses: Forbidden: the update removes 1 addresses in use"))
 		Expect(err.Error()).To(ContainSubstring(fmt.Sprintf("10.2.0.1 (IPAddress %s/claim)", ns)))
