@@ -4,48 +4,23 @@
 package main
 
 import (
+	"context"
 	"flag"
-	"os"
 
-	"k8s.io/klog/v2"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/metal-vrf/cluster-api-metal-vrf/capp/cloudinit"
 	"github.com/metal-vrf/cluster-api-metal-vrf/capp/manager"
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/managerutil"
 )
 
 func main() {
-	// --kubeconfig is registered by controller-runtime and read by ctrl.GetConfig.
 	var opts manager.Options
 	fs := flag.CommandLine
-	klog.InitFlags(fs)
-	fs.BoolVar(&opts.LeaderElect, "leader-elect", false, "Compete for a lease so that only one replica reconciles. Required when running more than one replica.")
-	fs.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election lease; empty uses the manager's own namespace.")
-	fs.StringVar(&opts.Namespace, "namespace", "", "Only watch this namespace; empty watches all namespaces.")
-	fs.StringVar(&opts.WatchFilterValue, "watch-filter", "", "Only reconcile objects labelled cluster.x-k8s.io/watch-filter with this value.")
-	fs.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", ":9440", "Address of the /healthz and /readyz endpoints; 0 disables them.")
-	fs.StringVar(&opts.MetricsBindAddress, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; 0 disables it.")
-	fs.IntVar(&opts.Concurrency, "concurrency", 10, "Number of PacketMachines reconciled at once.")
+	opts.AddFlags(fs, "PacketMachines")
 	fs.StringVar(&opts.MetadataURL, "metadata-url", cloudinit.DefaultMetadataURL, "Metadata service the nodes' network script reads its interfaces and user_state_url from.")
-	flag.Parse()
-
-	ctrl.SetLogger(klog.NewKlogr())
-	log := ctrl.Log.WithName("setup")
-
-	cfg, err := ctrl.GetConfig()
-	if err != nil {
-		log.Error(err, "Loading the kubeconfig")
-		os.Exit(1)
-	}
-	ctx := ctrl.SetupSignalHandler()
-	mgr, err := manager.New(ctx, cfg, opts)
-	if err != nil {
-		log.Error(err, "Setting up the manager")
-		os.Exit(1)
-	}
-	log.Info("Starting the manager")
-	if err := mgr.Start(ctx); err != nil {
-		log.Error(err, "Running the manager")
-		os.Exit(1)
-	}
+	managerutil.Main(func(ctx context.Context, cfg *rest.Config) (ctrl.Manager, error) {
+		return manager.New(ctx, cfg, opts)
+	})
 }

@@ -15,15 +15,13 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/capp/cloudinit"
 	"github.com/metal-vrf/cluster-api-metal-vrf/capp/controllers"
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/managerutil"
 )
 
 // LeaderElectionID is the lease the replicas of the provider compete for.
@@ -31,25 +29,9 @@ const LeaderElectionID = "metal-vrf-capp-leader-election"
 
 // Options configure the manager; each maps to a flag of capp-manager.
 type Options struct {
-	// LeaderElect makes replicas compete for a lease; only the leader reconciles.
-	LeaderElect bool
-	// LeaderElectionNamespace holds the lease; empty means the in-cluster namespace.
-	LeaderElectionNamespace string
-	// Namespace restricts the manager to one namespace; empty watches all.
-	Namespace string
-	// WatchFilterValue shards by the cluster.x-k8s.io/watch-filter label.
-	WatchFilterValue string
-	// HealthProbeBindAddress serves /healthz and /readyz; "0" disables it.
-	HealthProbeBindAddress string
-	// MetricsBindAddress serves Prometheus metrics; "0" disables it.
-	MetricsBindAddress string
-	// Concurrency is the number of PacketMachines reconciled at once.
-	Concurrency int
+	managerutil.Options
 	// MetadataURL is the metadata service nodes read; empty means Equinix Metal's.
 	MetadataURL string
-	// SkipControllerNameValidation lets several managers run in one process
-	// (tests), which controller-runtime otherwise refuses.
-	SkipControllerNameValidation bool
 }
 
 // Scheme returns the types the provider reads and writes.
@@ -71,21 +53,10 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 	if err != nil {
 		return nil, err
 	}
-	mgrOpts := ctrl.Options{
-		Scheme:                        scheme,
-		LeaderElection:                opts.LeaderElect,
-		LeaderElectionID:              LeaderElectionID,
-		LeaderElectionNamespace:       opts.LeaderElectionNamespace,
-		LeaderElectionReleaseOnCancel: true,
-		HealthProbeBindAddress:        opts.HealthProbeBindAddress,
-		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsBindAddress},
-		// Secrets (bootstrap data, user-data) are read and written directly:
-		// caching them would mean watching every Secret of the cluster.
-		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
-	}
-	if opts.Namespace != "" {
-		mgrOpts.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{opts.Namespace: {}}}
-	}
+	mgrOpts := opts.ManagerOptions(scheme, LeaderElectionID)
+	// Secrets (bootstrap data, user-data) are read and written directly:
+	// caching them would mean watching every Secret of the cluster.
+	mgrOpts.Client = client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}}
 	mgr, err := ctrl.NewManager(cfg, mgrOpts)
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
@@ -104,10 +75,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 	}); err != nil {
 		return nil, fmt.Errorf("setting up the PacketMachine controller: %w", err)
 	}
-	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		return nil, err
-	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+	if err := managerutil.AddProbes(mgr, nil); err != nil {
 		return nil, err
 	}
 	return mgr, nil

@@ -11,21 +11,18 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	cappv1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/controllers"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/webhooks"
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/managerutil"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal"
 )
 
@@ -34,25 +31,12 @@ const LeaderElectionID = "metal-vrf-ipam-leader-election"
 
 // Options configure the manager; each maps to a flag of ipam-manager.
 type Options struct {
-	// LeaderElect makes replicas compete for a lease; only the leader allocates.
-	LeaderElect bool
-	// LeaderElectionNamespace holds the lease; empty means the in-cluster namespace.
-	LeaderElectionNamespace string
-	// Namespace restricts the manager to one namespace; empty watches all.
-	Namespace string
-	// WatchFilterValue shards by the cluster.x-k8s.io/watch-filter label.
-	WatchFilterValue string
+	managerutil.Options
 	// WebhookPort serves the validating webhooks; 0 disables them.
 	WebhookPort int
 	// WebhookHost and WebhookCertDir locate the webhook server and its certificates.
 	WebhookHost    string
 	WebhookCertDir string
-	// HealthProbeBindAddress serves /healthz and /readyz; "0" disables it.
-	HealthProbeBindAddress string
-	// MetricsBindAddress serves Prometheus metrics; "0" disables it.
-	MetricsBindAddress string
-	// Concurrency is the number of claims, and of pools, reconciled at once.
-	Concurrency int
 	// SourceResyncPeriod is how often pool sources (spec.vrf,
 	// spec.networkRef) are read again without a triggering event; 0 means
 	// controllers.DefaultSourceResyncPeriod.
@@ -61,10 +45,6 @@ type Options struct {
 	// zero values take the client's defaults. Tests shorten them.
 	MetalTimeout time.Duration
 	MetalRetry   metal.RetryPolicy
-	// SkipControllerNameValidation lets one process build several managers
-	// (tests, the local environment); controller-runtime otherwise refuses
-	// a controller name it has seen before.
-	SkipControllerNameValidation bool
 }
 
 // Scheme returns the types the provider reads and writes.
@@ -88,21 +68,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 	if err != nil {
 		return nil, err
 	}
-	mgrOpts := ctrl.Options{
-		Scheme:                  scheme,
-		LeaderElection:          opts.LeaderElect,
-		LeaderElectionID:        LeaderElectionID,
-		LeaderElectionNamespace: opts.LeaderElectionNamespace,
-		// A leader that stops gives the lease back at once, so a standby
-		// takes over without waiting for the lease to expire.
-		LeaderElectionReleaseOnCancel: true,
-		HealthProbeBindAddress:        opts.HealthProbeBindAddress,
-		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsBindAddress},
-		Controller:                    config.Controller{SkipNameValidation: ptr.To(opts.SkipControllerNameValidation)},
-	}
-	if opts.Namespace != "" {
-		mgrOpts.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{opts.Namespace: {}}}
-	}
+	mgrOpts := opts.ManagerOptions(scheme, LeaderElectionID)
 	if opts.WebhookPort != 0 {
 		mgrOpts.WebhookServer = webhook.NewServer(webhook.Options{
 			Host: opts.WebhookHost, Port: opts.WebhookPort, CertDir: opts.WebhookCertDir,
@@ -128,14 +94,11 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 			return nil, fmt.Errorf("setting up the webhooks: %w", err)
 		}
 	}
-	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		return nil, err
-	}
-	readyz := healthz.Ping
+	var ready healthz.Checker
 	if opts.WebhookPort != 0 {
-		readyz = mgr.GetWebhookServer().StartedChecker()
+		ready = mgr.GetWebhookServer().StartedChecker()
 	}
-	if err := mgr.AddReadyzCheck("readyz", readyz); err != nil {
+	if err := managerutil.AddProbes(mgr, ready); err != nil {
 		return nil, err
 	}
 	return mgr, nil

@@ -35,7 +35,6 @@ import (
 
 	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
 	cappcontrollers "github.com/metal-vrf/cluster-api-metal-vrf/capp/controllers"
-	cappmanager "github.com/metal-vrf/cluster-api-metal-vrf/capp/manager"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal/sim"
 	"github.com/metal-vrf/cluster-api-metal-vrf/test/testenv"
 )
@@ -82,9 +81,7 @@ func run(ctx context.Context, once bool, kubeconfig string, out io.Writer) (err 
 		return fmt.Errorf("starting the IPAM manager: %w", err)
 	}
 	defer stopIPAM()
-	stopCAPP, err := env.StartCAPP(ctx, cappmanager.Options{
-		HealthProbeBindAddress: "0", MetricsBindAddress: "0", Concurrency: 2, SkipControllerNameValidation: true,
-	})
+	stopCAPP, err := env.StartCAPP(ctx, env.CAPPOptions(2, ""))
 	if err != nil {
 		return fmt.Errorf("starting the CAPP manager: %w", err)
 	}

@@ -26,6 +26,7 @@ import (
 	cappmanager "github.com/metal-vrf/cluster-api-metal-vrf/capp/manager"
 	ipamv1alpha1 "github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/manager"
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/managerutil"
 )
 
 // Options choose what the environment installs.
@@ -133,16 +134,21 @@ func Scheme() (*runtime.Scheme, error) {
 // Stop stops the API server and etcd.
 func (e *Environment) Stop() error { return e.env.Stop() }
 
-// IPAMOptions returns manager options that fit this environment: webhooks on
-// the port envtest configured (when installed), probes and metrics off and
-// controller names unchecked, so several managers can run in one process.
-func (e *Environment) IPAMOptions(concurrency int) manager.Options {
-	opts := manager.Options{
+// inProcess are the settings for a manager beside others in one process:
+// probes and metrics off, controller names unchecked.
+func inProcess(concurrency int) managerutil.Options {
+	return managerutil.Options{
 		HealthProbeBindAddress:       "0",
 		MetricsBindAddress:           "0",
 		Concurrency:                  concurrency,
 		SkipControllerNameValidation: true,
 	}
+}
+
+// IPAMOptions returns IPAM manager options that fit this environment: run in
+// process, with the webhooks on the port envtest configured (when installed).
+func (e *Environment) IPAMOptions(concurrency int) manager.Options {
+	opts := manager.Options{Options: inProcess(concurrency)}
 	if wh := e.env.WebhookInstallOptions; len(wh.ValidatingWebhooks) > 0 {
 		opts.WebhookHost, opts.WebhookPort, opts.WebhookCertDir = wh.LocalServingHost, wh.LocalServingPort, wh.LocalServingCertDir
 	}
@@ -159,6 +165,12 @@ func (e *Environment) StartIPAM(ctx context.Context, opts manager.Options) (stop
 		return nil, err
 	}
 	return runManager(ctx, cancel, mgr, "IPAM")
+}
+
+// CAPPOptions returns CAPP manager options for running in this process,
+// with nodes reading metadataURL (empty: Equinix Metal's).
+func (e *Environment) CAPPOptions(concurrency int, metadataURL string) cappmanager.Options {
+	return cappmanager.Options{Options: inProcess(concurrency), MetadataURL: metadataURL}
 }
 
 // StartCAPP runs a CAPP manager until the returned stop function is called.

@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	cappmanager "github.com/metal-vrf/cluster-api-metal-vrf/capp/manager"
 	"github.com/metal-vrf/cluster-api-metal-vrf/test/testenv"
 )
 
@@ -50,13 +49,7 @@ var _ = BeforeSuite(func() {
 	stop, err = env.StartInCluster(GinkgoWriter)
 	Expect(err).NotTo(HaveOccurred())
 	stops = append(stops, stop)
-	stop, err = env.StartCAPP(ctx, cappmanager.Options{
-		HealthProbeBindAddress:       "0",
-		MetricsBindAddress:           "0",
-		Concurrency:                  2,
-		MetadataURL:                  metadataURL,
-		SkipControllerNameValidation: true,
-	})
+	stop, err = env.StartCAPP(ctx, env.CAPPOptions(2, metadataURL))
 	Expect(err).NotTo(HaveOccurred())
 	stops = append(stops, stop)
 

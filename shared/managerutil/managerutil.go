@@ -1,0 +1,116 @@
+// Package managerutil holds what the two providers' managers share: the
+// settings and flags every CAPI provider manager has, the controller-runtime
+// options they become, and the body of a manager's main.
+package managerutil
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+)
+
+// Options are the settings every manager of the project has; each maps to
+// a flag (see AddFlags).
+type Options struct {
+	// LeaderElect makes replicas compete for a lease; only the leader reconciles.
+	LeaderElect bool
+	// LeaderElectionNamespace holds the lease; empty means the in-cluster namespace.
+	LeaderElectionNamespace string
+	// Namespace restricts the manager to one namespace; empty watches all.
+	Namespace string
+	// WatchFilterValue shards by the cluster.x-k8s.io/watch-filter label.
+	WatchFilterValue string
+	// HealthProbeBindAddress serves /healthz and /readyz; "0" disables it.
+	HealthProbeBindAddress string
+	// MetricsBindAddress serves Prometheus metrics; "0" disables it.
+	MetricsBindAddress string
+	// Concurrency is the number of objects each controller reconciles at once.
+	Concurrency int
+	// SkipControllerNameValidation lets one process build several managers
+	// (tests, the local environment); controller-runtime otherwise refuses
+	// a controller name it has seen before.
+	SkipControllerNameValidation bool
+}
+
+// AddFlags registers the flags of the shared settings on fs; reconciled says
+// what one worker reconciles, for the help of --concurrency. --kubeconfig is
+// controller-runtime's own, read by ctrl.GetConfig.
+func (o *Options) AddFlags(fs *flag.FlagSet, reconciled string) {
+	fs.BoolVar(&o.LeaderElect, "leader-elect", false, "Compete for a lease so that only one replica reconciles. Required when running more than one replica.")
+	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election lease; empty uses the manager's own namespace.")
+	fs.StringVar(&o.Namespace, "namespace", "", "Only watch this namespace; empty watches all namespaces.")
+	fs.StringVar(&o.WatchFilterValue, "watch-filter", "", "Only reconcile objects labelled cluster.x-k8s.io/watch-filter with this value.")
+	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", ":9440", "Address of the /healthz and /readyz endpoints; 0 disables them.")
+	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; 0 disables it.")
+	fs.IntVar(&o.Concurrency, "concurrency", 10, fmt.Sprintf("Number of %s reconciled at once.", reconciled))
+}
+
+// ManagerOptions returns the controller-runtime options of these settings.
+func (o Options) ManagerOptions(scheme *runtime.Scheme, leaderElectionID string) ctrl.Options {
+	opts := ctrl.Options{
+		Scheme:                  scheme,
+		LeaderElection:          o.LeaderElect,
+		LeaderElectionID:        leaderElectionID,
+		LeaderElectionNamespace: o.LeaderElectionNamespace,
+		// A leader that stops gives the lease back at once, so a standby
+		// takes over without waiting for the lease to expire.
+		LeaderElectionReleaseOnCancel: true,
+		HealthProbeBindAddress:        o.HealthProbeBindAddress,
+		Metrics:                       metricsserver.Options{BindAddress: o.MetricsBindAddress},
+		Controller:                    config.Controller{SkipNameValidation: ptr.To(o.SkipControllerNameValidation)},
+	}
+	if o.Namespace != "" {
+		opts.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{o.Namespace: {}}}
+	}
+	return opts
+}
+
+// AddProbes serves /healthz, and /readyz with ready (healthz.Ping when nil).
+func AddProbes(mgr ctrl.Manager, ready healthz.Checker) error {
+	if ready == nil {
+		ready = healthz.Ping
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	return mgr.AddReadyzCheck("readyz", ready)
+}
+
+// Main is the body of a manager binary's main, once its flags are
+// registered: it parses them, loads the kubeconfig, builds the manager with
+// newManager and runs it until SIGINT or SIGTERM. It exits the process with
+// status 1 on any failure.
+func Main(newManager func(context.Context, *rest.Config) (ctrl.Manager, error)) {
+	klog.InitFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(klog.NewKlogr())
+	log := ctrl.Log.WithName("setup")
+
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		log.Error(err, "Loading the kubeconfig")
+		os.Exit(1)
+	}
+	ctx := ctrl.SetupSignalHandler()
+	mgr, err := newManager(ctx, cfg)
+	if err != nil {
+		log.Error(err, "Setting up the manager")
+		os.Exit(1)
+	}
+	log.Info("Starting the manager")
+	if err := mgr.Start(ctx); err != nil {
+		log.Error(err, "Running the manager")
+		os.Exit(1)
+	}
+}
