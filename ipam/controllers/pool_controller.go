@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
@@ -28,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -70,7 +72,7 @@ func (r *poolReconciler) setupWithManager(ctx context.Context, mgr ctrl.Manager,
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(strings.ToLower(r.kind)).
 		For(pool).
-		Watches(&ipamv1.IPAddress{}, handler.EnqueueRequestsFromMapFunc(r.poolOfAddress)).
+		Watches(&ipamv1.IPAddress{}, r.countsChanged()).
 		// Secrets are watched by metadata only: the resolver reads the one
 		// it needs, so the cache holds no credentials.
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.poolsIndexedBy(poolsBySecret))).
@@ -144,9 +146,11 @@ func (r *poolReconciler) reconcileNormal(ctx context.Context, pool v1alpha1.Pool
 			r.recorder.Eventf(pool, nil, corev1.EventTypeWarning, v1alpha1.ExhaustedReason, "Allocate", "All %s addresses are in use", stats.Total)
 		}
 	default:
-		message := fmt.Sprintf("%s of %s addresses free", stats.Free, stats.Total)
+		// The counts live in status.ipAddresses: a message that repeated them
+		// would cost a second write on every allocation.
+		message := "The pool serves claims"
 		if stats.Foreign > 0 {
-			message += fmt.Sprintf(" (%d more held by other pools of VRF %s)", stats.Foreign, pool.PoolSpec().VRF.ID)
+			message += fmt.Sprintf("; other pools of VRF %s hold some of its addresses", pool.PoolSpec().VRF.ID)
 		}
 		r.setReady(pool, metav1.ConditionTrue, v1alpha1.ReadyReason, message)
 	}
@@ -288,17 +292,31 @@ func (r *poolReconciler) clusterOf(ctx context.Context, pool v1alpha1.Pool) (*cl
 	return cluster, err
 }
 
-// poolOfAddress maps an IPAddress to its pool, when the pool is of this kind.
-func (r *poolReconciler) poolOfAddress(_ context.Context, obj client.Object) []reconcile.Request {
-	address, ok := obj.(*ipamv1.IPAddress)
-	if !ok {
-		return nil
+// countsRefreshDelay gathers the IPAddress events of a pool into one status
+// update: under a burst of claims the counts are refreshed once per delay,
+// not once per address, which would compete with the claims' own writes.
+const countsRefreshDelay = time.Second
+
+// countsChanged queues the pool of an IPAddress that came or went, when the
+// pool is of this kind, after countsRefreshDelay.
+func (r *poolReconciler) countsChanged() handler.Funcs {
+	enqueue := func(obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		address, ok := obj.(*ipamv1.IPAddress)
+		if !ok {
+			return
+		}
+		if key, ok := poolref.For(address.Spec.PoolRef, address.Namespace); ok && key.Kind == r.kind {
+			q.AddAfter(reconcile.Request{NamespacedName: key.ObjectKey()}, countsRefreshDelay)
+		}
 	}
-	key, ok := poolref.For(address.Spec.PoolRef, address.Namespace)
-	if !ok || key.Kind != r.kind {
-		return nil
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(e.Object, q)
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(e.Object, q)
+		},
 	}
-	return []reconcile.Request{{NamespacedName: key.ObjectKey()}}
 }
 
 // poolsIndexedBy maps an object to the pools of this kind whose sources
