@@ -63,6 +63,10 @@ func (v *poolValidator[T]) ValidateUpdate(ctx context.Context, old, pool T) (adm
 	if errs := poolspace.Validate(pool); len(errs) > 0 {
 		return nil, invalid(pool, errs)
 	}
+	if vrfID(old) != vrfID(pool) {
+		return nil, v.refuseWhileInUse(ctx, pool, field.NewPath("spec", "vrf", "id"),
+			"cannot change while addresses of the pool are in use: the pools of a VRF coordinate what they hand out, so the addresses would be left to the old VRF's other pools")
+	}
 	if !equality.Semantic.DeepEqual(old.PoolSpec().VRF, pool.PoolSpec().VRF) ||
 		!equality.Semantic.DeepEqual(old.PoolSpec().NetworkRef, pool.PoolSpec().NetworkRef) {
 		return nil, nil
@@ -75,17 +79,38 @@ func (v *poolValidator[T]) ValidateUpdate(ctx context.Context, old, pool T) (adm
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
-	var dropped []string
+	var dropped []ipamv1.IPAddress
 	for _, address := range inUse {
 		if ip, err := netip.ParseAddr(address.Spec.Address); err == nil && !space.Contains(ip) {
-			dropped = append(dropped, fmt.Sprintf("%s (IPAddress %s/%s)", ip, address.Namespace, address.Name))
+			dropped = append(dropped, address)
 		}
 	}
 	if len(dropped) > 0 {
 		return nil, invalid(pool, field.ErrorList{field.Forbidden(field.NewPath("spec", "addresses"),
-			fmt.Sprintf("the update removes %d addresses in use from the pool: %s", len(dropped), listSome(dropped)))})
+			fmt.Sprintf("the update removes %d addresses in use from the pool: %s", len(dropped), listSome(describe(dropped))))})
 	}
 	return nil, nil
+}
+
+// refuseWhileInUse forbids a change at path while the pool has addresses in use.
+func (v *poolValidator[T]) refuseWhileInUse(ctx context.Context, pool T, path *field.Path, why string) error {
+	inUse, err := v.addressesOf(ctx, pool)
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	if len(inUse) == 0 {
+		return nil
+	}
+	return invalid(pool, field.ErrorList{field.Forbidden(path,
+		fmt.Sprintf("%s; %d in use: %s", why, len(inUse), listSome(describe(inUse))))})
+}
+
+// vrfID is the VRF a pool draws from, or "" for none.
+func vrfID(pool v1alpha1.Pool) string {
+	if vrf := pool.PoolSpec().VRF; vrf != nil {
+		return vrf.ID
+	}
+	return ""
 }
 
 // ValidateDelete refuses to delete a pool with addresses in use, unless
@@ -105,13 +130,9 @@ func (v *poolValidator[T]) ValidateDelete(ctx context.Context, pool T) (admissio
 	if len(inUse) == 0 {
 		return nil, nil
 	}
-	names := make([]string, 0, len(inUse))
-	for _, address := range inUse {
-		names = append(names, fmt.Sprintf("%s (IPAddress %s/%s)", address.Spec.Address, address.Namespace, address.Name))
-	}
 	return nil, apierrors.NewForbidden(v1alpha1.GroupVersion.WithResource(strings.ToLower(poolref.KindOf(pool))+"s").GroupResource(), pool.GetName(),
 		fmt.Errorf("%d addresses of the pool are in use: %s; release their claims first, or set the annotation %s to delete anyway",
-			len(inUse), listSome(names), v1alpha1.SkipDeleteValidationAnnotation))
+			len(inUse), listSome(describe(inUse)), v1alpha1.SkipDeleteValidationAnnotation))
 }
 
 // addressesOf lists the IPAddresses allocated from pool.
@@ -134,6 +155,15 @@ func invalid(pool v1alpha1.Pool, errs field.ErrorList) error {
 		return nil
 	}
 	return apierrors.NewInvalid(v1alpha1.GroupVersion.WithKind(poolref.KindOf(pool)).GroupKind(), pool.GetName(), errs)
+}
+
+// describe names IPAddresses for a message: "10.0.0.5 (IPAddress ns/name)".
+func describe(addresses []ipamv1.IPAddress) []string {
+	names := make([]string, 0, len(addresses))
+	for _, address := range addresses {
+		names = append(names, fmt.Sprintf("%s (IPAddress %s/%s)", address.Spec.Address, address.Namespace, address.Name))
+	}
+	return names
 }
 
 // listSome joins the first few items and says how many more there are.

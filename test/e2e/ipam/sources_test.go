@@ -307,6 +307,20 @@ var _ = Describe("Pools sourced from an Equinix Metal VRF", func() {
 		})
 	})
 
+	It("refuses to move a pool with addresses in use to another VRF", func() {
+		createCredentials(ns, demoToken)
+		pool := createPool(ns, "vrf", vrfSpec(v1alpha1.VRFScopeGatewaySubnets))
+		address := boundAddress(createClaim(ns, "c", v1alpha1.MetalVRFIPPoolKind, pool.Name))
+
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(pool), pool)).To(Succeed())
+		moved := pool.DeepCopy()
+		moved.Spec.VRF.ID = "d5a2c0de-0000-4000-8000-00000000dead"
+		err := k8s.Update(ctx, moved)
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(ContainSubstring("spec.vrf.id: Forbidden: cannot change while addresses of the pool are in use"))
+		Expect(err.Error()).To(ContainSubstring(fmt.Sprintf("%s (IPAddress %s/c)", address.Spec.Address, ns)))
+	})
+
 	It("never hands out one address twice from two pools on one VRF", func() {
 		createCredentials(ns, demoToken)
 		local := createPool(ns, "local", vrfSpec(v1alpha1.VRFScopeGatewaySubnets))
