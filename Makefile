@@ -32,7 +32,8 @@ define tool-build
 endef
 
 ARGS ?=
-TEST_FLAGS ?=
+# The race detector runs with every test: allocation is concurrent by design.
+TEST_FLAGS ?= -race
 # Programs the tests run besides the Go code; each part of the project adds
 # what its tests need.
 TEST_DEPS := envtest $(INCLUSTER_MANAGER) $(GOTESTSUM)
