@@ -10,9 +10,12 @@ import (
 	"os"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -74,6 +77,20 @@ func (o Options) ManagerOptions(scheme *runtime.Scheme, leaderElectionID string)
 		opts.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{o.Namespace: {}}}
 	}
 	return opts
+}
+
+// NewScheme returns a scheme with the types every manager of the project
+// reads (client-go's, CAPI's core and IPAM types) and those add registers.
+func NewScheme(add ...func(*runtime.Scheme) error) (*runtime.Scheme, error) {
+	scheme := runtime.NewScheme()
+	for _, addTo := range append([]func(*runtime.Scheme) error{
+		clientgoscheme.AddToScheme, clusterv1.AddToScheme, ipamv1.AddToScheme,
+	}, add...) {
+		if err := addTo(scheme); err != nil {
+			return nil, err
+		}
+	}
+	return scheme, nil
 }
 
 // AddProbes serves /healthz, and /readyz with ready (healthz.Ping when nil).
