@@ -285,7 +285,10 @@ var _ = Describe("Pools sourced from an Equinix Metal VRF", func() {
 		createCredentials(ns, demoToken)
 		pool := createPool(ns, "storm", vrfSpec(v1alpha1.VRFScopeGatewaySubnets))
 		expectPool(pool, func(g Gomega, p v1alpha1.Pool) {
+			// CAPI's patch helper writes conditions before the rest of the
+			// status: wait for both.
 			haveCondition(g, p, v1alpha1.SourcesResolvedCondition, metav1.ConditionTrue, v1alpha1.SourcesResolvedReason)
+			g.Expect(p.PoolStatus().Resolved).To(HaveLen(2))
 		})
 		resolved := pool.Status.Resolved
 
