@@ -132,9 +132,11 @@ func (r *poolReconciler) reconcileNormal(ctx context.Context, pool v1alpha1.Pool
 	wasExhausted := conditions.GetReason(pool, v1alpha1.ReadyCondition) == v1alpha1.ExhaustedReason
 	r.publish(pool, stats)
 
+	// A space that does not resolve because the sources gave nothing says
+	// why the sources failed, not what an empty spec lacks.
+	sourcesGaveNothing := conditions.IsFalse(pool, v1alpha1.SourcesResolvedCondition) && len(pool.PoolStatus().Resolved) == 0
 	switch {
-	case stats.SpaceErr != nil && len(pool.PoolStatus().Resolved) == 0 && !conditions.IsTrue(pool, v1alpha1.SourcesResolvedCondition) &&
-		conditions.Has(pool, v1alpha1.SourcesResolvedCondition):
+	case stats.SpaceErr != nil && sourcesGaveNothing:
 		r.setReady(pool, metav1.ConditionFalse, v1alpha1.SourcesNotResolvedReason,
 			"No address to hand out: "+conditions.GetMessage(pool, v1alpha1.SourcesResolvedCondition))
 	case stats.SpaceErr != nil:
