@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -114,6 +116,16 @@ func Start(opts Options) (*Environment, error) {
 		return nil, errors.Join(err, env.Stop())
 	}
 	return &Environment{env: env, Config: cfg, Client: c, Root: root}, nil
+}
+
+// NewNamespace creates a namespace of its own for one test, named after
+// prefix with a suffix the API server picks.
+func (e *Environment) NewNamespace(ctx context.Context, prefix string) (string, error) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
+	if err := e.Client.Create(ctx, ns); err != nil {
+		return "", err
+	}
+	return ns.Name, nil
 }
 
 // Scheme holds every type the project's tests read and write: both

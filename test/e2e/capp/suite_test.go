@@ -6,14 +6,11 @@ package capp
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -22,11 +19,10 @@ import (
 )
 
 var (
-	env       *testenv.Environment
-	k8s       client.Client
-	ctx       context.Context
-	stops     []func()
-	nsCounter int
+	env   *testenv.Environment
+	k8s   client.Client
+	ctx   context.Context
+	stops []func()
 )
 
 func TestCAPP(t *testing.T) {
@@ -71,8 +67,8 @@ const metadataURL = "http://metadata.test/metadata"
 
 // newNamespace creates a namespace of its own for one test.
 func newNamespace() string {
-	nsCounter++
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("capp-%d", nsCounter)}}
-	Expect(k8s.Create(ctx, ns)).To(Succeed())
-	return ns.Name
+	GinkgoHelper()
+	ns, err := env.NewNamespace(ctx, "capp")
+	Expect(err).NotTo(HaveOccurred())
+	return ns
 }

@@ -5,13 +5,11 @@ package ipam
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
@@ -32,11 +30,10 @@ import (
 const concurrency = 8
 
 var (
-	env       *testenv.Environment
-	k8s       client.Client
-	ctx       context.Context
-	stopIPAM  func()
-	nsCounter int
+	env      *testenv.Environment
+	k8s      client.Client
+	ctx      context.Context
+	stopIPAM func()
 )
 
 func TestIPAM(t *testing.T) {
@@ -79,10 +76,10 @@ func ipamOptions() manager.Options {
 
 // newNamespace creates a namespace of its own for one test.
 func newNamespace() string {
-	nsCounter++
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("ipam-%d", nsCounter)}}
-	Expect(k8s.Create(ctx, ns)).To(Succeed())
-	return ns.Name
+	GinkgoHelper()
+	ns, err := env.NewNamespace(ctx, "ipam")
+	Expect(err).NotTo(HaveOccurred())
+	return ns
 }
 
 // poolSpec is a pool spec over addresses with prefix and gateway.
