@@ -26,11 +26,13 @@ import (
 	"sigs.k8s.io/cluster-api/util/paused"
 	"sigs.k8s.io/cluster-api/util/predicates"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	cappv1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
@@ -71,7 +73,7 @@ func (r *poolReconciler) setupWithManager(ctx context.Context, mgr ctrl.Manager,
 	pool, _ := poolref.New(r.kind)
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(strings.ToLower(r.kind)).
-		For(pool).
+		For(pool, builder.WithPredicates(notOnlyCounts())).
 		Watches(&ipamv1.IPAddress{}, r.countsChanged()).
 		// Secrets are watched by metadata only: the resolver reads the one
 		// it needs, so the cache holds no credentials.
@@ -319,6 +321,24 @@ func (r *poolReconciler) countsChanged() handler.Funcs {
 			enqueue(e.Object, q)
 		},
 	}
+}
+
+// notOnlyCounts drops the update events of a pool whose only change is its
+// counts, which the pool writes itself: under a burst of claims each count
+// refresh would otherwise trigger the next one at once, defeating
+// countsRefreshDelay. Any other change, its own condition and source writes
+// included, still wakes the pool.
+func notOnlyCounts() predicate.Funcs {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		before, okBefore := e.ObjectOld.(v1alpha1.Pool)
+		after, okAfter := e.ObjectNew.(v1alpha1.Pool)
+		if !okBefore || !okAfter {
+			return true
+		}
+		statusBefore, statusAfter := *before.PoolStatus(), *after.PoolStatus()
+		statusBefore.IPAddresses, statusAfter.IPAddresses = nil, nil
+		return metadataOrSpecChanged(before, after) || !equality.Semantic.DeepEqual(statusBefore, statusAfter)
+	}}
 }
 
 // poolsIndexedBy maps an object to the pools of this kind whose sources

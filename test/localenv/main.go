@@ -26,7 +26,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -156,7 +155,7 @@ func apply(ctx context.Context, c client.Client, simURL string, dirs ...string) 
 			if filepath.Base(file) == "kustomization.yaml" {
 				continue
 			}
-			objects, err := readObjects(file)
+			objects, err := testenv.ReadObjects(file)
 			if err != nil {
 				return nil, err
 			}
@@ -192,28 +191,6 @@ func create(ctx context.Context, c client.Client, obj *unstructured.Unstructured
 		return err
 	}
 	return nil
-}
-
-// readObjects decodes the documents of a multi-document YAML file.
-func readObjects(path string) ([]*unstructured.Unstructured, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	decoder := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
-	var objects []*unstructured.Unstructured
-	for {
-		obj := &unstructured.Unstructured{}
-		if err := decoder.Decode(&obj.Object); errors.Is(err, io.EOF) {
-			return objects, nil
-		} else if err != nil {
-			return nil, fmt.Errorf("reading %s: %w", path, err)
-		}
-		if len(obj.Object) > 0 {
-			objects = append(objects, obj)
-		}
-	}
 }
 
 // printClaims waits for every claim to be bound and prints what it got.

@@ -1,7 +1,8 @@
 // Package testenv starts a real kube-apiserver and etcd (controller-runtime's
 // envtest) with Cluster API's CRDs, taken from the pinned CAPI module, and the
-// project's own CRDs and webhook configuration. The e2e suites, the
-// benchmarks and the local environment behind `make run` all stand on it.
+// project's own CRDs, admission policy and webhook configuration. The e2e
+// suites, the benchmarks and the local environment behind `make run` all
+// stand on it.
 package testenv
 
 import (
@@ -113,6 +114,9 @@ func Start(opts Options) (*Environment, error) {
 	unthrottled.QPS = -1
 	c, err := client.New(unthrottled, client.Options{Scheme: scheme})
 	if err != nil {
+		return nil, errors.Join(err, env.Stop())
+	}
+	if err := installAdmissionPolicies(context.Background(), c, root); err != nil {
 		return nil, errors.Join(err, env.Stop())
 	}
 	return &Environment{env: env, Config: cfg, Client: c, Root: root}, nil

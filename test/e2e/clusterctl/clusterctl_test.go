@@ -9,9 +9,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,7 +22,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -225,6 +222,13 @@ func checkWiring(t *testing.T, objs []*unstructured.Unstructured) {
 		}
 	}
 
+	for _, binding := range objs {
+		if binding.GetKind() == "MutatingAdmissionPolicyBinding" {
+			find(t, objs, "MutatingAdmissionPolicy", field(binding.Object, "spec", "policyName"))
+		}
+	}
+	find(t, objs, "MutatingAdmissionPolicyBinding", "ipam-metal-vrf-release-address-finalizer")
+
 	vwc := find(t, objs, "ValidatingWebhookConfiguration", "ipam-metal-vrf-validating-webhook-configuration")
 	for _, wh := range items(vwc.Object, "webhooks") {
 		if ns := field(wh, "clientConfig", "service", "namespace"); ns != namespace {
@@ -317,21 +321,11 @@ func deleteAndWait(ctx context.Context, t *testing.T, c client.Client, obj *unst
 
 func decode(t *testing.T, data []byte) []*unstructured.Unstructured {
 	t.Helper()
-	var objs []*unstructured.Unstructured
-	dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	for {
-		obj := &unstructured.Unstructured{}
-		err := dec.Decode(&obj.Object)
-		if errors.Is(err, io.EOF) {
-			return objs
-		}
-		if err != nil {
-			t.Fatalf("decoding YAML: %v", err)
-		}
-		if len(obj.Object) > 0 {
-			objs = append(objs, obj)
-		}
+	objs, err := testenv.DecodeObjects(bytes.NewReader(data))
+	if err != nil {
+		t.Fatalf("decoding YAML: %v", err)
 	}
+	return objs
 }
 
 func find(t *testing.T, objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
