@@ -1,8 +1,12 @@
 // Package bench measures how fast IPAddressClaims get bound on a real
 // kube-apiserver and etcd (envtest), for this provider's MetalVRFIPPool and,
-// in the same run and on the same API server, for the reference in-cluster
-// provider's InClusterIPPool served by its real manager binary, built from
-// its pinned module.
+// in the same run, for the reference in-cluster provider's InClusterIPPool
+// served by its real manager binary, built from its pinned module.
+//
+// Every measurement starts from a fresh API server and etcd with the
+// provider's admission policy installed and only the measured provider's
+// manager running, so neither provider pays for the other's watches or for
+// objects an earlier measurement left behind.
 //
 // What is measured, end to end as a consumer of the IPAM contract sees it:
 // from just before the client sends the claim's create request to the moment
@@ -11,18 +15,17 @@
 // ipamutil.ClaimReconciler makes per claim, not only the allocation.
 //
 //   - BenchmarkBindClaims: 1,000 claims created at once on an empty /16
-//     pool; reports claims/s (1,000 / (last bound - first created)), p50/p99
-//     claim-to-bound latency and, for ours, claims/s as a multiple of the
-//     in-cluster provider's (x-in-cluster).
+//     pool, for each provider in turn; reports each provider's claims/s
+//     (1,000 / (last bound - first created)) and p50/p99 claim-to-bound
+//     latency, and ours as a multiple of the in-cluster provider's
+//     (x-in-cluster). With -count=N the two providers alternate N times, so
+//     a slow spell of the machine hits both.
 //   - BenchmarkClaimLatencyAtScale: 100 claims created one at a time (each
 //     waits until the previous is bound) on a pool with 0 or 10,000 addresses
 //     in use; reports p50/p99 and, at 10,000, the p50 as a multiple of the
 //     empty pool's (x-empty-p50). The in-cluster provider lists every
 //     IPAddress of the pool and rebuilds its free set for each claim, so its
 //     latency grows with the addresses in use; ours should not.
-//
-// With -count > 1 each sub-benchmark repeats before the next one starts, so
-// x-in-cluster and x-empty-p50 compare with the reference's last run.
 //
 // Every run also checks correctness: each claim bound to an IPAddress of its
 // own, no address handed out twice (also against the addresses already in
@@ -34,7 +37,9 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -54,72 +59,81 @@ import (
 // provider always runs one: its allocation is safe only with one.
 const concurrency = 10
 
-// The environment is shared by every benchmark of the process and started by
-// the first one that runs, so `go test` without -bench starts nothing.
 var (
 	setupOnce sync.Once
 	setupErr  error
-	// k8s is the environment's uncached client, without client-side rate
-	// limiting: claims are created as fast as the API server takes them.
-	k8s client.Client
-	// cfg and scheme are for the claim watches.
-	cfg    *rest.Config
+	// scheme is for the benchmark's clients and claim watches.
 	scheme *runtime.Scheme
 	// stops undoes the setup, in reverse order.
 	stops []func()
 	// logDir holds both managers' logs; kept when a benchmark failed.
 	logDir string
+	// ourLog and theirLog are the managers' logs.
+	ourLog, theirLog io.Writer
 )
 
-// setup starts the API server with CAPI's, our and the in-cluster provider's
-// CRDs (no webhooks), our manager in-process and the in-cluster manager as a
-// peer process.
+// setup prepares what every measurement shares: the scheme and the log files.
+// It runs once per process, so `go test` without -bench starts nothing.
 func setup(b *testing.B) {
 	b.Helper()
-	setupOnce.Do(func() { setupErr = start() })
+	setupOnce.Do(func() { setupErr = prepare() })
 	if setupErr != nil {
 		b.Fatal(setupErr)
 	}
 }
 
-func start() error {
+func prepare() error {
 	var err error
 	if logDir, err = os.MkdirTemp("", "claims-bench-"); err != nil {
 		return err
 	}
-	ourLog, err := logFile("metal-vrf.log")
-	if err != nil {
+	if ourLog, err = logFile("metal-vrf.log"); err != nil {
 		return err
 	}
 	ctrl.SetLogger(zap.New(zap.WriteTo(ourLog), func(o *zap.Options) { o.TimeEncoder = zapcore.RFC3339NanoTimeEncoder }))
+	if theirLog, err = logFile("in-cluster.log"); err != nil {
+		return err
+	}
+	scheme, err = testenv.Scheme()
+	return err
+}
 
+// environment is one API server and etcd with CAPI's, our and the in-cluster
+// provider's CRDs (no webhooks) and one provider's manager: ours in-process,
+// or the in-cluster provider's as a peer process.
+type environment struct {
+	// k8s is the environment's uncached client, without client-side rate
+	// limiting: claims are created as fast as the API server takes them.
+	k8s client.Client
+	// cfg is for the claim watches.
+	cfg  *rest.Config
+	stop func()
+}
+
+// startAlone starts a fresh environment running only p's manager.
+func startAlone(p provider) (*environment, error) {
 	env, err := testenv.Start(testenv.Options{InClusterCRDs: true})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	stops = append(stops, func() { _ = env.Stop() })
-
-	if scheme, err = testenv.Scheme(); err != nil {
-		return err
-	}
-	k8s, cfg = env.Client, env.Config
-
-	stopIPAM, err := env.StartIPAM(context.Background(), env.IPAMOptions(concurrency))
+	stopManager, err := p.start(env)
 	if err != nil {
-		return fmt.Errorf("starting our manager: %w", err)
+		return nil, errors.Join(fmt.Errorf("starting the %s manager: %w", p.name, err), env.Stop())
 	}
-	stops = append(stops, stopIPAM)
+	return &environment{k8s: env.Client, cfg: env.Config, stop: func() {
+		stopManager()
+		_ = env.Stop()
+	}}, nil
+}
 
-	theirLog, err := logFile("in-cluster.log")
-	if err != nil {
-		return err
-	}
-	stopInCluster, err := env.StartInCluster(theirLog)
-	if err != nil {
-		return fmt.Errorf("starting the in-cluster manager: %w", err)
-	}
-	stops = append(stops, stopInCluster)
-	return nil
+// startOurs runs our manager in-process with concurrency claim workers.
+func startOurs(env *testenv.Environment) (func(), error) {
+	return env.StartIPAM(context.Background(), env.IPAMOptions(concurrency))
+}
+
+// startInCluster runs the in-cluster provider's manager as a peer process.
+func startInCluster(env *testenv.Environment) (func(), error) {
+	return env.StartInCluster(theirLog)
 }
 
 // logFile creates a log file in logDir that is closed at the end.
