@@ -2,8 +2,6 @@ package controllers
 
 import (
 	"context"
-	"maps"
-	"slices"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -59,8 +57,8 @@ func (a *ProviderAdapter) SetupWithManager(_ context.Context, b *ctrl.Builder) e
 	wakeWaiting := handler.EnqueueRequestsFromMapFunc(a.unboundClaimsOf)
 	poolChanged := builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, unpaused(), resolvedChanged()))
 
-	b.For(&ipamv1.IPAddressClaim{}, builder.WithPredicates(ourKinds(ipampredicates.ClaimReferencesPoolKind), beyondStatus())).
-		Owns(&ipamv1.IPAddress{}, builder.WithPredicates(ourKinds(ipampredicates.AddressReferencesPoolKind), notCreated())).
+	b.For(&ipamv1.IPAddressClaim{}, builder.WithPredicates(ourKinds(ipampredicates.ClaimReferencesPoolKind))).
+		Owns(&ipamv1.IPAddress{}, builder.WithPredicates(ourKinds(ipampredicates.AddressReferencesPoolKind))).
 		Watches(&v1alpha1.MetalVRFIPPool{}, wakeWaiting, poolChanged).
 		Watches(&v1alpha1.GlobalMetalVRFIPPool{}, wakeWaiting, poolChanged).
 		WatchesRawSource(a.releases.claimSource(wakeWaiting)).
@@ -104,34 +102,6 @@ func indexUnboundClaim(obj client.Object) []string {
 		return nil
 	}
 	return []string{key.String()}
-}
-
-// beyondStatus passes claim updates that change more than the status. The
-// status is ipamutil's own record of what the reconciler did; each claim
-// gets two such writes as it is bound, and reconciling after them would
-// find nothing to do.
-func beyondStatus() predicate.Funcs {
-	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		return metadataOrSpecChanged(e.ObjectOld, e.ObjectNew)
-	}}
-}
-
-// notCreated drops the creation events of IPAddresses: ipamutil creates
-// them itself and waits until its cache holds them. Their changes and
-// deletions still wake their claims.
-func notCreated() predicate.Funcs {
-	return predicate.Funcs{CreateFunc: func(event.CreateEvent) bool { return false }}
-}
-
-// metadataOrSpecChanged reports whether an update changed the spec (its
-// generation, which deletion bumps too) or the metadata a reconciler reads:
-// labels, annotations and finalizers.
-func metadataOrSpecChanged(before, after client.Object) bool {
-	return before.GetGeneration() != after.GetGeneration() ||
-		!before.GetDeletionTimestamp().Equal(after.GetDeletionTimestamp()) ||
-		!maps.Equal(before.GetLabels(), after.GetLabels()) ||
-		!maps.Equal(before.GetAnnotations(), after.GetAnnotations()) ||
-		!slices.Equal(before.GetFinalizers(), after.GetFinalizers())
 }
 
 // resolvedChanged passes updates that change what a pool's sources gave: a

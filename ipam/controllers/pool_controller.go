@@ -3,6 +3,8 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -327,7 +329,8 @@ func (r *poolReconciler) countsChanged() handler.Funcs {
 // counts, which the pool writes itself: under a burst of claims each count
 // refresh would otherwise trigger the next one at once, defeating
 // countsRefreshDelay. Any other change, its own condition and source writes
-// included, still wakes the pool.
+// included, still wakes the pool; the generation covers the spec and the
+// start of a deletion.
 func notOnlyCounts() predicate.Funcs {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		before, okBefore := e.ObjectOld.(v1alpha1.Pool)
@@ -337,7 +340,11 @@ func notOnlyCounts() predicate.Funcs {
 		}
 		statusBefore, statusAfter := *before.PoolStatus(), *after.PoolStatus()
 		statusBefore.IPAddresses, statusAfter.IPAddresses = nil, nil
-		return metadataOrSpecChanged(before, after) || !equality.Semantic.DeepEqual(statusBefore, statusAfter)
+		return before.GetGeneration() != after.GetGeneration() ||
+			!maps.Equal(before.GetLabels(), after.GetLabels()) ||
+			!maps.Equal(before.GetAnnotations(), after.GetAnnotations()) ||
+			!slices.Equal(before.GetFinalizers(), after.GetFinalizers()) ||
+			!equality.Semantic.DeepEqual(statusBefore, statusAfter)
 	}}
 }
 
