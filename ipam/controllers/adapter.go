@@ -29,9 +29,11 @@ import (
 // they wait on, so freeing an address wakes exactly those claims.
 const unboundClaimsByPool = "metal-vrf.ipam/unbound-claims-by-pool"
 
-// ProviderAdapter plugs this provider into ipamutil.ClaimReconciler, which
-// drives the claim lifecycle of the CAPI IPAM contract (finalizers, owner
-// references, the IPAddress object, addressRef).
+// ProviderAdapter is what is particular to our pools in the claim lifecycle
+// that claimReconciler drives (finalizers, owner references, the IPAddress
+// object, addressRef): the claim's watches, and a claimHandler per claim. It
+// is an ipamutil.ProviderAdapter, so ipamutil.ClaimReconciler could drive it
+// too, at the cost of one more claim write per binding.
 type ProviderAdapter struct {
 	client      client.Client
 	reader      client.Reader

@@ -36,7 +36,7 @@ const (
 // finalizer before checking again whether it is gone.
 const releaseRetryDelay = 5 * time.Second
 
-// claimHandler serves one IPAddressClaim for ipamutil.ClaimReconciler: it
+// claimHandler serves one IPAddressClaim for claimReconciler: it
 // finds the pool, hands out the address through the registry, and keeps the
 // claim's Ready condition saying where the claim stands.
 type claimHandler struct {
@@ -70,8 +70,8 @@ func (h *claimHandler) FetchPool(ctx context.Context) (client.Object, *ctrl.Resu
 // keeps its address; otherwise the registry hands out the lowest free one.
 //
 // A claim the pool cannot serve now (exhausted, or a spec that does not
-// resolve) fails with a terminal error: that stops ipamutil from creating an
-// empty IPAddress and stops controller-runtime from retrying in a loop. The
+// resolve) fails with a terminal error: that stops the reconciler from
+// creating an empty IPAddress and stops controller-runtime from retrying in a loop. The
 // claim is picked up again when an address of the pool is released or the
 // pool changes (see ProviderAdapter.SetupWithManager).
 func (h *claimHandler) EnsureAddress(ctx context.Context, address *ipamv1.IPAddress) (*ctrl.Result, error) {
@@ -146,7 +146,7 @@ func (h *claimHandler) requestedAddress() (netip.Addr, error) {
 
 // ReleaseAddress deletes the claim's IPAddress itself and frees the address
 // only once the API server confirms it is gone, so an address never has two
-// IPAddresses at once. ipamutil's own cleanup then finds nothing left to do.
+// IPAddresses at once. The reconciler then only drops the claim's finalizer.
 //
 // With a reuse grace period the claim, and so its IPAddress, stays until the
 // period has passed since the claim's deletion: the hold lives in the API

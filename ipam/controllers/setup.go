@@ -1,8 +1,8 @@
 // Package controllers holds the IPAM provider's controllers: the claim
-// handler that plugs into ipamutil.ClaimReconciler, the registry that hands
-// out addresses, and the pool reconciler that resolves pool sources (Metal
-// VRFs, PacketCluster networks) and keeps pool status and deletion
-// protection.
+// reconciler and the claim handler it calls (an ipamutil.ClaimHandler), the
+// registry that hands out addresses, and the pool reconciler that resolves
+// pool sources (Metal VRFs, PacketCluster networks) and keeps pool status and
+// deletion protection.
 package controllers
 
 import (
@@ -16,8 +16,6 @@ import (
 
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
-
-	"sigs.k8s.io/cluster-api-ipam-provider-in-cluster/pkg/ipamutil"
 
 	cappv1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
@@ -100,13 +98,13 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 		concurrency: opts.Concurrency,
 		releases:    newReleases(v1alpha1.MetalVRFIPPoolKind, v1alpha1.GlobalMetalVRFIPPoolKind),
 	}
-	claims := &ipamutil.ClaimReconciler{
-		Client:           mgr.GetClient(),
-		Scheme:           mgr.GetScheme(),
-		WatchFilterValue: opts.WatchFilterValue,
-		Adapter:          adapter,
+	claims := &claimReconciler{
+		client:           mgr.GetClient(),
+		scheme:           mgr.GetScheme(),
+		adapter:          adapter,
+		watchFilterValue: opts.WatchFilterValue,
 	}
-	if err := claims.SetupWithManager(ctx, mgr); err != nil {
+	if err := claims.setupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the claim controller: %w", err)
 	}
 

@@ -6,11 +6,15 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"sigs.k8s.io/cluster-api-ipam-provider-in-cluster/pkg/ipamutil"
 
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
 )
@@ -196,6 +200,48 @@ var _ = Describe("Allocating addresses from a MetalVRFIPPool", func() {
 		Expect(k8s.Patch(ctx, bound, patch)).To(Succeed())
 		deleteAndWait(bound)
 		deleteAndWait(orphan)
+	})
+
+	It("serves a claim once its Cluster appears, adding the release finalizer if the claim lacks it", func() {
+		createPool(ns, "pool", poolSpec(24, "", "10.0.10.0/24"))
+		claim := newClaim(ns, "claim", poolKind, "pool")
+		claim.Spec.ClusterName = "later"
+		Expect(k8s.Create(ctx, claim)).To(Succeed())
+		// As on a management cluster without the admission policy.
+		patch := client.MergeFrom(claim.DeepCopy())
+		claim.Finalizers = nil
+		Expect(k8s.Patch(ctx, claim, patch)).To(Succeed())
+
+		Expect(k8s.Create(ctx, &clusterv1.Cluster{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "later"},
+			Spec:       clusterv1.ClusterSpec{Paused: ptr.To(false)},
+		})).To(Succeed())
+		Expect(boundAddress(claim).Spec.Address).To(Equal("10.0.10.1"))
+		Expect(controllerutil.ContainsFinalizer(claim, ipamutil.ReleaseAddressFinalizer)).To(BeTrue())
+	})
+
+	It("binds a claim in one write that carries both its address and its Ready condition, and writes nothing more", func() {
+		createPool(ns, "pool", poolSpec(24, "", "10.0.11.0/24"))
+		watcher, err := client.NewWithWatch(env.Config, client.Options{Scheme: k8s.Scheme()})
+		Expect(err).NotTo(HaveOccurred())
+		claims, err := watcher.Watch(ctx, &ipamv1.IPAddressClaimList{}, client.InNamespace(ns))
+		Expect(err).NotTo(HaveOccurred())
+		defer claims.Stop()
+		nextVersion := func() *ipamv1.IPAddressClaim {
+			GinkgoHelper()
+			var e watch.Event
+			Eventually(claims.ResultChan()).Should(Receive(&e))
+			claim, ok := e.Object.(*ipamv1.IPAddressClaim)
+			Expect(ok).To(BeTrue(), "watch event %s: %v", e.Type, e.Object)
+			return claim
+		}
+
+		createClaim(ns, "claim", poolKind, "pool")
+		Expect(nextVersion().Status.AddressRef.Name).To(BeEmpty(), "the claim as created")
+		bound := nextVersion()
+		Expect(bound.Status.AddressRef.Name).To(Equal("claim"), "the first write after the creation binds the claim")
+		Expect(conditions.IsTrue(bound, ipamv1.IPAddressClaimReadyCondition)).To(BeTrue(), "the same write sets Ready")
+		Consistently(claims.ResultChan(), "2s").ShouldNot(Receive(), "nothing writes a bound claim again")
 	})
 
 	It("serves one GlobalMetalVRFIPPool to claims of several namespaces without duplicates", func() {

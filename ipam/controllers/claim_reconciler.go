@@ -1,0 +1,311 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/cluster-api/util"
+	"sigs.k8s.io/cluster-api/util/annotations"
+	"sigs.k8s.io/cluster-api/util/predicates"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"sigs.k8s.io/cluster-api-ipam-provider-in-cluster/pkg/ipamutil"
+)
+
+// claimsByCluster indexes claims by the name of their Cluster, so that a
+// Cluster that unpauses or appears wakes exactly its claims.
+const claimsByCluster = "metal-vrf.ipam/claims-by-cluster"
+
+// addressVisibleTimeout bounds the wait for a new IPAddress to reach the
+// cache (see reconcileNormal).
+const addressVisibleTimeout = 5 * time.Second
+
+// claimReconciler drives the CAPI IPAM contract for the claims of our pools:
+// finalizer, IPAddress, status.addressRef and the Ready condition, release on
+// deletion. What is particular to our pools (finding the pool, handing out
+// and taking back addresses, the claim's watches) is the ProviderAdapter's
+// and its ipamutil.ClaimHandler's, as with ipamutil.ClaimReconciler.
+//
+// It keeps ipamutil.ClaimReconciler's contract: the same finalizers, the
+// IPAddress of ipamutil.NewIPAddress owned by its claim (controller) and its
+// pool, the cluster-name label carried over, claims of a paused Cluster or a
+// paused pool left alone, claims of a missing Cluster skipped but released
+// on deletion. It differs in the writes a claim costs, because every write
+// costs the API server far more than an allocation costs us:
+//
+//   - A claim is bound with one status write carrying status.addressRef and
+//     the Ready condition. ipamutil's reconciler writes through CAPI's patch
+//     helper, which sends conditions in a PATCH of their own before the rest
+//     of the status: two writes. The one write is guarded by the
+//     resourceVersion the reconcile read, as the patch helper guards its
+//     conditions, so it never overwrites a change it did not see.
+//   - A claim created without the release finalizer (see
+//     config/ipam/admission) gets it in a write of its own, after which the
+//     reconcile goes on to allocate instead of waiting for the watch to bring
+//     the claim back.
+//
+// The claim handler's ReleaseAddress removes the IPAddress itself before it
+// frees the address (see claimHandler.ReleaseAddress), so a deleted claim
+// only has its finalizer left to drop.
+type claimReconciler struct {
+	client           client.Client
+	scheme           *runtime.Scheme
+	adapter          ipamutil.ProviderAdapter
+	watchFilterValue string
+}
+
+func (r *claimReconciler) setupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &ipamv1.IPAddressClaim{}, claimsByCluster, indexClaimCluster); err != nil {
+		return fmt.Errorf("indexing claims by Cluster: %w", err)
+	}
+	b := ctrl.NewControllerManagedBy(mgr).
+		WithEventFilter(predicates.ResourceNotPausedAndHasFilterLabel(mgr.GetScheme(), ctrl.LoggerFrom(ctx), r.watchFilterValue)).
+		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.claimsOfCluster), builder.WithPredicates(clusterUnpaused()))
+	if err := r.adapter.SetupWithManager(ctx, b); err != nil {
+		return err
+	}
+	return b.Complete(r)
+}
+
+// Reconcile brings one claim to its desired state: bound while it lives,
+// released once it is deleted.
+func (r *claimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+	claim := &ipamv1.IPAddressClaim{}
+	if err := r.client.Get(ctx, req.NamespacedName, claim); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if waiting, err := r.waitForCluster(ctx, claim); waiting || err != nil {
+		return ctrl.Result{}, err
+	}
+	deleting := !claim.DeletionTimestamp.IsZero()
+	if !deleting {
+		if err := r.ensureFinalizer(ctx, claim); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+
+	before := claim.DeepCopy()
+	defer func() {
+		if err := r.patchStatus(ctx, before, claim); err != nil {
+			reterr = kerrors.NewAggregate([]error{reterr, err})
+		}
+	}()
+
+	claimHandler := r.adapter.ClaimHandlerFor(r.client, claim)
+	pool, res, err := claimHandler.FetchPool(ctx)
+	switch {
+	case apierrors.IsNotFound(err) && deleting:
+		return r.reconcileDelete(ctx, claim, claimHandler)
+	case apierrors.IsNotFound(err):
+		// The pool watch brings the claim back when the pool appears.
+		return ctrl.Result{}, nil
+	case err != nil:
+		return ctrl.Result{}, fmt.Errorf("fetching the pool: %w", err)
+	case res != nil:
+		return *res, nil
+	}
+	if annotations.HasPaused(pool) {
+		ctrl.LoggerFrom(ctx).V(1).Info("The claim's pool is paused")
+		return ctrl.Result{}, nil
+	}
+	if deleting {
+		return r.reconcileDelete(ctx, claim, claimHandler)
+	}
+	return r.reconcileNormal(ctx, claim, pool, claimHandler)
+}
+
+// reconcileNormal has the handler fill the claim's IPAddress, creates or
+// updates it, and points the claim at it.
+func (r *claimReconciler) reconcileNormal(ctx context.Context, claim *ipamv1.IPAddressClaim, pool client.Object, claimHandler ipamutil.ClaimHandler) (ctrl.Result, error) {
+	address := ipamutil.NewIPAddress(claim, pool)
+	var res *ctrl.Result
+	_, err := controllerutil.CreateOrPatch(ctx, r.client, &address, func() error {
+		var err error
+		if res, err = claimHandler.EnsureAddress(ctx, &address); err != nil {
+			return err
+		}
+		return r.ownAddress(&address, claim, pool)
+	})
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("creating or updating IPAddress %s: %w", address.Name, err)
+	}
+	if res != nil {
+		return *res, nil
+	}
+
+	// The next reconcile of this claim, which the claim's own status write
+	// triggers, must find the IPAddress in the cache: otherwise it would try
+	// to create it again and fail.
+	key := client.ObjectKeyFromObject(&address)
+	err = wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, addressVisibleTimeout, true, func(ctx context.Context) (bool, error) {
+		err := r.client.Get(ctx, key, &ipamv1.IPAddress{})
+		return err == nil, client.IgnoreNotFound(err)
+	})
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("waiting for IPAddress %s to reach the cache: %w", address.Name, err)
+	}
+	claim.Status.AddressRef = ipamv1.IPAddressReference{Name: address.Name}
+	return ctrl.Result{}, nil
+}
+
+// reconcileDelete releases the claim's address and lets the claim go.
+func (r *claimReconciler) reconcileDelete(ctx context.Context, claim *ipamv1.IPAddressClaim, claimHandler ipamutil.ClaimHandler) (ctrl.Result, error) {
+	res, err := claimHandler.ReleaseAddress(ctx)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("releasing the address: %w", err)
+	}
+	if res != nil && res.RequeueAfter > 0 {
+		return *res, nil
+	}
+	patch := client.MergeFrom(claim.DeepCopy())
+	if controllerutil.RemoveFinalizer(claim, ipamutil.ReleaseAddressFinalizer) {
+		if err := r.client.Patch(ctx, claim, patch); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+	}
+	return ctrl.Result{}, nil
+}
+
+// ensureFinalizer adds the release finalizer if the claim lacks it. The write
+// must land before an address is handed out: a claim deleted without it
+// would leave its address held.
+func (r *claimReconciler) ensureFinalizer(ctx context.Context, claim *ipamv1.IPAddressClaim) error {
+	patch := client.MergeFromWithOptions(claim.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	if !controllerutil.AddFinalizer(claim, ipamutil.ReleaseAddressFinalizer) {
+		return nil
+	}
+	if err := r.client.Patch(ctx, claim, patch); err != nil {
+		return fmt.Errorf("adding finalizer %s: %w", ipamutil.ReleaseAddressFinalizer, err)
+	}
+	return nil
+}
+
+// patchStatus writes what the reconcile changed in the claim's status,
+// conditions and addressRef together, in one PATCH that fails on a conflict
+// rather than overwrite a newer status. A claim that is gone has nothing to
+// write.
+func (r *claimReconciler) patchStatus(ctx context.Context, before, claim *ipamv1.IPAddressClaim) error {
+	if equality.Semantic.DeepEqual(before.Status, claim.Status) {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})
+	if err := r.client.Status().Patch(ctx, claim, patch); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("writing the claim's status: %w", err)
+	}
+	return nil
+}
+
+// ownAddress makes the IPAddress what the contract asks for: owned by its
+// claim (controller) and its pool, both blocking deletion, labelled with the
+// claim's Cluster, and protected by its finalizer while its claim lives.
+func (r *claimReconciler) ownAddress(address *ipamv1.IPAddress, claim *ipamv1.IPAddressClaim, pool client.Object) error {
+	if err := controllerutil.SetControllerReference(claim, address, r.scheme); err != nil {
+		return fmt.Errorf("owning IPAddress %s by its claim: %w", address.Name, err)
+	}
+	notController := func(ref *metav1.OwnerReference) { ref.Controller = ptr.To(false) }
+	if err := controllerutil.SetOwnerReference(pool, address, r.scheme, notController, controllerutil.WithBlockOwnerDeletion(true)); err != nil {
+		return fmt.Errorf("owning IPAddress %s by its pool: %w", address.Name, err)
+	}
+	if cluster, ok := claim.Labels[clusterv1.ClusterNameLabel]; ok {
+		if address.Labels == nil {
+			address.Labels = map[string]string{}
+		}
+		address.Labels[clusterv1.ClusterNameLabel] = cluster
+	}
+	controllerutil.AddFinalizer(address, ipamutil.ProtectAddressFinalizer)
+	return nil
+}
+
+// waitForCluster reports whether the claim must wait for its Cluster: while
+// the Cluster is paused, and while it does not exist, unless the claim is
+// being deleted (a Cluster deleted before its claims must not strand them).
+func (r *claimReconciler) waitForCluster(ctx context.Context, claim *ipamv1.IPAddressClaim) (bool, error) {
+	name := clusterName(claim)
+	if name == "" {
+		return false, nil
+	}
+	cluster, err := util.GetClusterByName(ctx, r.client, claim.Namespace, name)
+	switch {
+	case apierrors.IsNotFound(err):
+		if claim.DeletionTimestamp.IsZero() {
+			ctrl.LoggerFrom(ctx).Info("Waiting for the claim's Cluster to exist", "Cluster", name)
+			return true, nil
+		}
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("reading the claim's Cluster %s: %w", name, err)
+	case annotations.IsPaused(cluster, cluster):
+		ctrl.LoggerFrom(ctx).V(1).Info("The claim's Cluster is paused", "Cluster", name)
+		return true, nil
+	}
+	return false, nil
+}
+
+// clusterName is the claim's Cluster: spec.clusterName, or else its
+// cluster-name label.
+func clusterName(claim *ipamv1.IPAddressClaim) string {
+	if claim.Spec.ClusterName != "" {
+		return claim.Spec.ClusterName
+	}
+	return claim.Labels[clusterv1.ClusterNameLabel]
+}
+
+func indexClaimCluster(obj client.Object) []string {
+	claim, ok := obj.(*ipamv1.IPAddressClaim)
+	if !ok {
+		return nil
+	}
+	if name := clusterName(claim); name != "" {
+		return []string{name}
+	}
+	return nil
+}
+
+// claimsOfCluster maps a Cluster to its claims.
+func (r *claimReconciler) claimsOfCluster(ctx context.Context, cluster client.Object) []reconcile.Request {
+	var claims ipamv1.IPAddressClaimList
+	if err := r.client.List(ctx, &claims, client.InNamespace(cluster.GetNamespace()), client.MatchingFields{claimsByCluster: cluster.GetName()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing the claims of a Cluster", "Cluster", client.ObjectKeyFromObject(cluster))
+		return nil
+	}
+	requests := make([]reconcile.Request, 0, len(claims.Items))
+	for i := range claims.Items {
+		requests = append(requests, reconcile.Request{NamespacedName: types.NamespacedName{
+			Namespace: claims.Items[i].Namespace, Name: claims.Items[i].Name,
+		}})
+	}
+	return requests
+}
+
+// clusterUnpaused passes the Cluster events that may let waiting claims go
+// on: a Cluster created unpaused, one that unpauses, one deleted.
+func clusterUnpaused() predicate.Funcs {
+	isPaused := func(obj client.Object) bool {
+		cluster, ok := obj.(*clusterv1.Cluster)
+		return ok && annotations.IsPaused(cluster, cluster)
+	}
+	return predicate.Funcs{
+		CreateFunc:  func(e event.CreateEvent) bool { return !isPaused(e.Object) },
+		UpdateFunc:  func(e event.UpdateEvent) bool { return isPaused(e.ObjectOld) && !isPaused(e.ObjectNew) },
+		DeleteFunc:  func(event.DeleteEvent) bool { return true },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+}
