@@ -168,6 +168,12 @@ var _ = Describe("Allocating addresses from a MetalVRFIPPool", func() {
 		patch := client.MergeFrom(pool.DeepCopy())
 		pool.Annotations = map[string]string{clusterv1.PausedAnnotation: ""}
 		Expect(k8s.Patch(ctx, pool, patch)).To(Succeed())
+		// The provider has seen the pause once the pool says so; a claim
+		// created before that may still be served.
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(pool), pool)).To(Succeed())
+			g.Expect(conditions.IsTrue(pool, clusterv1.PausedCondition)).To(BeTrue())
+		}).Should(Succeed())
 
 		claim := createClaim(ns, "claim", poolKind, "pool")
 		Consistently(func() string {
