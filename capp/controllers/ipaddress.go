@@ -76,8 +76,9 @@ func (r *PacketMachineReconciler) reconcileIPAddresses(ctx context.Context, s *m
 		created = created || isNew
 		if !claim.DeletionTimestamp.IsZero() {
 			// The protection finalizer keeps the claim, but IPAM providers
-			// built on ipamutil release the address as soon as the claim is
-			// being deleted: the machine can no longer count on it.
+			// that follow ipamutil's claim lifecycle release the address as
+			// soon as the claim is being deleted: the machine can no longer
+			// count on it.
 			deleting = append(deleting, claim.Name)
 			continue
 		}

@@ -5,7 +5,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/cluster-api/util/annotations"
@@ -79,18 +78,8 @@ func (a *ProviderAdapter) unboundClaimsOf(ctx context.Context, obj client.Object
 	if !ok {
 		return nil
 	}
-	var claims ipamv1.IPAddressClaimList
-	if err := a.client.List(ctx, &claims, client.MatchingFields{unboundClaimsByPool: poolref.KeyOf(pool).String()}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing the claims waiting on a pool", "pool", poolref.KeyOf(pool).String())
-		return nil
-	}
-	requests := make([]reconcile.Request, 0, len(claims.Items))
-	for i := range claims.Items {
-		requests = append(requests, reconcile.Request{NamespacedName: types.NamespacedName{
-			Namespace: claims.Items[i].Namespace, Name: claims.Items[i].Name,
-		}})
-	}
-	return requests
+	key := poolref.KeyOf(pool).String()
+	return claimRequests(ctx, a.client, "the claims waiting on pool "+key, client.MatchingFields{unboundClaimsByPool: key})
 }
 
 // indexUnboundClaim indexes a claim of our pools that holds no address yet.

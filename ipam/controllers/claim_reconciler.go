@@ -9,7 +9,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
@@ -281,16 +280,21 @@ func indexClaimCluster(obj client.Object) []string {
 
 // claimsOfCluster maps a Cluster to its claims.
 func (r *claimReconciler) claimsOfCluster(ctx context.Context, cluster client.Object) []reconcile.Request {
+	return claimRequests(ctx, r.client, "the claims of Cluster "+client.ObjectKeyFromObject(cluster).String(),
+		client.InNamespace(cluster.GetNamespace()), client.MatchingFields{claimsByCluster: cluster.GetName()})
+}
+
+// claimRequests lists the claims that match opts and returns a request for
+// each; what says which claims in the log when the list fails.
+func claimRequests(ctx context.Context, reader client.Reader, what string, opts ...client.ListOption) []reconcile.Request {
 	var claims ipamv1.IPAddressClaimList
-	if err := r.client.List(ctx, &claims, client.InNamespace(cluster.GetNamespace()), client.MatchingFields{claimsByCluster: cluster.GetName()}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing the claims of a Cluster", "Cluster", client.ObjectKeyFromObject(cluster))
+	if err := reader.List(ctx, &claims, opts...); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing "+what)
 		return nil
 	}
 	requests := make([]reconcile.Request, 0, len(claims.Items))
 	for i := range claims.Items {
-		requests = append(requests, reconcile.Request{NamespacedName: types.NamespacedName{
-			Namespace: claims.Items[i].Namespace, Name: claims.Items[i].Name,
-		}})
+		requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&claims.Items[i])})
 	}
 	return requests
 }

@@ -12,7 +12,7 @@
 // from just before the client sends the claim's create request to the moment
 // a watch on the claims shows its status.addressRef set. That includes the
 // API server, etcd, the informers of the manager and the few writes that
-// ipamutil.ClaimReconciler makes per claim, not only the allocation.
+// the provider's claim reconciler makes per claim, not only the allocation.
 //
 //   - BenchmarkBindClaims: 1,000 claims created at once on an empty /16
 //     pool, for each provider in turn; reports each provider's claims/s
