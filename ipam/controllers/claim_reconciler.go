@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
@@ -136,7 +137,7 @@ func (r *claimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ct
 func (r *claimReconciler) reconcileNormal(ctx context.Context, claim *ipamv1.IPAddressClaim, pool client.Object, claimHandler ipamutil.ClaimHandler) (ctrl.Result, error) {
 	address := ipamutil.NewIPAddress(claim, pool)
 	var res *ctrl.Result
-	_, err := controllerutil.CreateOrPatch(ctx, r.client, &address, func() error {
+	op, err := controllerutil.CreateOrPatch(ctx, r.client, &address, func() error {
 		var err error
 		if res, err = claimHandler.EnsureAddress(ctx, &address); err != nil {
 			return err
@@ -160,6 +161,9 @@ func (r *claimReconciler) reconcileNormal(ctx context.Context, claim *ipamv1.IPA
 	})
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("waiting for IPAddress %s to reach the cache: %w", address.Name, err)
+	}
+	if op == controllerutil.OperationResultCreated {
+		ctrl.LoggerFrom(ctx).Info("Bound the claim", "IPAddress", address.Name, "address", address.Spec.Address, "pool", klog.KObj(pool))
 	}
 	claim.Status.AddressRef = ipamv1.IPAddressReference{Name: address.Name}
 	return ctrl.Result{}, nil
