@@ -71,9 +71,9 @@ func (h *claimHandler) FetchPool(ctx context.Context) (client.Object, *ctrl.Resu
 //
 // A claim the pool cannot serve now (exhausted, or a spec that does not
 // resolve) fails with a terminal error: that stops the reconciler from
-// creating an empty IPAddress and stops controller-runtime from retrying in a loop. The
-// claim is picked up again when an address of the pool is released or the
-// pool changes (see ProviderAdapter.SetupWithManager).
+// creating an empty IPAddress and stops controller-runtime from retrying in
+// a loop. The claim is picked up again when an address of the pool is
+// released or the pool changes (see ProviderAdapter.SetupWithManager).
 func (h *claimHandler) EnsureAddress(ctx context.Context, address *ipamv1.IPAddress) (*ctrl.Result, error) {
 	if address.Spec.Address != "" {
 		ip, err := netip.ParseAddr(address.Spec.Address)
