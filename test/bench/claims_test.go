@@ -17,8 +17,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
@@ -125,6 +129,7 @@ func BenchmarkBindClaims(b *testing.B) {
 		b.ReportMetric(float64(r.percentile(50))/float64(time.Millisecond), p.name+"-p50-ms")
 		b.ReportMetric(float64(r.percentile(99))/float64(time.Millisecond), p.name+"-p99-ms")
 		b.ReportMetric(r.cpuPerClaim(), p.name+"-cpu-ms/claim")
+		b.ReportMetric(r.writesPerClaim(), p.name+"-writes/claim")
 	}
 	b.ReportMetric(rates[ourName]/rates[inCluster], "x-in-cluster")
 }
@@ -171,6 +176,7 @@ func measure(b *testing.B, p provider, inUse, n, creators int, oneAtATime bool) 
 		all.latencies = append(all.latencies, r.latencies...)
 		all.span += r.span
 		all.cpu += r.cpu
+		all.writes += r.writes
 	}
 	return all
 }
@@ -188,6 +194,10 @@ func measureOnce(ctx context.Context, b *testing.B, p provider, inUse, n, creato
 	if err != nil {
 		return result{}, err
 	}
+	writesBefore, err := apiWrites(ctx, env.cfg)
+	if err != nil {
+		return result{}, err
+	}
 	cpuBefore, _ := envCPU()
 	b.StartTimer()
 	r, err := s.bind(ctx, n, creators, oneAtATime)
@@ -197,6 +207,16 @@ func measureOnce(ctx context.Context, b *testing.B, p provider, inUse, n, creato
 		return result{}, err
 	}
 	r.cpu = cpuAfter - cpuBefore
+	// The writes that follow the last binding (a pool's status, say) are the
+	// claims' too: count them once the environment is idle again.
+	if err := settle(ctx); err != nil {
+		return result{}, err
+	}
+	writesAfter, err := apiWrites(ctx, env.cfg)
+	if err != nil {
+		return result{}, err
+	}
+	r.writes = writesAfter - writesBefore
 	return r, s.verify(ctx, n, inUse)
 }
 
@@ -485,11 +505,16 @@ type result struct {
 	// manager and the benchmark's client) used meanwhile. Unlike the rate it
 	// hardly depends on what else the machine is doing.
 	cpu time.Duration
+	// writes is the number of write requests (create, update, patch,
+	// delete) the API server served meanwhile, from every client.
+	writes float64
 }
 
 func (r result) rate() float64 { return float64(len(r.latencies)) / r.span.Seconds() }
 
 // cpuPerClaim is the environment's CPU time per claim, in milliseconds.
+func (r result) writesPerClaim() float64 { return r.writes / float64(len(r.latencies)) }
+
 func (r result) cpuPerClaim() float64 {
 	return float64(r.cpu) / float64(time.Millisecond) / float64(len(r.latencies))
 }
@@ -531,4 +556,36 @@ feed:
 	close(next)
 	wg.Wait()
 	return context.Cause(ctx)
+}
+
+// writeVerbs are the verbs of apiserver_request_total that change objects.
+var writeVerbs = map[string]bool{"POST": true, "PUT": true, "PATCH": true, "APPLY": true, "DELETE": true, "DELETECOLLECTION": true}
+
+// apiWrites returns how many write requests the API server has served so
+// far, whatever their outcome, from its apiserver_request_total counter.
+func apiWrites(ctx context.Context, cfg *rest.Config) (float64, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
+	metricsClient, err := rest.UnversionedRESTClientFor(cfg)
+	if err != nil {
+		return 0, err
+	}
+	text, err := metricsClient.Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("reading the API server's metrics: %w", err)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(text))
+	if err != nil {
+		return 0, fmt.Errorf("parsing the API server's metrics: %w", err)
+	}
+	var writes float64
+	for _, sample := range families["apiserver_request_total"].GetMetric() {
+		for _, label := range sample.GetLabel() {
+			if label.GetName() == "verb" && writeVerbs[label.GetValue()] {
+				writes += sample.GetCounter().GetValue()
+			}
+		}
+	}
+	return writes, nil
 }

@@ -20,9 +20,10 @@
 //     latency and cpu-ms/claim (the CPU time of the API server, etcd, the
 //     manager and the client while binding, per claim: what a claim costs,
 //     which unlike claims/s hardly moves when the machine is busy with other
-//     work), and ours as a multiple of the in-cluster provider's claims/s
-//     (x-in-cluster). With -count=N the two providers alternate N times, so
-//     a slow spell of the machine hits both.
+//     work), writes/claim (the write requests the API server served, from
+//     every client, per claim), and ours as a multiple of the in-cluster
+//     provider's claims/s (x-in-cluster). With -count=N the two providers
+//     alternate N times, so a slow spell of the machine hits both.
 //   - BenchmarkClaimLatencyAtScale: 100 claims created one at a time (each
 //     waits until the previous is bound) on a pool with 0 or 10,000 addresses
 //     in use; reports p50/p99 and, at 10,000, the p50 as a multiple of the
