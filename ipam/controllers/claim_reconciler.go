@@ -151,18 +151,19 @@ func (r *claimReconciler) reconcileNormal(ctx context.Context, claim *ipamv1.IPA
 		return *res, nil
 	}
 
-	// The next reconcile of this claim, which the claim's own status write
-	// triggers, must find the IPAddress in the cache: otherwise it would try
-	// to create it again and fail.
-	key := client.ObjectKeyFromObject(&address)
-	err = wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, addressVisibleTimeout, true, func(ctx context.Context) (bool, error) {
-		err := r.client.Get(ctx, key, &ipamv1.IPAddress{})
-		return err == nil, client.IgnoreNotFound(err)
-	})
-	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("waiting for IPAddress %s to reach the cache: %w", address.Name, err)
-	}
 	if op == controllerutil.OperationResultCreated {
+		// The next reconcile of this claim, which the claim's own status
+		// write triggers, must find the new IPAddress in the cache: otherwise
+		// it would try to create it again and fail. An IPAddress that
+		// already existed was just read from the cache.
+		key := client.ObjectKeyFromObject(&address)
+		err = wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, addressVisibleTimeout, true, func(ctx context.Context) (bool, error) {
+			err := r.client.Get(ctx, key, &ipamv1.IPAddress{})
+			return err == nil, client.IgnoreNotFound(err)
+		})
+		if err != nil {
+			return ctrl.Result{}, fmt.Errorf("waiting for IPAddress %s to reach the cache: %w", address.Name, err)
+		}
 		ctrl.LoggerFrom(ctx).Info("Bound the claim", "IPAddress", address.Name, "address", address.Spec.Address, "pool", klog.KObj(pool))
 	}
 	claim.Status.AddressRef = ipamv1.IPAddressReference{Name: address.Name}
