@@ -3,6 +3,7 @@ package cloudinit
 import (
 	_ "embed"
 	"fmt"
+	"regexp"
 	"strings"
 	"text/template"
 )
@@ -37,6 +38,11 @@ type Options struct {
 // public network, and distinct so that two networks' default routes coexist.
 const baseMetric = 1000
 
+// maxStateMessage bounds, in characters, the message of a user state event
+// the script posts: a failure's reason goes into it, and from there into a
+// condition of the machine.
+const maxStateMessage = 200
+
 //go:embed templates.tmpl
 var templatesText string
 
@@ -62,22 +68,48 @@ type routeView struct {
 }
 
 type portView struct {
-	Var  string
-	Name string
+	Var    string
+	Name   string
+	Device string // the expansion of Var
+	// NIC is true for a port that is not a bond, which the script takes out
+	// of the OS bond.
+	NIC bool
 }
 
 type view struct {
 	MetadataURL string
 	StanzasPath string
+	MaxMessage  int
 	Ports       []portView
-	Interfaces  []string
-	Networks    []networkView
+	// NICs are the devices of the ports that are not bonds, each with a
+	// stanza of its own.
+	NICs []string
+	// Interfaces are brought up in order: the NICs, then the VLAN
+	// sub-interfaces.
+	Interfaces []string
+	Networks   []networkView
+}
+
+// bondPattern matches the ports that are bonds; every other port is a NIC.
+var bondPattern = regexp.MustCompile(`^bond[0-9]+$`)
+
+// isNIC tells whether port is a NIC rather than a bond. Equinix Metal names
+// its bonds bondN; a NIC a machine's networks sit on is one the provider has
+// taken out of its bond (hybrid unbonded mode), so the node must too.
+func isNIC(port string) bool {
+	return !bondPattern.MatchString(port)
 }
 
 // newView lays networks out for the templates, naming each port's local
 // device with device(port).
 func newView(networks []Network, device func(port string) string) view {
-	var v view
+	v := view{MaxMessage: maxStateMessage}
+	for _, port := range ports(networks) {
+		if isNIC(port) {
+			v.NICs = append(v.NICs, device(port))
+		}
+	}
+	v.Interfaces = append(v.Interfaces, v.NICs...)
 	autos := map[string]bool{}
 	for i, n := range networks {
 		iface := n.Interface(device(n.Port))
@@ -134,8 +166,10 @@ func VerifyScript(networks []Network, device func(port string) string) string {
 }
 
 // Script renders the node's network configuration script (ScriptPath). It
-// finds each port's local device, writes the stanzas, brings the VLAN
-// sub-interfaces up with ifup, verifies the result and reports it.
+// finds each port's local device, takes the ports that are NICs out of the
+// OS bond (at once and in the ifupdown configuration), writes the stanzas,
+// brings the NICs and VLAN sub-interfaces up with ifup, verifies the result
+// and reports it, a failure with its reason.
 func Script(networks []Network, opts Options) (string, error) {
 	if err := Validate(networks); err != nil {
 		return "", err
@@ -144,7 +178,7 @@ func Script(networks []Network, opts Options) (string, error) {
 	var portViews []portView
 	for i, name := range ports(networks) {
 		vars[name] = fmt.Sprintf("port_%d", i)
-		portViews = append(portViews, portView{Var: vars[name], Name: name})
+		portViews = append(portViews, portView{Var: vars[name], Name: name, Device: "${" + vars[name] + "}", NIC: isNIC(name)})
 	}
 	v := newView(networks, func(port string) string { return "${" + vars[port] + "}" })
 	v.Ports = portViews

@@ -47,6 +47,26 @@ var cases = []struct {
 			},
 		},
 	},
+	{
+		// Hybrid unbonded: bond0 keeps eth0 and the device's Layer 3
+		// addresses; eth1, out of the bond, carries two VLANs.
+		name: "hybrid-unbonded",
+		networks: []Network{
+			{
+				Port: "bond0", VLAN: 1000, Internal: true,
+				Address: netip.MustParsePrefix("10.60.0.5/24"), Gateway: netip.MustParseAddr("10.60.0.1"),
+			},
+			{
+				Port: "eth1", VLAN: 2000,
+				Address: netip.MustParsePrefix("10.70.0.9/27"), Gateway: netip.MustParseAddr("10.70.0.1"),
+				Routes: []Route{{Destination: netip.MustParsePrefix("10.80.0.0/16")}},
+			},
+			{
+				Port: "eth1", VLAN: 2001,
+				Address: netip.MustParsePrefix("fd00:71::9/64"),
+			},
+		},
+	},
 }
 
 func identity(port string) string { return port }
@@ -213,5 +233,63 @@ func TestValidate(t *testing.T) {
 func TestScriptRejectsAMetadataURLThatBreaksQuoting(t *testing.T) {
 	if _, err := Script(cases[0].networks, Options{MetadataURL: "http://x/'; reboot; '"}); err == nil {
 		t.Fatal("a quote in the metadata URL was accepted")
+	}
+}
+
+func TestScriptTakesNICsOutOfTheBondBeforeUsingThem(t *testing.T) {
+	script, err := Script(cases[2].networks, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// In this order: the ports are found, eth1 leaves the bond in the
+	// ifupdown configuration, the stanzas are written, eth1 leaves the bond
+	// at once, then eth1 and the VLAN sub-interfaces come up.
+	steps := []string{
+		`port_1="$(device_of eth1)"`,
+		`remove_from_bond_config "${port_1}" /etc/network/interfaces /etc/network/interfaces.d/* ||`,
+		`mv "$stanzas.new" "$stanzas"`,
+		`release_from_bond "${port_1}" || fail "eth1 (${port_1}): cannot take it out of its bond"`,
+		`ifup "${port_1}" || fail "ifup ${port_1}"`,
+		`ifup "${port_0}.1000"`,
+		`ifup "${port_1}.2000"`,
+		`ifup "${port_1}.2001"`,
+	}
+	at := 0
+	for _, step := range steps {
+		i := strings.Index(script[at:], step)
+		if i < 0 {
+			t.Fatalf("script lacks %q after what precedes it in %q", step, steps)
+		}
+		at += i + len(step)
+	}
+	for _, unwanted := range []string{`remove_from_bond_config "${port_0}"`, `release_from_bond "${port_0}"`, `ifup "${port_0}" `} {
+		if strings.Contains(script, unwanted) {
+			t.Errorf("bond0 is treated as a NIC: the script has %q", unwanted)
+		}
+	}
+	if n := strings.Count(script, "\nauto ${port_1}\niface ${port_1} inet manual\n"); n != 1 {
+		t.Errorf("eth1 has %d stanzas of its own, want 1", n)
+	}
+
+	// A machine on bonds only leaves them alone.
+	bonded, err := Script(cases[0].networks, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, unwanted := range []string{"remove_from_bond_config", "release_from_bond", "inet manual"} {
+		if strings.Contains(bonded, unwanted) {
+			t.Errorf("a bonded-only script has %q", unwanted)
+		}
+	}
+}
+
+func TestIsNIC(t *testing.T) {
+	for port, want := range map[string]bool{
+		"bond0": false, "bond1": false, "bond12": false,
+		"eth0": true, "eth1": true, "bond": true, "bond0a": true, "bondx": true,
+	} {
+		if got := isNIC(port); got != want {
+			t.Errorf("isNIC(%q) = %v, want %v", port, got, want)
+		}
 	}
 }

@@ -81,8 +81,8 @@ func TestStanzasParseWithIfupdown(t *testing.T) {
 	networks := cases[1].networks
 	file := nodetools.WriteTemp(t, "interfaces", Stanzas(networks, identity))
 	list := nodetools.Run(t, "", "ifquery", "--interfaces", file, "--list", "--allow", "auto")
-	if got := strings.Fields(list); strings.Join(got, " ") != "lo bond0.1000 eth1.2000" {
-		t.Errorf("ifquery --list = %q, want the two VLAN sub-interfaces (and lo, always listed)", got)
+	if got := strings.Fields(list); strings.Join(got, " ") != "lo eth1 bond0.1000 eth1.2000" {
+		t.Errorf("ifquery --list = %q, want eth1 and the two VLAN sub-interfaces (and lo, always listed)", got)
 	}
 	query := nodetools.Run(t, "", "ifquery", "--interfaces", file, "bond0.1000")
 	for _, want := range []string{"address: 10.60.0.5", "gateway: 10.60.0.1", "netmask: 255.255.255.0", "address: fd00:60::5", "gateway: fd00:60::1"} {
@@ -90,8 +90,9 @@ func TestStanzasParseWithIfupdown(t *testing.T) {
 			t.Errorf("ifquery bond0.1000 lacks %q:\n%s", want, query)
 		}
 	}
-	plan := nodetools.Run(t, "", "ifup", "--no-act", "--interfaces", file, "--state-dir", t.TempDir(), "bond0.1000", "eth1.2000")
+	plan := nodetools.Run(t, "", "ifup", "--no-act", "--interfaces", file, "--state-dir", t.TempDir(), "eth1", "bond0.1000", "eth1.2000")
 	for _, want := range []string{
+		"ip link set dev eth1 up",
 		"ip link add link bond0 name bond0.1000 type vlan id 1000",
 		"ip addr add 10.60.0.5/255.255.255.0",
 		"ip route add default via 10.60.0.1 metric 1000 dev bond0.1000",
