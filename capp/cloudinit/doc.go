@@ -1,7 +1,9 @@
 // Package cloudinit renders the node side of a PacketMachine's networks: the
-// cloud-init user-data that creates a VLAN sub-interface per network on its
-// port, gives it its address, gateway and routes, sets kubelet's node-ip,
-// checks the result and reports it to the Equinix Metal metadata service.
+// cloud-init user-data that takes the ports that are NICs out of the OS bond,
+// creates a VLAN sub-interface per network on its port, gives it its
+// address, gateway and routes, sets kubelet's node-ip, checks the result and
+// reports it (a failure with its reason) to the Equinix Metal metadata
+// service.
 //
 // Everything here is a pure function of its inputs, split in pieces
 // (Stanzas, VerifyScript, Script, Files, Merge) so tests can hand each piece
