@@ -70,7 +70,7 @@ type routeView struct {
 type portView struct {
 	Var    string
 	Name   string
-	Device string // the expansion of Var
+	Device string // "${Var}"
 	// NIC is true for a port that is not a bond, which the script takes out
 	// of the OS bond.
 	NIC bool
@@ -153,7 +153,9 @@ func execute(name string, v view) string {
 }
 
 // Stanzas renders the ifupdown stanzas of networks (the content of
-// StanzasPath), naming each port's local device with device(port).
+// StanzasPath): one bringing up each port that is a NIC on its own, then
+// the VLAN sub-interfaces. It names each port's local device with
+// device(port).
 func Stanzas(networks []Network, device func(port string) string) string {
 	return execute("stanzas", newView(networks, device))
 }
@@ -174,13 +176,15 @@ func Script(networks []Network, opts Options) (string, error) {
 	if err := Validate(networks); err != nil {
 		return "", err
 	}
-	vars := map[string]string{}
+	// The script names each port's device by the variable device_of sets.
+	refs := map[string]string{}
 	var portViews []portView
 	for i, name := range ports(networks) {
-		vars[name] = fmt.Sprintf("port_%d", i)
-		portViews = append(portViews, portView{Var: vars[name], Name: name, Device: "${" + vars[name] + "}", NIC: isNIC(name)})
+		variable := fmt.Sprintf("port_%d", i)
+		refs[name] = "${" + variable + "}"
+		portViews = append(portViews, portView{Var: variable, Name: name, Device: refs[name], NIC: isNIC(name)})
 	}
-	v := newView(networks, func(port string) string { return "${" + vars[port] + "}" })
+	v := newView(networks, func(port string) string { return refs[port] })
 	v.Ports = portViews
 	v.StanzasPath = StanzasPath
 	v.MetadataURL = opts.MetadataURL
