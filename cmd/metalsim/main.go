@@ -2,6 +2,7 @@
 // shared/metal/sim over HTTP: what `make run` points the managers at, and a
 // way to try the providers now that Equinix Metal itself is gone.
 //
+//	metalsim --example-seed
 //	metalsim --seed shared/metal/sim/testdata/example-seed.yaml
 //
 // Point a client at it with METAL_API_URL=http://127.0.0.1:8099 and one of
@@ -38,6 +39,7 @@ func main() {
 type config struct {
 	listen      string
 	seed        string
+	example     bool
 	apiKey      string
 	deviceDelay time.Duration
 	batchDelay  time.Duration
@@ -50,6 +52,7 @@ func parseFlags(args []string, output io.Writer) (config, error) {
 	var c config
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:8099", "address to serve the API on")
 	fs.StringVar(&c.seed, "seed", "", "YAML or JSON file with the world to start from (projects, VRFs, reservations, gateways, VLANs, devices)")
+	fs.BoolVar(&c.example, "example-seed", false, "start from the built-in example world (shared/metal/sim/testdata/example-seed.yaml); --seed is added to it")
 	fs.StringVar(&c.apiKey, "api-key", "", "API key valid for every project, in addition to the keys of the seed's projects")
 	fs.DurationVar(&c.deviceDelay, "device-provision-delay", 10*time.Second, "time a new device takes to become active (queued for the first half, provisioning for the second)")
 	fs.DurationVar(&c.batchDelay, "batch-delay", 2*time.Second, "time a VLAN assignment batch takes to complete (queued, then in_progress)")
@@ -91,15 +94,23 @@ func newSimulator(c config, log *slog.Logger) (*sim.Server, error) {
 	}
 	s := sim.New(opts)
 	keys := len(opts.APIKeys)
+	var seeds []*sim.SeedFile
+	var names []string
+	if c.example {
+		seeds, names = append(seeds, sim.ExampleSeed()), append(names, "example")
+	}
 	if c.seed != "" {
 		seed, err := sim.LoadSeed(c.seed)
 		if err != nil {
 			return nil, err
 		}
+		seeds, names = append(seeds, seed), append(names, c.seed)
+	}
+	for i, seed := range seeds {
 		if err := s.Seed(seed); err != nil {
 			return nil, err
 		}
-		var vrfs, reservations, gateways, vlans, devices int
+		var vrfs, reservations, gateways, vlans, devices, hardware int
 		for _, p := range seed.Projects {
 			keys += len(p.APIKeys)
 			vrfs += len(p.VRFs)
@@ -107,9 +118,11 @@ func newSimulator(c config, log *slog.Logger) (*sim.Server, error) {
 			gateways += len(p.MetalGateways)
 			vlans += len(p.VirtualNetworks)
 			devices += len(p.Devices)
+			hardware += len(p.HardwareReservations)
 		}
-		log.Info("loaded seed", "file", c.seed, "projects", len(seed.Projects), "vrfs", vrfs,
-			"ipReservations", reservations, "metalGateways", gateways, "virtualNetworks", vlans, "devices", devices)
+		log.Info("loaded seed", "file", names[i], "projects", len(seed.Projects), "vrfs", vrfs,
+			"ipReservations", reservations, "metalGateways", gateways, "virtualNetworks", vlans, "devices", devices,
+			"hardwareReservations", hardware)
 	}
 	if keys == 0 {
 		return nil, errors.New("no API key would be accepted: pass --api-key or seed a project with apiKeys")

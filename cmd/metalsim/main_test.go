@@ -11,9 +11,8 @@ import (
 	"time"
 
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal"
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal/sim/simtest"
 )
-
-const exampleSeed = "../../shared/metal/sim/testdata/example-seed.yaml"
 
 func TestParseFlags(t *testing.T) {
 	c, err := parseFlags(nil, io.Discard)
@@ -23,12 +22,12 @@ func TestParseFlags(t *testing.T) {
 	if c.listen != "127.0.0.1:8099" || c.deviceDelay != 10*time.Second || c.batchDelay != 2*time.Second || c.latency != 0 {
 		t.Errorf("defaults = %+v", c)
 	}
-	c, err = parseFlags([]string{"--listen", ":9000", "--seed", "s.yaml", "--api-key", "k",
+	c, err = parseFlags([]string{"--listen", ":9000", "--seed", "s.yaml", "--example-seed", "--api-key", "k",
 		"--device-provision-delay", "1m", "--batch-delay", "0", "--latency", "50ms"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.listen != ":9000" || c.seed != "s.yaml" || c.apiKey != "k" || c.deviceDelay != time.Minute || c.batchDelay != 0 || c.latency != 50*time.Millisecond {
+	if c.listen != ":9000" || c.seed != "s.yaml" || !c.example || c.apiKey != "k" || c.deviceDelay != time.Minute || c.batchDelay != 0 || c.latency != 50*time.Millisecond {
 		t.Errorf("flags = %+v", c)
 	}
 	if _, err := parseFlags([]string{"extra"}, io.Discard); err == nil {
@@ -52,7 +51,7 @@ func TestNewSimulatorNeedsAKey(t *testing.T) {
 func TestServe(t *testing.T) {
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
-	s, err := newSimulator(config{seed: exampleSeed}, log)
+	s, err := newSimulator(config{example: true}, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +63,7 @@ func TestServe(t *testing.T) {
 	served := make(chan error, 1)
 	go func() { served <- serve(ctx, ln, s, log) }()
 
-	c, err := metal.NewClient(metal.Config{APIKey: "metalsim-demo-token", ProjectID: "d5a2c0de-0000-4000-8000-000000000001", BaseURL: "http://" + ln.Addr().String()})
+	c, err := metal.NewClient(metal.Config{APIKey: simtest.APIKey, ProjectID: simtest.Project, BaseURL: "http://" + ln.Addr().String()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,12 +81,12 @@ func TestServe(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("serve did not return after cancellation")
 	}
-	for _, want := range []string{"loaded seed", "vrfs=1", "url=http://" + ln.Addr().String() + "/metal/v1", "shutting down"} {
+	for _, want := range []string{"loaded seed", "file=example", "vrfs=1", "hardwareReservations=2", "url=http://" + ln.Addr().String() + "/metal/v1", "shutting down"} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("logs lack %q:\n%s", want, logs.String())
 		}
 	}
-	if strings.Contains(logs.String(), "metalsim-demo-token") {
+	if strings.Contains(logs.String(), simtest.APIKey) {
 		t.Error("the logs show an API key")
 	}
 }

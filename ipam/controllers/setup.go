@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
@@ -34,8 +33,8 @@ type Options struct {
 	// DefaultSourceResyncPeriod when zero.
 	SourceResyncPeriod time.Duration
 	// Metal tunes the Metal API clients built from the pools' credentials
-	// Secrets: Version, Timeout, Retry and Registerer are used, the
-	// credentials come from the Secrets.
+	// Secrets, as the base Config of a metal.ClientCache: the credentials
+	// come from the Secrets.
 	Metal metal.Config
 }
 
@@ -85,8 +84,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 		reader:         mgr.GetAPIReader(),
 		client:         mgr.GetClient(),
 		packetClusters: err == nil,
-		metalConfig:    opts.Metal,
-		clients:        map[types.NamespacedName]cachedClient{},
+		metal:          metal.NewClientCache(opts.Metal),
 	}
 
 	reg := newRegistry(mgr.GetAPIReader())

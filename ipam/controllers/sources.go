@@ -8,7 +8,6 @@ import (
 	"path"
 	"slices"
 	"strings"
-	"sync"
 
 	metalv1 "github.com/equinix/equinix-sdk-go/services/metalv1"
 	corev1 "k8s.io/api/core/v1"
@@ -55,8 +54,7 @@ type vrfAPI interface {
 var errVRFMismatch = errors.New("VRF does not match spec.vrf")
 
 // sourceResolver reads the sources of pools: the Metal API for spec.vrf, the
-// PacketCluster for spec.networkRef. It keeps one Metal client per
-// credentials Secret, rebuilt when the Secret changes.
+// PacketCluster for spec.networkRef.
 type sourceResolver struct {
 	// reader reads Secrets live: the manager only caches their metadata.
 	reader client.Reader
@@ -64,17 +62,8 @@ type sourceResolver struct {
 	client client.Client
 	// packetClusters is false when the PacketCluster CRD is not installed.
 	packetClusters bool
-	// metalConfig is applied to every Metal client (timeouts, retries, metrics).
-	metalConfig metal.Config
-
-	mu      sync.Mutex
-	clients map[types.NamespacedName]cachedClient
-}
-
-// cachedClient is a Metal client and the Secret version it was built from.
-type cachedClient struct {
-	resourceVersion string
-	client          vrfAPI
+	// metal holds a Metal client per credentials Secret.
+	metal *metal.ClientCache
 }
 
 // resolve reads every source of the pool.
@@ -129,30 +118,16 @@ func (r *sourceResolver) metalClient(ctx context.Context, pool v1alpha1.Pool) (v
 	secret := &corev1.Secret{}
 	if err := r.reader.Get(ctx, key, secret); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.mu.Lock()
-			delete(r.clients, key)
-			r.mu.Unlock()
+			r.metal.Forget(key)
 			return nil, &sourceFailure{v1alpha1.CredentialsSecretNotFoundReason,
 				fmt.Sprintf("credentials Secret %s not found (spec.vrf.credentialsRef)", key), true}
 		}
 		return nil, &sourceFailure{v1alpha1.CredentialsSecretNotFoundReason, fmt.Sprintf("reading credentials Secret %s: %v", key, err), true}
 	}
-
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if cached, ok := r.clients[key]; ok && cached.resourceVersion == secret.ResourceVersion {
-		return cached.client, nil
-	}
-	cfg, err := metal.ConfigFromSecret(secret)
+	c, err := r.metal.ForSecret(secret)
 	if err != nil {
 		return nil, &sourceFailure{v1alpha1.InvalidCredentialsReason, err.Error(), true}
 	}
-	cfg.Version, cfg.Timeout, cfg.Retry, cfg.Registerer = r.metalConfig.Version, r.metalConfig.Timeout, r.metalConfig.Retry, r.metalConfig.Registerer
-	c, err := metal.NewClient(cfg)
-	if err != nil {
-		return nil, &sourceFailure{v1alpha1.InvalidCredentialsReason, fmt.Sprintf("Secret %s: %v", key, err), true}
-	}
-	r.clients[key] = cachedClient{resourceVersion: secret.ResourceVersion, client: c}
 	return c, nil
 }
 

@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"context"
-	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
@@ -12,39 +11,36 @@ import (
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal/sim"
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal/sim/simtest"
 )
 
 // The example seed: VRF a1 with ranges 10.60.0.0/22 and 10.61.0.0/24, and
 // gateway subnets b1 10.60.1.0/29 and b2 10.61.0.0/28; b3 is added below
 // without a gateway, and an IPv6 range with a gateway subnet of its own.
 const (
-	testProject = "d5a2c0de-0000-4000-8000-000000000001"
-	testVRF     = "d5a2c0de-0000-4000-8000-0000000000a1"
-	testRes1    = "d5a2c0de-0000-4000-8000-0000000000b1"
-	testRes2    = "d5a2c0de-0000-4000-8000-0000000000b2"
+	testProject = simtest.Project
+	testVRF     = simtest.VRF
+	testRes1    = simtest.NodesReservation
+	testRes2    = simtest.LBReservation
 	testRes3    = "d5a2c0de-0000-4000-8000-0000000000b3"
 	testRes6    = "d5a2c0de-0000-4000-8000-0000000000b6"
 )
 
 func simClient(t *testing.T) *metal.Client {
 	t.Helper()
-	seed, err := sim.LoadSeed("../../shared/metal/sim/testdata/example-seed.yaml")
+	s, err := simtest.Start(sim.Options{}, func(seed *sim.SeedFile) {
+		p := &seed.Projects[0]
+		p.VRFs[0].IPRanges = append(p.VRFs[0].IPRanges, "fd00:60::/64")
+		p.IPReservations = append(p.IPReservations,
+			sim.SeedIPReservation{ID: testRes3, VRF: testVRF, Network: "10.60.2.0", CIDR: 29},
+			sim.SeedIPReservation{ID: testRes6, VRF: testVRF, Network: "fd00:60::", CIDR: 64})
+		p.MetalGateways = append(p.MetalGateways, sim.SeedMetalGateway{IPReservation: testRes6, VirtualNetwork: simtest.PlainVLAN})
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &seed.Projects[0]
-	p.VRFs[0].IPRanges = append(p.VRFs[0].IPRanges, "fd00:60::/64")
-	p.IPReservations = append(p.IPReservations,
-		sim.SeedIPReservation{ID: testRes3, VRF: testVRF, Network: "10.60.2.0", CIDR: 29},
-		sim.SeedIPReservation{ID: testRes6, VRF: testVRF, Network: "fd00:60::", CIDR: 64})
-	p.MetalGateways = append(p.MetalGateways, sim.SeedMetalGateway{IPReservation: testRes6, VirtualNetwork: "d5a2c0de-0000-4000-8000-0000000000c3"})
-	s := sim.New(sim.Options{})
-	if err := s.Seed(seed); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(s)
-	t.Cleanup(srv.Close)
-	c, err := metal.NewClient(metal.Config{APIKey: "metalsim-demo-token", BaseURL: srv.URL, Retry: metal.RetryPolicy{MaxAttempts: 1}})
+	t.Cleanup(s.Close)
+	c, err := metal.NewClient(metal.Config{APIKey: simtest.APIKey, BaseURL: s.URL, Retry: metal.RetryPolicy{MaxAttempts: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}

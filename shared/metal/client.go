@@ -180,6 +180,18 @@ func NewClient(cfg Config) (*Client, error) {
 	return c, nil
 }
 
+// InProject returns a client of the same credentials scoped to another
+// project. It shares the receiver's connections, retries and metrics, so one
+// client per credentials Secret can serve every project the token may reach.
+func (c *Client) InProject(projectID string) *Client {
+	scoped := *c
+	scoped.projectID = projectID
+	return &scoped
+}
+
+// ProjectID is the project the client's project-level operations act in.
+func (c *Client) ProjectID() string { return c.projectID }
+
 // serverURL turns a base URL into the SDK's server URL, which includes the
 // API path.
 func serverURL(base string) (string, error) {

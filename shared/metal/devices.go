@@ -16,6 +16,8 @@ var (
 	opFindProjectDevices = operation{name: "findProjectDevices"}
 	opDeleteDevice       = operation{name: "deleteDevice"}
 	opFindDeviceEvents   = operation{name: "findDeviceEvents"}
+
+	opFindHardwareReservationByID = operation{name: "findHardwareReservationById"}
 )
 
 // DeviceRequest describes a device to provision.
@@ -24,10 +26,23 @@ type DeviceRequest struct {
 	// project's device carrying it instead of creating another. It must be
 	// unique to the requester (e.g. derived from a Machine's UID) and is
 	// added to Tags.
-	Tag             string
-	Hostname        string
-	Plan            string
-	Metro           string
+	Tag      string
+	Hostname string
+	Plan     string
+	Metro    string
+	// Facility, when set, places the device in this facility (e.g. da11)
+	// instead of anywhere in Metro, which is then ignored.
+	Facility string
+	// HardwareReservationID provisions the device on a reserved server:
+	// a reservation ID, or HardwareReservationNextAvailable for any
+	// provisionable reservation of the plan in the metro.
+	HardwareReservationID string
+	// IPXEScriptURL boots the device from this iPXE script (operating
+	// system custom_ipxe), on its first boot only.
+	IPXEScriptURL string
+	// SSHKeys are public keys installed on the device, on top of the
+	// project's and users' keys.
+	SSHKeys         []string
 	OperatingSystem string
 	// BillingCycle is hourly when empty.
 	BillingCycle string
@@ -74,18 +89,20 @@ func (c *Client) EnsureDevice(ctx context.Context, req DeviceRequest) (*metalv1.
 		return nil, err
 	}
 	return call(ctx, c, opCreateDevice, func(ctx context.Context) (*metalv1.Device, *http.Response, error) {
-		return c.api.DevicesApi.CreateDevice(ctx, c.projectID).
-			CreateDeviceRequest(metalv1.CreateDeviceRequest{DeviceCreateInMetroInput: in}).
-			Execute()
+		return c.api.DevicesApi.CreateDevice(ctx, c.projectID).CreateDeviceRequest(in).Execute()
 	})
 }
 
-func (req DeviceRequest) createInput() (*metalv1.DeviceCreateInMetroInput, error) {
+// HardwareReservationNextAvailable as DeviceRequest.HardwareReservationID lets
+// the API pick a provisionable reservation.
+const HardwareReservationNextAvailable = "next-available"
+
+func (req DeviceRequest) createInput() (metalv1.CreateDeviceRequest, error) {
 	billing := metalv1.DEVICECREATEINPUTBILLINGCYCLE_HOURLY
 	if req.BillingCycle != "" {
 		b, err := metalv1.NewDeviceCreateInputBillingCycleFromValue(req.BillingCycle)
 		if err != nil {
-			return nil, fmt.Errorf("metal: %w", err)
+			return metalv1.CreateDeviceRequest{}, fmt.Errorf("metal: %w", err)
 		}
 		billing = *b
 	}
@@ -93,6 +110,8 @@ func (req DeviceRequest) createInput() (*metalv1.DeviceCreateInMetroInput, error
 	if !slices.Contains(tags, req.Tag) {
 		tags = append(tags, req.Tag)
 	}
+	// The metro and facility inputs are the same but for the placement, so
+	// the metro one is built and copied when a facility is asked for.
 	in := &metalv1.DeviceCreateInMetroInput{
 		Metro:           req.Metro,
 		Plan:            req.Plan,
@@ -107,7 +126,34 @@ func (req DeviceRequest) createInput() (*metalv1.DeviceCreateInMetroInput, error
 	if req.Userdata != "" {
 		in.Userdata = &req.Userdata
 	}
-	return in, nil
+	if req.HardwareReservationID != "" {
+		in.HardwareReservationId = &req.HardwareReservationID
+	}
+	if req.IPXEScriptURL != "" {
+		// always_pxe false: the script installs the OS on the first boot,
+		// later boots are from disk.
+		in.IpxeScriptUrl, in.AlwaysPxe = &req.IPXEScriptURL, metalv1.PtrBool(false)
+	}
+	for _, key := range req.SSHKeys {
+		in.SshKeys = append(in.SshKeys, metalv1.SSHKeyInput{Key: metalv1.PtrString(key)})
+	}
+	if req.Facility == "" {
+		return metalv1.CreateDeviceRequest{DeviceCreateInMetroInput: in}, nil
+	}
+	return metalv1.CreateDeviceRequest{DeviceCreateInFacilityInput: &metalv1.DeviceCreateInFacilityInput{
+		Facility:              []string{req.Facility},
+		Plan:                  in.Plan,
+		OperatingSystem:       in.OperatingSystem,
+		BillingCycle:          in.BillingCycle,
+		Tags:                  in.Tags,
+		Customdata:            in.Customdata,
+		Hostname:              in.Hostname,
+		Userdata:              in.Userdata,
+		HardwareReservationId: in.HardwareReservationId,
+		IpxeScriptUrl:         in.IpxeScriptUrl,
+		AlwaysPxe:             in.AlwaysPxe,
+		SshKeys:               in.SshKeys,
+	}}, nil
 }
 
 // GetDevice returns the device with the given ID, with its network ports and
@@ -158,4 +204,12 @@ func (c *Client) DeviceEvents(ctx context.Context, id string) ([]metalv1.Event, 
 			return c.api.EventsApi.FindDeviceEvents(ctx, id).Page(page).PerPage(perPage).Execute()
 		},
 		(*metalv1.EventList).GetEvents)
+}
+
+// GetHardwareReservation returns a hardware reservation; Provisionable says
+// whether a device may be provisioned on it now.
+func (c *Client) GetHardwareReservation(ctx context.Context, id string) (*metalv1.HardwareReservation, error) {
+	return call(ctx, c, opFindHardwareReservationByID, func(ctx context.Context) (*metalv1.HardwareReservation, *http.Response, error) {
+		return c.api.HardwareReservationsApi.FindHardwareReservationById(ctx, id).Execute()
+	})
 }

@@ -3,6 +3,8 @@ package metal_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal/sim"
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal/sim/simtest"
 )
 
 func TestEnsureDeviceIsIdempotent(t *testing.T) {
@@ -183,5 +186,212 @@ func TestListDevicesPaginates(t *testing.T) {
 	}
 	if len(events) != 7 { // created, provision started and complete, 4 user states
 		t.Errorf("got %d events over pages of 2, want 7", len(events))
+	}
+}
+
+func TestEnsureDevicePlacementAndBoot(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	ctx := context.Background()
+	keys := []string{"ssh-ed25519 AAAA-one a@b", "ssh-ed25519 AAAA-two c@d"}
+	d, err := e.client.EnsureDevice(ctx, metal.DeviceRequest{
+		Tag: "pxe", Plan: "m3.small.x86", Metro: "ny", Facility: "da11", OperatingSystem: "custom_ipxe",
+		IPXEScriptURL: "http://boot.example/node.ipxe", SSHKeys: keys,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := d.GetFacility(); f.GetCode() != "da11" || d.Metro.GetCode() != "da" {
+		t.Errorf("device placed in facility %q, metro %q; want da11 in da (the metro ignored)", f.GetCode(), d.Metro.GetCode())
+	}
+	if d.GetIpxeScriptUrl() != "http://boot.example/node.ipxe" || d.GetAlwaysPxe() {
+		t.Errorf("iPXE script %q, always_pxe %v; want the script, booted once", d.GetIpxeScriptUrl(), d.GetAlwaysPxe())
+	}
+	if got := d.GetSshKeys(); len(got) != 2 || got[0].Href == got[1].Href {
+		t.Errorf("SSH keys = %v, want two distinct keys", got)
+	}
+	if _, ok := d.GetHardwareReservationOk(); ok {
+		t.Error("a device without a reservation shows one")
+	}
+
+	metro, err := e.client.EnsureDevice(ctx, metal.DeviceRequest{Tag: "metro", Plan: "m3.small.x86", Metro: "ny", OperatingSystem: "os"})
+	if err != nil || metro.Metro.GetCode() != "ny" {
+		t.Errorf("metro placement = %v, %v", metro, err)
+	}
+	for _, facility := range []string{"zz1", "da", "dallas11"} {
+		_, err := e.client.EnsureDevice(ctx, metal.DeviceRequest{Tag: "f-" + facility, Plan: "p", Facility: facility, OperatingSystem: "os"})
+		if !metal.IsUnprocessable(err) {
+			t.Errorf("facility %q: %v, want unprocessable", facility, err)
+		}
+	}
+}
+
+func TestHardwareReservations(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	ctx := context.Background()
+	provisionable := func(id string) (bool, string) {
+		t.Helper()
+		hr, err := e.client.GetHardwareReservation(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dev := hr.GetDevice()
+		return hr.GetProvisionable(), dev.GetId()
+	}
+	hr, err := e.client.GetHardwareReservation(ctx, simtest.HardwareReservation1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan, f := hr.GetPlan(), hr.GetFacility(); !hr.GetProvisionable() || plan.GetSlug() != simtest.ReservedPlan ||
+		f.GetCode() != simtest.ReservedFacility || f.Metro.GetCode() != simtest.Metro {
+		t.Errorf("reservation = %+v", hr)
+	}
+	if _, err := e.client.GetHardwareReservation(ctx, "nope"); !metal.IsNotFound(err) {
+		t.Errorf("unknown reservation: %v, want not found", err)
+	}
+	if otherKey, err := metal.NewClient(metal.Config{APIKey: simtest.OtherAPIKey, BaseURL: e.url}); err != nil {
+		t.Fatal(err)
+	} else if _, err := otherKey.GetHardwareReservation(ctx, simtest.HardwareReservation1); !metal.IsNotFound(err) {
+		t.Errorf("another project's reservation: %v, want not found", err)
+	}
+
+	req := func(tag, reservation string) metal.DeviceRequest {
+		return metal.DeviceRequest{Tag: tag, Plan: simtest.ReservedPlan, Metro: simtest.Metro, OperatingSystem: "os", HardwareReservationID: reservation}
+	}
+	d, err := e.client.EnsureDevice(ctx, req("on-1", simtest.HardwareReservation1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hr := d.GetHardwareReservation(); hr.GetId() != simtest.HardwareReservation1 || d.Facility.GetCode() != simtest.ReservedFacility {
+		t.Errorf("device reservation %q, facility %q", hr.GetId(), d.Facility.GetCode())
+	}
+	if ok, dev := provisionable(simtest.HardwareReservation1); ok || dev != d.GetId() {
+		t.Errorf("taken reservation: provisionable %v, device %q; want false, %s", ok, dev, d.GetId())
+	}
+
+	_, err = e.client.EnsureDevice(ctx, req("again-1", simtest.HardwareReservation1))
+	if !metal.IsUnprocessable(err) || !strings.Contains(strings.Join(metal.ErrorMessages(err), " "), "already provisioned") {
+		t.Errorf("taken reservation: %v, want unprocessable saying it is already provisioned", err)
+	}
+	for name, r := range map[string]metal.DeviceRequest{
+		"unknown ID":  req("unknown", "d5a2c0de-0000-4000-8000-0000000000ff"),
+		"other plan":  {Tag: "plan", Plan: "m3.small.x86", Metro: simtest.Metro, OperatingSystem: "os", HardwareReservationID: simtest.HardwareReservation2},
+		"other metro": {Tag: "metro", Plan: simtest.ReservedPlan, Metro: "ny", OperatingSystem: "os", HardwareReservationID: simtest.HardwareReservation2},
+	} {
+		if _, err := e.client.EnsureDevice(ctx, r); !metal.IsUnprocessable(err) {
+			t.Errorf("%s: %v, want unprocessable", name, err)
+		}
+	}
+
+	next, err := e.client.EnsureDevice(ctx, req("next", metal.HardwareReservationNextAvailable))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hr := next.GetHardwareReservation(); hr.GetId() != simtest.HardwareReservation2 {
+		t.Errorf("next-available took %q, want the provisionable %s", hr.GetId(), simtest.HardwareReservation2)
+	}
+	if _, err := e.client.EnsureDevice(ctx, req("none-left", metal.HardwareReservationNextAvailable)); !metal.IsUnprocessable(err) {
+		t.Errorf("next-available with none left: %v, want unprocessable", err)
+	}
+
+	if err := e.client.DeleteDevice(ctx, d.GetId()); err != nil {
+		t.Fatal(err)
+	}
+	if ok, dev := provisionable(simtest.HardwareReservation1); !ok || dev != "" {
+		t.Errorf("after the device is deleted: provisionable %v, device %q; want true, none", ok, dev)
+	}
+}
+
+func TestMaxDevicesInFlight(t *testing.T) {
+	e := newEnv(t, envOptions{
+		sim:    sim.Options{MaxDevicesInFlight: 2, DeviceProvisionDelay: 10 * time.Minute},
+		config: func(c *metal.Config) { c.Retry.MaxAttempts = 1 },
+	})
+	ctx := context.Background()
+	e.device(t, "a")
+	e.device(t, "b")
+	_, err := e.client.EnsureDevice(ctx, metal.DeviceRequest{Tag: "c", Plan: "p", Metro: "da", OperatingSystem: "os"})
+	if !metal.IsRateLimited(err) {
+		t.Fatalf("a third device in flight: %v, want rate limited", err)
+	}
+	if n := e.sim.Answers(sim.OpCreateDevice, http.StatusTooManyRequests); n != 1 {
+		t.Errorf("%d creates answered 429, want 1", n)
+	}
+	if devices, err := e.client.ListDevices(ctx, metal.DeviceFilter{}); err != nil || len(devices) != 2 {
+		t.Errorf("the refused create left %d devices, %v; want 2", len(devices), err)
+	}
+
+	e.clock.Advance(10 * time.Minute) // both active: none in flight
+	e.device(t, "c")
+	if n := e.sim.Answers(sim.OpCreateDevice, http.StatusCreated); n != 3 {
+		t.Errorf("%d creates answered 201, want 3", n)
+	}
+}
+
+func TestDeviceDeprovisioning(t *testing.T) {
+	e := newEnv(t, envOptions{sim: sim.Options{DeviceDeprovisionDelay: time.Minute}})
+	ctx := context.Background()
+	d, err := e.client.EnsureDevice(ctx, metal.DeviceRequest{
+		Tag: "hw", Plan: simtest.ReservedPlan, Metro: simtest.Metro, OperatingSystem: "os", HardwareReservationID: simtest.HardwareReservation1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the second delete, while deprovisioning, changes nothing
+		if err := e.client.DeleteDevice(ctx, d.GetId()); err != nil {
+			t.Fatal(err)
+		}
+		got, err := e.client.GetDevice(ctx, d.GetId())
+		if err != nil || got.GetState() != metalv1.DEVICESTATE_DEPROVISIONING {
+			t.Fatalf("deleted device = %v, %v; want deprovisioning", got.GetState(), err)
+		}
+		if hr, err := e.client.GetHardwareReservation(ctx, simtest.HardwareReservation1); err != nil || hr.GetProvisionable() {
+			t.Errorf("reservation of a deprovisioning device: provisionable %v, %v; want false", hr.GetProvisionable(), err)
+		}
+		e.clock.Advance(30 * time.Second)
+	}
+	if n := e.sim.Answers(sim.OpDeleteDevice, http.StatusNoContent); n != 2 {
+		t.Errorf("%d deletes answered 204, want 2", n)
+	}
+	if _, err := e.client.GetDevice(ctx, d.GetId()); !metal.IsNotFound(err) {
+		t.Errorf("after the delay: %v, want not found", err)
+	}
+	if hr, err := e.client.GetHardwareReservation(ctx, simtest.HardwareReservation1); err != nil || !hr.GetProvisionable() {
+		t.Errorf("reservation of a gone device: provisionable %v, %v; want true", hr.GetProvisionable(), err)
+	}
+}
+
+func TestInProject(t *testing.T) {
+	e := newEnv(t, envOptions{
+		sim:    sim.Options{APIKeys: []string{"user-key"}},
+		config: func(c *metal.Config) { c.APIKey, c.ProjectID = "user-key", "" },
+	})
+	ctx := context.Background()
+	if _, err := e.client.ListDevices(ctx, metal.DeviceFilter{}); err == nil {
+		t.Error("a client without a project listed devices")
+	}
+	demo, other := e.client.InProject(simtest.Project), e.client.InProject(simtest.OtherProject)
+	if e.client.ProjectID() != "" || demo.ProjectID() != simtest.Project {
+		t.Errorf("project IDs %q, %q: InProject changed its receiver or did not scope the copy", e.client.ProjectID(), demo.ProjectID())
+	}
+	r := metal.DeviceRequest{Tag: "same-tag", Plan: "p", Metro: "da", OperatingSystem: "os"}
+	a, err := demo.EnsureDevice(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := other.EnsureDevice(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.GetId() == b.GetId() || b.Project.GetHref() != "/metal/v1/projects/"+simtest.OtherProject {
+		t.Errorf("devices %s and %s (project %s): want one per project", a.GetId(), b.GetId(), b.Project.GetHref())
+	}
+
+	// A project key reaches its own project only, whatever the client is scoped to.
+	scoped, err := metal.NewClient(metal.Config{APIKey: simtest.APIKey, ProjectID: simtest.Project, BaseURL: e.url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := scoped.InProject(simtest.OtherProject).ListDevices(ctx, metal.DeviceFilter{}); !metal.IsNotFound(err) {
+		t.Errorf("another project with a project key: %v, want not found", err)
 	}
 }

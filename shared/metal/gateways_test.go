@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal"
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal/sim/simtest"
 )
 
 func TestMetalGateways(t *testing.T) {
@@ -65,8 +66,11 @@ func TestVirtualNetworks(t *testing.T) {
 	if len(vlans) != 3 {
 		t.Fatalf("got %d VLANs in da, want 3", len(vlans))
 	}
-	if other, err := e.client.ListVirtualNetworks(ctx, "ny"); err != nil || len(other) != 0 {
-		t.Errorf("VLANs in ny = %v, %v", other, err)
+	if other, err := e.client.ListVirtualNetworks(ctx, "ny"); err != nil || len(other) != 1 || other[0].GetId() != simtest.NewYorkVLAN {
+		t.Errorf("VLANs in ny = %v, %v; want the New York VLAN only", other, err)
+	}
+	if other, err := e.client.ListVirtualNetworks(ctx, "fr"); err != nil || len(other) != 0 {
+		t.Errorf("VLANs in fr = %v, %v", other, err)
 	}
 
 	vn, err := e.client.FindVirtualNetworkByVXLAN(ctx, "da", 1001)
@@ -75,6 +79,9 @@ func TestVirtualNetworks(t *testing.T) {
 	}
 	if vn.GetId() != nodesVLANID || vn.GetMetroCode() != "da" || len(vn.GetMetalGateways()) != 1 {
 		t.Errorf("VLAN 1001 = %+v", vn)
+	}
+	if ny, err := e.client.FindVirtualNetworkByVXLAN(ctx, "ny", 1001); err != nil || ny.GetId() != simtest.NewYorkVLAN {
+		t.Errorf("VLAN 1001 in ny = %v, %v; want the New York VLAN", ny, err)
 	}
 	if _, err := e.client.FindVirtualNetworkByVXLAN(ctx, "da", 1999); !metal.IsNotFound(err) {
 		t.Errorf("VLAN 1999: %v, want not found", err)

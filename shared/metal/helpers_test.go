@@ -2,7 +2,6 @@ package metal_test
 
 import (
 	"context"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -10,18 +9,19 @@ import (
 
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal/sim"
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal/sim/simtest"
 )
 
-// IDs of sim/testdata/example-seed.yaml.
+// IDs of the example seed, by the names these tests use.
 const (
-	token       = "metalsim-demo-token"
-	projectID   = "d5a2c0de-0000-4000-8000-000000000001"
-	vrfID       = "d5a2c0de-0000-4000-8000-0000000000a1"
-	nodesResID  = "d5a2c0de-0000-4000-8000-0000000000b1" // 10.60.1.0/29
-	lbResID     = "d5a2c0de-0000-4000-8000-0000000000b2" // 10.61.0.0/28
-	nodesVLANID = "d5a2c0de-0000-4000-8000-0000000000c1" // 1001
-	plainVLANID = "d5a2c0de-0000-4000-8000-0000000000c3" // 1003
-	nodesGWID   = "d5a2c0de-0000-4000-8000-0000000000d1"
+	token       = simtest.APIKey
+	projectID   = simtest.Project
+	vrfID       = simtest.VRF
+	nodesResID  = simtest.NodesReservation // 10.60.1.0/29
+	lbResID     = simtest.LBReservation    // 10.61.0.0/28
+	nodesVLANID = simtest.NodesVLAN        // 1001
+	plainVLANID = simtest.PlainVLAN        // 1003
+	nodesGWID   = simtest.NodesGateway
 )
 
 // fastRetry keeps retry tests quick; Retry-After still applies as sent.
@@ -45,17 +45,12 @@ func newEnv(t *testing.T, o envOptions) *env {
 	t.Helper()
 	clock := sim.NewFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	o.sim.Clock = clock
-	s := sim.New(o.sim)
-	seed, err := sim.LoadSeed("sim/testdata/example-seed.yaml")
+	s, err := simtest.Start(o.sim, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Seed(seed); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(s)
-	t.Cleanup(srv.Close)
-	cfg := metal.Config{APIKey: token, ProjectID: projectID, BaseURL: srv.URL, Retry: fastRetry, Timeout: 10 * time.Second}
+	t.Cleanup(s.Close)
+	cfg := metal.Config{APIKey: token, ProjectID: projectID, BaseURL: s.URL, Retry: fastRetry, Timeout: 10 * time.Second}
 	if o.config != nil {
 		o.config(&cfg)
 	}
@@ -63,7 +58,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{sim: s, clock: clock, url: srv.URL, client: c}
+	return &env{sim: s.Server, clock: clock, url: s.URL, client: c}
 }
 
 // device provisions a device (active at once with the default zero delay).

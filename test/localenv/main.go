@@ -14,8 +14,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -35,6 +33,7 @@ import (
 	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
 	cappcontrollers "github.com/metal-vrf/cluster-api-metal-vrf/capp/controllers"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal/sim"
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal/sim/simtest"
 	"github.com/metal-vrf/cluster-api-metal-vrf/test/testenv"
 )
 
@@ -69,11 +68,12 @@ func run(ctx context.Context, once bool, kubeconfig string, out io.Writer) (err 
 	}
 	defer func() { err = errors.Join(err, env.Stop()) }()
 
-	simURL, stopSim, err := startSimulator(ctx, filepath.Join(env.Root, "shared", "metal", "sim", "testdata", "example-seed.yaml"))
+	simulator, err := simtest.Start(sim.Options{APIKeys: []string{simulatorKey}, DeviceProvisionDelay: 10 * time.Second, BatchDelay: 2 * time.Second}, nil)
 	if err != nil {
-		return err
+		return fmt.Errorf("starting the Metal API simulator: %w", err)
 	}
-	defer stopSim()
+	defer simulator.Close()
+	simURL := simulator.URL
 
 	stopIPAM, err := env.StartIPAM(ctx, env.IPAMOptions(4))
 	if err != nil {
@@ -119,25 +119,6 @@ func run(ctx context.Context, once bool, kubeconfig string, out io.Writer) (err 
 	fmt.Fprintln(out, "\nRunning until interrupted (Ctrl-C).")
 	<-ctx.Done()
 	return nil
-}
-
-// startSimulator serves the Metal API simulator on a free loopback port.
-func startSimulator(ctx context.Context, seedPath string) (url string, stop func(), err error) {
-	seed, err := sim.LoadSeed(seedPath)
-	if err != nil {
-		return "", nil, err
-	}
-	server := sim.New(sim.Options{APIKeys: []string{simulatorKey}, DeviceProvisionDelay: 10 * time.Second, BatchDelay: 2 * time.Second})
-	if err := server.Seed(seed); err != nil {
-		return "", nil, fmt.Errorf("seeding the simulator from %s: %w", seedPath, err)
-	}
-	listener, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, err
-	}
-	httpServer := &http.Server{Handler: server, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = httpServer.Serve(listener) }()
-	return "http://" + listener.Addr().String(), func() { _ = httpServer.Close() }, nil
 }
 
 // apply creates every object of the YAML files in dirs (kustomizations

@@ -3,6 +3,7 @@ package sim
 import (
 	"maps"
 	"net/http"
+	"net/netip"
 	"time"
 )
 
@@ -21,6 +22,7 @@ func (s *Server) adminRoutes() {
 		return ok(maps.Clone(s.calls))
 	})
 	s.admin("POST /_sim/devices/{id}/user-state", s.postUserState)
+	s.admin("POST /_sim/nodes", s.postNode)
 }
 
 func (s *Server) admin(pattern string, h func(*http.Request) (reply, error)) {
@@ -76,6 +78,28 @@ func (s *Server) postUserState(r *http.Request) (reply, error) {
 		return reply{}, err
 	}
 	if err := s.PostUserState(r.PathValue("id"), in.State, in.Code, in.Message); err != nil {
+		return reply{}, unprocessable(err)
+	}
+	return noContent()
+}
+
+// nodeRequest is the body of POST /_sim/nodes.
+type nodeRequest struct {
+	Address  string `json:"address"`
+	DeviceID string `json:"deviceID"`
+}
+
+// POST /_sim/nodes {"address", "deviceID"}
+func (s *Server) postNode(r *http.Request) (reply, error) {
+	var in nodeRequest
+	if err := decode(r, &in); err != nil {
+		return reply{}, err
+	}
+	addr, err := netip.ParseAddr(in.Address)
+	if err != nil {
+		return reply{}, unprocessable(err)
+	}
+	if err := s.BindNode(addr, in.DeviceID); err != nil {
 		return reply{}, unprocessable(err)
 	}
 	return noContent()

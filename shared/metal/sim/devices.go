@@ -1,8 +1,10 @@
 package sim
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"time"
 
@@ -18,11 +20,12 @@ const FailProvisioningPlan = "sim.fail-provisioning"
 // platform's numbering; user-state events are the simulator's rendering of
 // what a node posts to its user_state_url.
 const (
-	EventCreated           = "instance.created"
-	EventProvisionStarted  = "provisioning.101"
-	EventProvisionComplete = "provisioning.109"
-	EventProvisionFailed   = "provisioning.failed"
-	EventUserState         = "user_state"
+	EventCreated            = "instance.created"
+	EventProvisionStarted   = "provisioning.101"
+	EventProvisionComplete  = "provisioning.109"
+	EventProvisionFailed    = "provisioning.failed"
+	EventDeprovisionStarted = "instance.deprovisioning"
+	EventUserState          = "user_state"
 )
 
 // User states a node may report, the platform's set.
@@ -41,8 +44,19 @@ type device struct {
 	tags            []string
 	customdata      map[string]any
 	networkFrozen   bool
-	state           metalv1.DeviceState
-	updated         time.Time
+	// facility is set when the device was placed in a facility, or on a
+	// hardware reservation (which is in one).
+	facility      string
+	ipxeScriptURL string
+	alwaysPXE     bool
+	// sshKeys are the public keys given at creation.
+	sshKeys []string
+	// hardwareReservationID is the reservation the device runs on, if any.
+	hardwareReservationID string
+	state                 metalv1.DeviceState
+	updated               time.Time
+	// gone is when a deprovisioning device disappears.
+	gone time.Time
 	// layer3 is set while bond0 carries the device's IP addresses.
 	layer3 bool
 	// ports are the IDs of bond0, eth0 and eth1.
@@ -100,8 +114,12 @@ func (w *world) addDevice(d *device, now time.Time) error {
 	return nil
 }
 
-// removeDevice deletes a device with its ports and their batches.
+// removeDevice deletes a device with its ports and their batches, and frees
+// its hardware reservation.
 func (w *world) removeDevice(d *device) {
+	if h, ok := w.hardware[d.hardwareReservationID]; ok && h.deviceID == d.id {
+		h.deviceID = ""
+	}
 	for _, id := range d.ports {
 		delete(w.ports, id)
 	}
@@ -141,6 +159,12 @@ func (d *device) advance(now time.Time, delay time.Duration) {
 // object first so that batches apply in the order they were made.
 func (s *Server) advance(now time.Time) {
 	for _, d := range sorted(s.world.devices, func(*device) bool { return true }) {
+		if d.state == metalv1.DEVICESTATE_DEPROVISIONING {
+			if !now.Before(d.gone) {
+				s.world.removeDevice(d)
+			}
+			continue
+		}
 		d.advance(now, s.deviceDelay)
 	}
 	for _, b := range sorted(s.world.batches, func(*batch) bool { return true }) {
@@ -213,7 +237,8 @@ func (w *world) apiDevice(d *device) metalv1.Device {
 		Customdata:         d.customdata,
 		NetworkFrozen:      &d.networkFrozen,
 		Locked:             metalv1.PtrBool(false),
-		AlwaysPxe:          metalv1.PtrBool(false),
+		AlwaysPxe:          &d.alwaysPXE,
+		SshKeys:            render(d.sshKeys, sshKeyRef),
 		SpotInstance:       metalv1.PtrBool(false),
 		Project:            projectRef(d.projectID),
 		ProjectLite:        &metalv1.DeviceProjectLite{Href: href("projects", d.projectID)},
@@ -226,40 +251,150 @@ func (w *world) apiDevice(d *device) metalv1.Device {
 	if d.state == metalv1.DEVICESTATE_PROVISIONING {
 		out.ProvisioningPercentage = metalv1.PtrFloat32(50)
 	}
+	if d.ipxeScriptURL != "" {
+		out.IpxeScriptUrl = &d.ipxeScriptURL
+	}
+	if d.facility != "" {
+		out.Facility = apiFacility(d.facility)
+	}
+	if d.hardwareReservationID != "" {
+		out.HardwareReservation = &metalv1.HardwareReservation{
+			Id:   &d.hardwareReservationID,
+			Href: metalv1.PtrString(href("hardware-reservations", d.hardwareReservationID)),
+		}
+	}
 	return out
 }
 
-// POST /projects/{id}/devices. Only metro placement is simulated.
+// sshKeyRef is the reference a device answers for one of its SSH keys. The
+// simulator keeps no key objects: the ID is derived from the key itself.
+func sshKeyRef(key string) metalv1.Href {
+	return *ref("ssh-keys", uuid.NewSHA1(uuid.NameSpaceURL, []byte("metal-sim/ssh-keys/"+key)).String())
+}
+
+// deviceInput is what the metro and facility create inputs have in common.
+type deviceInput interface {
+	GetHostname() string
+	GetPlan() string
+	GetOperatingSystem() string
+	GetBillingCycle() metalv1.DeviceCreateInputBillingCycle
+	GetUserdata() string
+	GetTags() []string
+	GetCustomdata() map[string]any
+	GetNetworkFrozen() bool
+	GetIpxeScriptUrl() string
+	GetAlwaysPxe() bool
+	GetSshKeys() []metalv1.SSHKeyInput
+	GetHardwareReservationId() string
+}
+
+// decodeDeviceInput reads a create request: in a facility (a list of facility
+// codes) when it has "facility", in a metro otherwise. It returns the input,
+// the metro and the facilities asked for.
+func decodeDeviceInput(r *request) (deviceInput, string, []string, error) {
+	var raw json.RawMessage
+	if err := decode(r.Request, &raw); err != nil {
+		return nil, "", nil, err
+	}
+	var probe struct {
+		Facility json.RawMessage `json:"facility"`
+	}
+	_ = json.Unmarshal(raw, &probe) // raw is valid JSON; a non-object fails below
+	if probe.Facility == nil {
+		var in metalv1.DeviceCreateInMetroInput
+		if err := json.Unmarshal(raw, &in); err != nil {
+			return nil, "", nil, errorf(http.StatusUnprocessableEntity, "invalid request: %v", err)
+		}
+		return &in, in.Metro, nil, nil
+	}
+	var in metalv1.DeviceCreateInFacilityInput
+	if err := json.Unmarshal(raw, &in); err != nil {
+		return nil, "", nil, errorf(http.StatusUnprocessableEntity, "invalid request: %v", err)
+	}
+	if len(in.Facility) == 0 {
+		return nil, "", nil, errorf(http.StatusUnprocessableEntity, "facility must list at least one facility")
+	}
+	for _, f := range in.Facility {
+		if err := checkFacility(f); err != nil {
+			return nil, "", nil, unprocessable(err)
+		}
+	}
+	return &in, facilityMetro(in.Facility[0]), in.Facility, nil
+}
+
+// POST /projects/{id}/devices, in a metro or in facilities (placed in the
+// first one listed), optionally on a hardware reservation.
 func (s *Server) createDevice(r *request) (reply, error) {
 	p, err := find(r, s.world.projects, "id")
 	if err != nil {
 		return reply{}, err
 	}
-	var in metalv1.DeviceCreateInMetroInput
-	if err := decode(r.Request, &in); err != nil {
+	if s.maxInFlight > 0 && s.inFlight(p.id) >= s.maxInFlight {
+		e := errorf(http.StatusTooManyRequests, "project %s already has %d devices provisioning; try again later", p.id, s.maxInFlight)
+		e.retryAfter = deviceRetryAfter
+		return reply{}, e
+	}
+	in, metro, facilities, err := decodeDeviceInput(r)
+	if err != nil {
 		return reply{}, err
 	}
 	d := &device{
 		record:          record{projectID: p.id},
 		hostname:        in.GetHostname(),
-		plan:            in.Plan,
-		operatingSystem: in.OperatingSystem,
-		metro:           in.Metro,
+		plan:            in.GetPlan(),
+		operatingSystem: in.GetOperatingSystem(),
+		metro:           metro,
 		billingCycle:    string(metalv1.DEVICECREATEINPUTBILLINGCYCLE_HOURLY),
 		userdata:        in.GetUserdata(),
-		tags:            in.Tags,
-		customdata:      in.Customdata,
+		tags:            in.GetTags(),
+		customdata:      in.GetCustomdata(),
 		networkFrozen:   in.GetNetworkFrozen(),
+		ipxeScriptURL:   in.GetIpxeScriptUrl(),
+		alwaysPXE:       in.GetAlwaysPxe(),
 		state:           metalv1.DEVICESTATE_QUEUED,
 	}
-	if in.BillingCycle != nil {
-		d.billingCycle = string(*in.BillingCycle)
+	if b := in.GetBillingCycle(); b != "" {
+		d.billingCycle = string(b)
+	}
+	if len(facilities) > 0 {
+		d.facility = facilities[0]
+	}
+	for _, k := range in.GetSshKeys() {
+		if k.GetKey() == "" {
+			return reply{}, errorf(http.StatusUnprocessableEntity, "an SSH key has no key")
+		}
+		d.sshKeys = append(d.sshKeys, k.GetKey())
+	}
+	var hw *hardwareReservation
+	if id := in.GetHardwareReservationId(); id != "" {
+		if hw, err = s.world.takeHardwareReservation(d, id, facilities); err != nil {
+			return reply{}, unprocessable(err)
+		}
+		d.facility, d.hardwareReservationID = hw.facility, hw.id
 	}
 	if err := s.world.addDevice(d, r.now); err != nil {
 		return reply{}, unprocessable(err)
 	}
+	if hw != nil {
+		hw.deviceID = d.id
+	}
 	d.advance(r.now, s.deviceDelay)
 	return created(s.world.apiDevice(d))
+}
+
+// deviceRetryAfter is the Retry-After of a device create refused because
+// too many devices of the project are being provisioned.
+const deviceRetryAfter = 3 * time.Second
+
+// inFlight counts the project's devices that are queued or provisioning.
+func (s *Server) inFlight(projectID string) int {
+	n := 0
+	for _, d := range s.world.devices {
+		if d.projectID == projectID && (d.state == metalv1.DEVICESTATE_QUEUED || d.state == metalv1.DEVICESTATE_PROVISIONING) {
+			n++
+		}
+	}
+	return n
 }
 
 // GET /projects/{id}/devices[?tag=&hostname=&page=&per_page=]
@@ -291,14 +426,22 @@ func (s *Server) getDevice(r *request) (reply, error) {
 	return ok(s.world.apiDevice(d))
 }
 
-// DELETE /devices/{id}. The device is gone at once; the platform's
-// deprovisioning is not simulated.
+// DELETE /devices/{id}. With a deprovision delay the device is
+// deprovisioning until it is gone; deleting it again meanwhile is accepted
+// and changes nothing.
 func (s *Server) deleteDevice(r *request) (reply, error) {
 	d, err := find(r, s.world.devices, "id")
 	if err != nil {
 		return reply{}, err
 	}
-	s.world.removeDevice(d)
+	switch {
+	case d.state == metalv1.DEVICESTATE_DEPROVISIONING:
+	case s.deprovisionDelay <= 0:
+		s.world.removeDevice(d)
+	default:
+		d.gone = r.now.Add(s.deprovisionDelay)
+		d.setState(metalv1.DEVICESTATE_DEPROVISIONING, r.now, EventDeprovisionStarted, "Deprovision started")
+	}
 	return noContent()
 }
 

@@ -56,11 +56,22 @@ func (s *Server) Calls(op Operation) int {
 	return s.calls[op]
 }
 
-// ResetCalls sets every call counter back to zero.
+// Answers is how many answers of the given HTTP status calls of op got, e.g.
+// Answers(OpCreateDevice, 429) for the creates refused by
+// Options.MaxDevicesInFlight. Unlike Calls it leaves out calls whose client
+// went away before the answer.
+func (s *Server) Answers(op Operation, status int) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.answers[op][status]
+}
+
+// ResetCalls sets every call and answer counter back to zero.
 func (s *Server) ResetCalls() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	clear(s.calls)
+	clear(s.answers)
 }
 
 // takeFault consumes one call of the first fault queued for op. The caller

@@ -22,6 +22,7 @@ const (
 	OpFindDeviceByID                Operation = "findDeviceById"
 	OpDeleteDevice                  Operation = "deleteDevice"
 	OpFindDeviceEvents              Operation = "findDeviceEvents"
+	OpFindHardwareReservationByID   Operation = "findHardwareReservationById"
 	OpFindPortByID                  Operation = "findPortById"
 	OpAssignPort                    Operation = "assignPort"
 	OpUnassignPort                  Operation = "unassignPort"
@@ -34,4 +35,11 @@ const (
 	OpCreatePortVlanAssignmentBatch Operation = "createPortVlanAssignmentBatch"
 	OpFindPortVlanAssignmentBatches Operation = "findPortVlanAssignmentBatches"
 	OpFindPortVlanAssignmentBatch   Operation = "findPortVlanAssignmentBatchByPortIdAndBatchId"
+)
+
+// The metadata service's operations, which a node calls (not API
+// operationIds: the service has none).
+const (
+	OpGetMetadata        Operation = "getMetadata"
+	OpPostUserStateEvent Operation = "postUserStateEvent"
 )

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	metalv1 "github.com/equinix/equinix-sdk-go/services/metalv1"
 )
@@ -27,6 +28,8 @@ func noContent() (reply, error)       { return reply{status: http.StatusNoConten
 type apiError struct {
 	status   int
 	messages []string
+	// retryAfter is sent as Retry-After when positive.
+	retryAfter time.Duration
 }
 
 func (e *apiError) Error() string {
@@ -72,6 +75,7 @@ func writeBody(w http.ResponseWriter, status int, body []byte) {
 // writeError writes an error answer.
 func writeError(w http.ResponseWriter, e *apiError) {
 	body, _ := marshal(e.body()) // a string slice always marshals
+	setRetryAfter(w, e.retryAfter)
 	writeBody(w, e.status, body)
 }
 

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	_ "embed"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -30,6 +31,19 @@ type SeedProject struct {
 	IPReservations  []SeedIPReservation  `json:"ipReservations,omitempty"`
 	MetalGateways   []SeedMetalGateway   `json:"metalGateways,omitempty"`
 	Devices         []SeedDevice         `json:"devices,omitempty"`
+	// HardwareReservations are provisionable: seeded devices do not take
+	// them.
+	HardwareReservations []SeedHardwareReservation `json:"hardwareReservations,omitempty"`
+}
+
+// SeedHardwareReservation is a server reserved for the project. Facility is
+// a facility code of the metro (e.g. da11), the metro code followed by 1 when
+// empty.
+type SeedHardwareReservation struct {
+	ID       string `json:"id,omitempty"`
+	Plan     string `json:"plan"`
+	Metro    string `json:"metro"`
+	Facility string `json:"facility,omitempty"`
 }
 
 // SeedVRF is a VRF. IPv4 ranges are /8 to /29; at most one IPv6 range,
@@ -94,11 +108,30 @@ func LoadSeed(path string) (*SeedFile, error) {
 	if err != nil {
 		return nil, err
 	}
+	return parseSeed(path, data)
+}
+
+func parseSeed(name string, data []byte) (*SeedFile, error) {
 	var f SeedFile
 	if err := yaml.UnmarshalStrict(data, &f); err != nil {
-		return nil, fmt.Errorf("seed %s: %w", path, err)
+		return nil, fmt.Errorf("seed %s: %w", name, err)
 	}
 	return &f, nil
+}
+
+//go:embed testdata/example-seed.yaml
+var exampleSeed []byte
+
+// ExampleSeed returns the example world (testdata/example-seed.yaml, built
+// into the package so that no caller needs its path), a fresh copy on every
+// call so that callers may edit it before seeding. Package simtest names its
+// IDs.
+func ExampleSeed() *SeedFile {
+	f, err := parseSeed("example-seed.yaml", exampleSeed)
+	if err != nil {
+		panic(err) // the file is part of the package and tested
+	}
+	return f
 }
 
 // Seed adds the seed's objects to the simulator, checked by the same rules as
@@ -157,6 +190,11 @@ func (w *world) seedProject(sp *SeedProject, now time.Time) error {
 			return fmt.Errorf("the Metal Gateway of %s: %w", sg.IPReservation, err)
 		}
 	}
+	for _, sh := range sp.HardwareReservations {
+		if err := w.seedHardwareReservation(p.id, sh, now); err != nil {
+			return fmt.Errorf("hardware reservation %q: %w", sh.ID, err)
+		}
+	}
 	for _, sd := range sp.Devices {
 		if err := w.seedDevice(p.id, sd, now); err != nil {
 			return fmt.Errorf("device %q: %w", sd.Hostname, err)
@@ -195,6 +233,27 @@ func (w *world) seedReservation(projectID string, sr SeedIPReservation, now time
 		prefix:  prefix,
 		tags:    sr.Tags,
 		details: sr.Details,
+	}, now)
+}
+
+func (w *world) seedHardwareReservation(projectID string, sh SeedHardwareReservation, now time.Time) error {
+	if err := checkMetro(sh.Metro); err != nil {
+		return err
+	}
+	facility := sh.Facility
+	if facility == "" {
+		facility = sh.Metro + "1"
+	}
+	if err := checkFacility(facility); err != nil {
+		return err
+	}
+	if facilityMetro(facility) != sh.Metro {
+		return fmt.Errorf("facility %s is not in metro %s", facility, sh.Metro)
+	}
+	return w.addHardwareReservation(&hardwareReservation{
+		record:   record{id: sh.ID, projectID: projectID},
+		plan:     sh.Plan,
+		facility: facility,
 	}, now)
 }
 

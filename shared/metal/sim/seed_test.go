@@ -5,22 +5,31 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal/sim"
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal/sim/simtest"
 )
 
-func TestLoadExampleSeed(t *testing.T) {
-	seed, err := sim.LoadSeed("testdata/example-seed.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+func TestExampleSeed(t *testing.T) {
+	seed := sim.ExampleSeed()
 	p := seed.Projects[0]
-	if len(seed.Projects) != 1 || len(p.VRFs) != 1 || len(p.VRFs[0].IPRanges) != 2 ||
-		len(p.IPReservations) != 2 || len(p.MetalGateways) != 2 || len(p.VirtualNetworks) != 3 {
+	if len(seed.Projects) != 2 || len(p.VRFs) != 1 || len(p.VRFs[0].IPRanges) != 2 || len(p.IPReservations) != 2 ||
+		len(p.MetalGateways) != 2 || len(p.VirtualNetworks) != 4 || len(p.HardwareReservations) != 2 {
 		t.Fatalf("example seed = %+v", seed)
 	}
+	// Each call is a fresh copy, so one caller's edits are not another's.
+	seed.Projects[0].Name = "edited"
+	if sim.ExampleSeed().Projects[0].Name == "edited" {
+		t.Error("ExampleSeed returned a shared copy")
+	}
+	// The file is what bin/metalsim --seed reads.
+	if fromFile, err := sim.LoadSeed("testdata/example-seed.yaml"); err != nil || !reflect.DeepEqual(fromFile, sim.ExampleSeed()) {
+		t.Errorf("LoadSeed(example) = %+v, %v", fromFile, err)
+	}
+
 	api := newAPI(t, sim.Options{})
 	ctx := context.Background()
 	vrfs, _, err := api.sdk.VRFsApi.FindVrfs(ctx, projectID).Execute()
@@ -29,7 +38,18 @@ func TestLoadExampleSeed(t *testing.T) {
 	}
 	vlans, _, err := api.sdk.VLANsApi.FindVirtualNetworks(ctx, projectID).Metro("da").Execute()
 	if err != nil || len(vlans.GetVirtualNetworks()) != 3 {
-		t.Fatalf("seeded VLANs = %v, %v", vlans, err)
+		t.Fatalf("seeded VLANs in da = %v, %v", vlans, err)
+	}
+	ny, _, err := api.sdk.VLANsApi.GetVirtualNetwork(ctx, simtest.NewYorkVLAN).Execute()
+	if err != nil || ny.GetVxlan() != simtest.NodesVXLAN || ny.GetMetroCode() != "ny" {
+		t.Errorf("New York VLAN = %+v, %v", ny, err)
+	}
+	other := sdkClient(api.url, simtest.OtherAPIKey)
+	if _, _, err := other.VRFsApi.FindVrfById(ctx, simtest.VRF).Execute(); err == nil {
+		t.Error("the other project's key reads the demo project's VRF")
+	}
+	if list, _, err := other.VRFsApi.FindVrfs(ctx, simtest.OtherProject).Execute(); err != nil || len(list.GetVrfs()) != 0 {
+		t.Errorf("the other project's VRFs = %v, %v", list, err)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"sync"
 	"time"
@@ -26,6 +27,14 @@ type Options struct {
 	// queued for the first half, provisioning for the second. Zero makes
 	// devices active at once.
 	DeviceProvisionDelay time.Duration
+	// DeviceDeprovisionDelay is how long a deleted device stays in state
+	// deprovisioning before it is gone (404). Zero removes devices at once.
+	DeviceDeprovisionDelay time.Duration
+	// MaxDevicesInFlight caps the devices of a project that may be queued or
+	// provisioning at once: a create beyond it is answered 429 with a
+	// Retry-After, as the platform throttles bursts of provisioning. Zero
+	// is no cap.
+	MaxDevicesInFlight int
 	// BatchDelay is how long a VLAN assignment batch takes: queued for the
 	// first half, in_progress for the second, then completed or failed.
 	// Zero completes batches at once.
@@ -40,15 +49,22 @@ type Server struct {
 	clock       Clock
 	deviceDelay time.Duration
 	batchDelay  time.Duration
-	userKeys    map[string]bool
-	mux         *http.ServeMux
-	operations  map[Operation]bool // the operations served, set up by routes
+	// deprovisionDelay and maxInFlight are the Options of the same names.
+	deprovisionDelay time.Duration
+	maxInFlight      int
+	userKeys         map[string]bool
+	mux              *http.ServeMux
+	operations       map[Operation]bool // the operations served, set up by routes
 
 	mu      sync.Mutex
 	world   *world
 	latency time.Duration
 	faults  map[Operation][]*fault
 	calls   map[Operation]int
+	answers map[Operation]map[int]int // status -> count
+	// nodes maps the source addresses of nodes to their devices, for the
+	// metadata service.
+	nodes map[netip.Addr]string
 }
 
 // New returns a Server with an empty world; Seed it before use.
@@ -64,6 +80,11 @@ func New(opts Options) *Server {
 		latency:     opts.Latency,
 		faults:      map[Operation][]*fault{},
 		calls:       map[Operation]int{},
+		answers:     map[Operation]map[int]int{},
+		nodes:       map[netip.Addr]string{},
+
+		deprovisionDelay: opts.DeviceDeprovisionDelay,
+		maxInFlight:      opts.MaxDevicesInFlight,
 	}
 	if s.clock == nil {
 		s.clock = realClock{}
@@ -101,6 +122,7 @@ func (s *Server) routes() {
 	s.handle("GET "+v1+"/devices/{id}", OpFindDeviceByID, s.getDevice)
 	s.handle("DELETE "+v1+"/devices/{id}", OpDeleteDevice, s.deleteDevice)
 	s.handle("GET "+v1+"/devices/{id}/events", OpFindDeviceEvents, s.listDeviceEvents)
+	s.handle("GET "+v1+"/hardware-reservations/{id}", OpFindHardwareReservationByID, s.getHardwareReservation)
 
 	s.handle("GET "+v1+"/ports/{id}", OpFindPortByID, s.getPort)
 	s.handle("POST "+v1+"/ports/{id}/assign", OpAssignPort, s.portAction(assignVLAN))
@@ -117,6 +139,7 @@ func (s *Server) routes() {
 	s.handle("GET "+v1+"/ports/{id}/vlan-assignments/batches/{batch}", OpFindPortVlanAssignmentBatch, s.getBatch)
 
 	s.adminRoutes()
+	s.nodeRoutes()
 
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) { writeError(w, errNotFound) })
 }
@@ -149,14 +172,31 @@ func (s *Server) handle(pattern string, op Operation, h handler) {
 		}
 		a, err := s.serve(hr, op, h)
 		if err != nil {
+			s.countAnswer(op, err.status)
 			writeError(w, err)
 			return
 		}
-		if a.retryAfter > 0 {
-			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(a.retryAfter.Seconds()))))
-		}
+		s.countAnswer(op, a.status)
+		setRetryAfter(w, a.retryAfter)
 		writeBody(w, a.status, a.body)
 	})
+}
+
+// countAnswer counts an answer of op by its status, for Answers.
+func (s *Server) countAnswer(op Operation, status int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.answers[op] == nil {
+		s.answers[op] = map[int]int{}
+	}
+	s.answers[op][status]++
+}
+
+// setRetryAfter sends d as a Retry-After header, in whole seconds rounded up.
+func setRetryAfter(w http.ResponseWriter, d time.Duration) {
+	if d > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(d.Seconds()))))
+	}
 }
 
 // delay counts the call and waits the configured latency, outside the lock

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -13,14 +12,15 @@ import (
 	metalv1 "github.com/equinix/equinix-sdk-go/services/metalv1"
 
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal/sim"
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal/sim/simtest"
 )
 
-// IDs of testdata/example-seed.yaml.
+// IDs of the example seed, by the names these tests use.
 const (
-	token     = "metalsim-demo-token"
-	projectID = "d5a2c0de-0000-4000-8000-000000000001"
-	vrfID     = "d5a2c0de-0000-4000-8000-0000000000a1"
-	gatewayID = "d5a2c0de-0000-4000-8000-0000000000d1"
+	token     = simtest.APIKey
+	projectID = simtest.Project
+	vrfID     = simtest.VRF
+	gatewayID = simtest.NodesGateway
 )
 
 // api is the example world served over HTTP, with a bare SDK client: these
@@ -36,17 +36,12 @@ func newAPI(t *testing.T, opts sim.Options) *api {
 	t.Helper()
 	clock := sim.NewFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	opts.Clock = clock
-	s := sim.New(opts)
-	seed, err := sim.LoadSeed("testdata/example-seed.yaml")
+	s, err := simtest.Start(opts, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Seed(seed); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(s)
-	t.Cleanup(srv.Close)
-	return &api{sim: s, clock: clock, url: srv.URL, sdk: sdkClient(srv.URL, token)}
+	t.Cleanup(s.Close)
+	return &api{sim: s.Server, clock: clock, url: s.URL, sdk: sdkClient(s.URL, token)}
 }
 
 func sdkClient(url, key string) *metalv1.APIClient {
@@ -283,5 +278,24 @@ func TestConcurrentRequests(t *testing.T) {
 	}
 	if got := a.sim.Calls(sim.OpCreateDevice); got != n {
 		t.Errorf("Calls(createDevice) = %d, want %d", got, n)
+	}
+}
+
+func TestMaxDevicesInFlightAnswersRetryAfter(t *testing.T) {
+	a := newAPI(t, sim.Options{MaxDevicesInFlight: 1, DeviceProvisionDelay: time.Minute})
+	body := `{"metro": "da", "plan": "p", "operating_system": "os"}`
+	if resp, msg := a.do(t, http.MethodPost, "/metal/v1/projects/"+projectID+"/devices", body); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("first create = %d %s", resp.StatusCode, msg)
+	}
+	resp, msg := a.do(t, http.MethodPost, "/metal/v1/projects/"+projectID+"/devices", body)
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "3" || !strings.Contains(msg, "provisioning") {
+		t.Errorf("second create = %d, Retry-After %q, %s; want 429 after 3s with a reason", resp.StatusCode, resp.Header.Get("Retry-After"), msg)
+	}
+	if n := a.sim.Answers(sim.OpCreateDevice, http.StatusTooManyRequests); n != 1 {
+		t.Errorf("Answers(429) = %d, want 1", n)
+	}
+	a.sim.ResetCalls()
+	if n := a.sim.Answers(sim.OpCreateDevice, http.StatusCreated); n != 0 {
+		t.Errorf("Answers after ResetCalls = %d, want 0", n)
 	}
 }

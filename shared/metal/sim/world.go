@@ -44,6 +44,7 @@ type world struct {
 	devices      map[string]*device
 	ports        map[string]*port
 	batches      map[string]*batch
+	hardware     map[string]*hardwareReservation
 }
 
 func newWorld() *world {
@@ -57,6 +58,7 @@ func newWorld() *world {
 		devices:      map[string]*device{},
 		ports:        map[string]*port{},
 		batches:      map[string]*batch{},
+		hardware:     map[string]*hardwareReservation{},
 	}
 }
 
@@ -74,6 +76,7 @@ func (w *world) clone() *world {
 	c.devices = maps.Clone(w.devices)
 	c.ports = maps.Clone(w.ports)
 	c.batches = maps.Clone(w.batches)
+	c.hardware = maps.Clone(w.hardware)
 	return &c
 }
 

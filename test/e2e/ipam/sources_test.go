@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,17 +21,17 @@ import (
 	cappv1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal/sim"
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal/sim/simtest"
 )
 
-// The example seed's IDs (shared/metal/sim/testdata/example-seed.yaml): a
-// VRF in da with ranges 10.60.0.0/22 and 10.61.0.0/24, and two subnets
-// served by Metal Gateways, 10.60.1.0/29 (gateway 10.60.1.1) and
-// 10.61.0.0/28 (gateway 10.61.0.1).
+// The example seed's IDs: a VRF in da with ranges 10.60.0.0/22 and
+// 10.61.0.0/24, and two subnets served by Metal Gateways, 10.60.1.0/29
+// (gateway 10.60.1.1) and 10.61.0.0/28 (gateway 10.61.0.1).
 const (
-	demoToken   = "metalsim-demo-token"
-	demoProject = "d5a2c0de-0000-4000-8000-000000000001"
-	demoRes1    = "d5a2c0de-0000-4000-8000-0000000000b1"
-	demoRes2    = "d5a2c0de-0000-4000-8000-0000000000b2"
+	demoToken   = simtest.APIKey
+	demoProject = simtest.Project
+	demoRes1    = simtest.NodesReservation
+	demoRes2    = simtest.LBReservation
 )
 
 // demoVRF is the ID the example's VRF has in the current test. Every test
@@ -68,18 +67,17 @@ func startMetalAPI() *metalServer {
 // edit when not nil.
 func (m *metalServer) reset(edit func(*sim.SeedFile)) {
 	GinkgoHelper()
-	seed, err := sim.LoadSeed(filepath.Join(env.Root, "shared", "metal", "sim", "testdata", "example-seed.yaml"))
+	s, err := simtest.New(sim.Options{}, func(seed *sim.SeedFile) {
+		p := &seed.Projects[0]
+		p.VRFs[0].ID = demoVRF
+		for i := range p.IPReservations {
+			p.IPReservations[i].VRF = demoVRF
+		}
+		if edit != nil {
+			edit(seed)
+		}
+	})
 	Expect(err).NotTo(HaveOccurred())
-	p := &seed.Projects[0]
-	p.VRFs[0].ID = demoVRF
-	for i := range p.IPReservations {
-		p.IPReservations[i].VRF = demoVRF
-	}
-	if edit != nil {
-		edit(seed)
-	}
-	s := sim.New(sim.Options{})
-	Expect(s.Seed(seed)).To(Succeed())
 	m.sim.Store(s)
 }
 
