@@ -1,6 +1,9 @@
 // Command capp-manager runs the Equinix Metal infrastructure provider's
-// controllers: PacketMachines get their addresses from IPAM pools and their
-// user-data with the network configuration.
+// controllers: PacketMachines get their addresses from IPAM pools, their
+// user-data with the network configuration, and their devices with the
+// VLANs attached. The Metal API token comes from the PacketCluster's
+// credentials Secret, or from METAL_API_KEY (PACKET_API_KEY) and
+// METAL_API_URL in the environment.
 package main
 
 import (
@@ -11,6 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/metal-vrf/cluster-api-metal-vrf/capp/cloudinit"
+	"github.com/metal-vrf/cluster-api-metal-vrf/capp/controllers"
 	"github.com/metal-vrf/cluster-api-metal-vrf/capp/manager"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/managerutil"
 )
@@ -20,6 +24,8 @@ func main() {
 	fs := flag.CommandLine
 	opts.AddFlags(fs, "PacketMachines")
 	fs.StringVar(&opts.MetadataURL, "metadata-url", cloudinit.DefaultMetadataURL, "Metadata service the nodes' network script reads its interfaces and user_state_url from.")
+	fs.IntVar(&opts.MaxDeviceCreations, "max-device-creations", controllers.DefaultMaxDeviceCreations, "Devices in creation at once; machines beyond it wait (the platform answers more than about five in flight with 429).")
+	fs.DurationVar(&opts.NodeReportTimeout, "node-report-timeout", controllers.DefaultNodeReportTimeout, "How long after its device is active a node may take to report its network configuration before NodeNetworkConfigured turns False with reason Timeout.")
 	managerutil.Main(func(ctx context.Context, cfg *rest.Config) (ctrl.Manager, error) {
 		return manager.New(ctx, cfg, opts)
 	})

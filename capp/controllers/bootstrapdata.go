@@ -28,25 +28,25 @@ const UserDataKey = "value"
 // PacketMachine and named in its status. It needs the addresses, so it runs
 // after reconcileIPAddresses; it waits for the bootstrap provider through
 // the watch on the Machine.
-func (r *PacketMachineReconciler) reconcileBootstrapData(ctx context.Context, s *machineScope) (bool, error) {
+func (r *PacketMachineReconciler) reconcileBootstrapData(ctx context.Context, s *machineScope) (ctrl.Result, bool, error) {
 	pm := s.PacketMachine
 	dataSecretName := s.Machine.Spec.Bootstrap.DataSecretName
 	if dataSecretName == nil {
-		setBootstrapDataRendered(pm, metav1.ConditionFalse, infrav1.WaitingForBootstrapDataReason,
+		s.observeFalse(infrav1.BootstrapDataRenderedCondition, infrav1.WaitingForBootstrapDataReason,
 			"waiting for the bootstrap provider to set the Machine's bootstrap data")
-		return false, nil
+		return ctrl.Result{}, false, nil
 	}
 
 	bootstrap := &corev1.Secret{}
 	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: pm.Namespace, Name: *dataSecretName}, bootstrap); err != nil {
-		return false, fmt.Errorf("reading the bootstrap data Secret %s: %w", *dataSecretName, err)
+		return ctrl.Result{}, false, fmt.Errorf("reading the bootstrap data Secret %s: %w", *dataSecretName, err)
 	}
 	if format := string(bootstrap.Data["format"]); format != "" && format != "cloud-config" {
-		return r.bootstrapDataInvalid(pm, fmt.Errorf("bootstrap data Secret %s has format %q; only cloud-config can carry the network configuration", *dataSecretName, format))
+		return r.bootstrapDataInvalid(s, fmt.Errorf("bootstrap data Secret %s has format %q; only cloud-config can carry the network configuration", *dataSecretName, format))
 	}
 	userData, err := cloudinit.UserData(bootstrap.Data[UserDataKey], s.Networks, r.Render)
 	if err != nil {
-		return r.bootstrapDataInvalid(pm, fmt.Errorf("bootstrap data Secret %s: %w", *dataSecretName, err))
+		return r.bootstrapDataInvalid(s, fmt.Errorf("bootstrap data Secret %s: %w", *dataSecretName, err))
 	}
 
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: pm.Namespace, Name: UserDataSecretName(pm.Name)}}
@@ -60,30 +60,25 @@ func (r *PacketMachineReconciler) reconcileBootstrapData(ctx context.Context, s 
 		return controllerutil.SetControllerReference(pm, secret, r.Client.Scheme())
 	})
 	if err != nil {
-		return false, fmt.Errorf("writing the user-data Secret %s: %w", secret.Name, err)
+		return ctrl.Result{}, false, fmt.Errorf("writing the user-data Secret %s: %w", secret.Name, err)
 	}
 	if result != controllerutil.OperationResultNone {
 		ctrl.LoggerFrom(ctx).Info("Wrote the user-data", "Secret", secret.Name, "operation", result)
 		r.Recorder.Eventf(pm, nil, corev1.EventTypeNormal, "UserDataRendered", "RenderUserData", "User-data Secret %s %s", secret.Name, result)
 	}
 	pm.Status.UserDataSecretName = secret.Name
-	setBootstrapDataRendered(pm, metav1.ConditionTrue, infrav1.BootstrapDataRenderedReason, "")
-	return true, nil
+	s.UserData = userData
+	s.observeTrue(infrav1.BootstrapDataRenderedCondition, infrav1.BootstrapDataRenderedReason, "")
+	return ctrl.Result{}, true, nil
 }
 
 // bootstrapDataInvalid reports bootstrap data that cannot be merged; only a
 // new bootstrap data Secret (a Machine update, which the watch sees) can fix
 // it, so there is nothing to retry.
-func (r *PacketMachineReconciler) bootstrapDataInvalid(pm *infrav1.PacketMachine, err error) (bool, error) {
-	if conditions.GetReason(pm, infrav1.BootstrapDataRenderedCondition) != infrav1.BootstrapDataInvalidReason {
-		r.Recorder.Eventf(pm, nil, corev1.EventTypeWarning, infrav1.BootstrapDataInvalidReason, "RenderUserData", "%v", err)
+func (r *PacketMachineReconciler) bootstrapDataInvalid(s *machineScope, err error) (ctrl.Result, bool, error) {
+	if conditions.GetReason(s.PacketMachine, infrav1.BootstrapDataRenderedCondition) != infrav1.BootstrapDataInvalidReason {
+		r.Recorder.Eventf(s.PacketMachine, nil, corev1.EventTypeWarning, infrav1.BootstrapDataInvalidReason, "RenderUserData", "%v", err)
 	}
-	setBootstrapDataRendered(pm, metav1.ConditionFalse, infrav1.BootstrapDataInvalidReason, err.Error())
-	return false, nil
-}
-
-func setBootstrapDataRendered(pm *infrav1.PacketMachine, status metav1.ConditionStatus, reason, message string) {
-	conditions.Set(pm, metav1.Condition{
-		Type: infrav1.BootstrapDataRenderedCondition, Status: status, Reason: reason, Message: message,
-	})
+	s.observeFalse(infrav1.BootstrapDataRenderedCondition, infrav1.BootstrapDataInvalidReason, err.Error())
+	return ctrl.Result{}, false, nil
 }

@@ -49,15 +49,15 @@ func poolClaims(pm *infrav1.PacketMachine) []poolClaim {
 // claim and is done once every claim is bound to a valid address, recorded
 // in status. Until then it returns not done without an error: the watch on
 // the claims brings the machine back when one gets bound.
-func (r *PacketMachineReconciler) reconcileIPAddresses(ctx context.Context, s *machineScope) (bool, error) {
+func (r *PacketMachineReconciler) reconcileIPAddresses(ctx context.Context, s *machineScope) (ctrl.Result, bool, error) {
 	log := ctrl.LoggerFrom(ctx)
 	pm := s.PacketMachine
 	claims := poolClaims(pm)
 
 	if len(claims) > 0 && !r.ipamInstalled {
-		setIPAddressClaimed(pm, metav1.ConditionFalse, infrav1.IPAMNotInstalledReason, ipamNotInstalledMessage)
+		s.observe(infrav1.IPAddressClaimedCondition, metav1.ConditionFalse, infrav1.IPAMNotInstalledReason, ipamNotInstalledMessage)
 		log.Info("Cannot claim addresses: " + ipamNotInstalledMessage)
-		return false, nil
+		return ctrl.Result{}, false, nil
 	}
 
 	bound := make(map[string]*ipamv1.IPAddress, len(claims))
@@ -66,12 +66,12 @@ func (r *PacketMachineReconciler) reconcileIPAddresses(ctx context.Context, s *m
 	for _, c := range claims {
 		claim, isNew, err := r.ensureClaim(ctx, s, c)
 		if meta.IsNoMatchError(err) {
-			setIPAddressClaimed(pm, metav1.ConditionFalse, infrav1.IPAMNotInstalledReason, ipamNotInstalledMessage)
+			s.observe(infrav1.IPAddressClaimedCondition, metav1.ConditionFalse, infrav1.IPAMNotInstalledReason, ipamNotInstalledMessage)
 			log.Error(err, "Cannot claim addresses: "+ipamNotInstalledMessage)
-			return false, nil
+			return ctrl.Result{}, false, nil
 		}
 		if err != nil {
-			return false, err
+			return ctrl.Result{}, false, err
 		}
 		created = created || isNew
 		if !claim.DeletionTimestamp.IsZero() {
@@ -95,51 +95,52 @@ func (r *PacketMachineReconciler) reconcileIPAddresses(ctx context.Context, s *m
 				waiting = append(waiting, claim.Name)
 				continue
 			}
-			return false, err
+			return ctrl.Result{}, false, err
 		}
 		bound[c.name] = address
 	}
 
 	count := fmt.Sprintf("%d/%d bound", len(bound), len(claims))
 	if len(deleting) > 0 {
-		r.ipAddressInvalid(pm, fmt.Sprintf("%s, IPAddressClaims %s are being deleted while the machine exists: "+
+		r.ipAddressInvalid(s, fmt.Sprintf("%s, IPAddressClaims %s are being deleted while the machine exists: "+
 			"their addresses may be handed out again; delete the machine", count, strings.Join(deleting, ", ")))
-		return false, nil
+		return ctrl.Result{}, false, nil
 	}
 	if len(waiting) > 0 {
 		reason := infrav1.WaitingForIPAddressReason
 		if created {
 			reason = infrav1.IPAddressClaimsBeingCreatedReason
 		}
-		setIPAddressClaimed(pm, metav1.ConditionFalse, reason,
+		s.observe(infrav1.IPAddressClaimedCondition, metav1.ConditionFalse, reason,
 			fmt.Sprintf("%s, waiting for IPAddressClaims %s", count, strings.Join(waiting, ", ")))
-		return false, nil
+		return ctrl.Result{}, false, nil
 	}
 
 	networks, err := machineNetworks(pm, bound)
 	if err != nil {
-		r.ipAddressInvalid(pm, fmt.Sprintf("%s, but unusable: %v", count, err))
-		return false, nil
+		r.ipAddressInvalid(s, fmt.Sprintf("%s, but unusable: %v", count, err))
+		return ctrl.Result{}, false, nil
 	}
 	if len(claims) == 0 {
-		setIPAddressClaimed(pm, metav1.ConditionTrue, infrav1.NoIPAddressClaimsReason, "no network takes its address from a pool")
+		s.observe(infrav1.IPAddressClaimedCondition, metav1.ConditionTrue, infrav1.NoIPAddressClaimsReason, "no network takes its address from a pool")
 	} else {
-		setIPAddressClaimed(pm, metav1.ConditionTrue, infrav1.IPAddressClaimedReason, count)
+		s.observe(infrav1.IPAddressClaimedCondition, metav1.ConditionTrue, infrav1.IPAddressClaimedReason, count)
 	}
 	pm.Status.Ports = networks.ports
 	pm.Status.Addresses = networks.addresses
+	s.vlanAddresses = networks.addresses
 	s.Networks = networks.render
-	return true, nil
+	return ctrl.Result{}, true, nil
 }
 
 // ipAddressInvalid reports addresses the machine cannot use, with an event
 // when the condition turns so. Only a change of the claims or addresses
 // (which the watch sees) or of the machine can fix it: nothing to retry.
-func (r *PacketMachineReconciler) ipAddressInvalid(pm *infrav1.PacketMachine, message string) {
-	if conditions.GetReason(pm, infrav1.IPAddressClaimedCondition) != infrav1.IPAddressInvalidReason {
-		r.Recorder.Eventf(pm, nil, corev1.EventTypeWarning, infrav1.IPAddressInvalidReason, "ValidateIPAddresses", "%s", message)
+func (r *PacketMachineReconciler) ipAddressInvalid(s *machineScope, message string) {
+	if conditions.GetReason(s.PacketMachine, infrav1.IPAddressClaimedCondition) != infrav1.IPAddressInvalidReason {
+		r.Recorder.Eventf(s.PacketMachine, nil, corev1.EventTypeWarning, infrav1.IPAddressInvalidReason, "ValidateIPAddresses", "%s", message)
 	}
-	setIPAddressClaimed(pm, metav1.ConditionFalse, infrav1.IPAddressInvalidReason, message)
+	s.observeFalse(infrav1.IPAddressClaimedCondition, infrav1.IPAddressInvalidReason, message)
 }
 
 const ipamNotInstalledMessage = "the IPAddressClaim API (ipam.cluster.x-k8s.io) is not installed in this cluster: " +
@@ -212,9 +213,10 @@ func setIPAddressClaimed(pm *infrav1.PacketMachine, status metav1.ConditionStatu
 // releaseIPAddresses lets go of the machine's claims: it drops the
 // protection finalizer and deletes each claim, and reports done once none
 // is left, so the machine is not gone before its addresses are released.
-func (r *PacketMachineReconciler) releaseIPAddresses(ctx context.Context, pm *infrav1.PacketMachine) (bool, error) {
+func (r *PacketMachineReconciler) releaseIPAddresses(ctx context.Context, s *machineScope) (ctrl.Result, bool, error) {
+	pm := s.PacketMachine
 	if !r.ipamInstalled {
-		return true, nil
+		return ctrl.Result{}, true, nil
 	}
 	remaining := 0
 	for _, c := range poolClaims(pm) {
@@ -223,7 +225,7 @@ func (r *PacketMachineReconciler) releaseIPAddresses(ctx context.Context, pm *in
 			if apierrors.IsNotFound(err) {
 				continue
 			}
-			return false, err
+			return ctrl.Result{}, false, err
 		}
 		if !metav1.IsControlledBy(claim, pm) {
 			continue
@@ -232,18 +234,20 @@ func (r *PacketMachineReconciler) releaseIPAddresses(ctx context.Context, pm *in
 		base := claim.DeepCopy()
 		if controllerutil.RemoveFinalizer(claim, infrav1.IPClaimProtectionFinalizer) {
 			if err := r.Client.Patch(ctx, claim, client.MergeFrom(base)); err != nil {
-				return false, fmt.Errorf("releasing IPAddressClaim %s: %w", claim.Name, err)
+				return ctrl.Result{}, false, fmt.Errorf("releasing IPAddressClaim %s: %w", claim.Name, err)
 			}
 		}
 		if claim.DeletionTimestamp.IsZero() {
 			if err := r.Client.Delete(ctx, claim); client.IgnoreNotFound(err) != nil {
-				return false, fmt.Errorf("deleting IPAddressClaim %s: %w", claim.Name, err)
+				return ctrl.Result{}, false, fmt.Errorf("deleting IPAddressClaim %s: %w", claim.Name, err)
 			}
 			r.Recorder.Eventf(pm, nil, corev1.EventTypeNormal, "IPAddressClaimReleased", "ReleaseIPAddress", "Released IPAddressClaim %s", claim.Name)
 		}
 	}
 	if remaining > 0 {
 		ctrl.LoggerFrom(ctx).Info("Waiting for the IPAddressClaims to be released", "remaining", remaining)
+		s.observeTrue(infrav1.DeletingCondition, infrav1.ReleasingAddressesReason,
+			fmt.Sprintf("the device is gone; releasing %d IPAddressClaims", remaining))
 	}
-	return remaining == 0, nil
+	return ctrl.Result{}, remaining == 0, nil
 }

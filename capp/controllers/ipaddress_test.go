@@ -57,10 +57,11 @@ func TestIPAMNotInstalled(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			s := poolMachine()
-			done, err := r.reconcileIPAddresses(context.Background(), s)
+			_, done, err := r.reconcileIPAddresses(context.Background(), s)
 			if done || err != nil {
 				t.Fatalf("reconcileIPAddresses = %v, %v; want not done, no error", done, err)
 			}
+			s.setConditions()
 			for _, c := range []string{infrav1.IPAddressClaimedCondition, infrav1.IPAddressClaimsFulfilledCondition} {
 				cond := conditions.Get(s.PacketMachine, c)
 				if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != infrav1.IPAMNotInstalledReason || cond.Message != ipamNotInstalledMessage {
@@ -76,10 +77,11 @@ func TestNoPoolNetworksNeedNoIPAM(t *testing.T) {
 	s := poolMachine()
 	s.PacketMachine.Spec.Ports[0].Networks[0] = infrav1.Network{VXLAN: 1000, Address: "10.0.0.5/24"}
 	r := &PacketMachineReconciler{Recorder: events.NewFakeRecorder(10)}
-	done, err := r.reconcileIPAddresses(context.Background(), s)
+	_, done, err := r.reconcileIPAddresses(context.Background(), s)
 	if !done || err != nil {
 		t.Fatalf("reconcileIPAddresses = %v, %v; want done", done, err)
 	}
+	s.setConditions()
 	if !conditions.IsTrue(s.PacketMachine, infrav1.IPAddressClaimedCondition) || len(s.Networks) != 1 {
 		t.Errorf("condition %+v, networks %+v", conditions.Get(s.PacketMachine, infrav1.IPAddressClaimedCondition), s.Networks)
 	}

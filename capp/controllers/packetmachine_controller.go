@@ -1,20 +1,26 @@
 // Package controllers holds the CAPP reconcilers. The PacketMachine
-// reconciler runs a machine through its phases in order, each one waiting
-// (on a watch, never a poll) for what the next one needs:
+// reconciler builds a scope (the Machine, Cluster, PacketCluster and the
+// device as the platform shows it), then runs the machine through its
+// phases in order; a phase that is not done stops the run and says when to
+// look again (the Metal API has no watch), and one function derives every
+// condition from what the phases observed:
 //
 //	reconcileNormal
 //	  reconcileIPAddresses   one IPAddressClaim per network with addressFromPool
 //	  reconcileBootstrapData bootstrap data + network configuration -> Secret
-//	  (next: reconcileDevice, reconcilePorts: the device and its VLANs)
+//	  reconcileDevice        the device: adopted by tag or created, until active
+//	  reconcilePorts         NICs out of the bond, one VLAN batch per port
+//	  reconcileNodeReport    the node's user state: its network configured
 //	reconcileDelete
-//	  (next: the device goes first)
-//	  releaseIPAddresses     claims last, once nothing uses their addresses
+//	  deleteDevice           the device, followed until the platform has none
+//	  releaseIPAddresses     the claims, once nothing uses their addresses
+//	  removeFinalizer
 package controllers
 
 import (
 	"context"
 	"errors"
-	"fmt"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -32,11 +38,22 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/capp/cloudinit"
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal"
+)
+
+// Defaults of the manager's device flags.
+const (
+	// DefaultMaxDeviceCreations is how many devices the manager has in
+	// creation at once: the platform accepts about five in flight per
+	// project and answers more with 429.
+	DefaultMaxDeviceCreations = 5
+	// DefaultNodeReportTimeout is how long after its device is active a
+	// node may take to report its network configuration.
+	DefaultNodeReportTimeout = 20 * time.Minute
 )
 
 // PacketMachineReconciler reconciles PacketMachines.
@@ -50,14 +67,26 @@ type PacketMachineReconciler struct {
 	WatchFilterValue string
 	// Render tunes the node's network configuration.
 	Render cloudinit.Options
+	// Credentials gives the Metal client of a machine's cluster.
+	Credentials *metal.ClientCache
+	// Getenv reads the manager's environment for the fallback credentials.
+	Getenv func(string) string
+	// Creations limits the devices in creation at once.
+	Creations *CreationSlots
+	// NodeReportTimeout is how long a node may take to report.
+	NodeReportTimeout time.Duration
 
 	// ipamInstalled is false when the cluster had no IPAddressClaim API at
 	// start: machines that need claims then say so in a condition.
 	ipamInstalled bool
+	// backoff spaces the retries of failed Metal calls and the polls of a
+	// provisioning device, per machine.
+	backoff *backoff
 }
 
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=packetmachines,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=packetmachines/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=packetclusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines;clusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=ipaddressclaims,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=ipaddresses,verbs=get;list;watch
@@ -70,6 +99,13 @@ type PacketMachineReconciler struct {
 // still starts and the machines that need claims report it.
 func (r *PacketMachineReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, options controller.Options) error {
 	log := ctrl.LoggerFrom(ctx)
+	if r.NodeReportTimeout <= 0 {
+		r.NodeReportTimeout = DefaultNodeReportTimeout
+	}
+	if r.Creations == nil {
+		r.Creations = NewCreationSlots(DefaultMaxDeviceCreations)
+	}
+	r.backoff = newBackoff()
 	clusterToMachines, err := util.ClusterToTypedObjectsMapper(mgr.GetClient(), &infrav1.PacketMachineList{}, mgr.GetScheme())
 	if err != nil {
 		return err
@@ -107,8 +143,8 @@ func (r *PacketMachineReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	}
 
 	// A machine being moved (clusterctl move pauses the cluster) or paused
-	// by hand is left alone, even when it is deleted: its claims must not be
-	// released under a machine that lives on elsewhere.
+	// by hand is left alone, even when it is deleted: its device and claims
+	// must not be released under a machine that lives on elsewhere.
 	// Without the cluster-name label, or once the Cluster is gone, there is
 	// nothing to be paused by.
 	cluster, err := util.GetClusterFromMetadata(ctx, r.Client, pm.ObjectMeta)
@@ -123,77 +159,78 @@ func (r *PacketMachineReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		}
 	}
 
-	if !pm.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, r.reconcileDelete(ctx, pm)
-	}
-	if finalizerAdded, err := finalizers.EnsureFinalizer(ctx, r.Client, pm, infrav1.MachineFinalizer); err != nil || finalizerAdded {
-		return ctrl.Result{}, err
+	if pm.DeletionTimestamp.IsZero() {
+		if finalizerAdded, err := finalizers.EnsureFinalizer(ctx, r.Client, pm, infrav1.MachineFinalizer); err != nil || finalizerAdded {
+			return ctrl.Result{}, err
+		}
 	}
 
 	machine, err := util.GetOwnerMachine(ctx, r.Client, pm.ObjectMeta)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if machine == nil || cluster == nil {
-		log.Info("Waiting for the Machine controller to set the owner reference and the cluster-name label")
-		return ctrl.Result{}, nil
+	if machine != nil {
+		log = log.WithValues("Machine", klog.KObj(machine))
+		ctx = ctrl.LoggerInto(ctx, log)
 	}
-	log = log.WithValues("Machine", klog.KObj(machine))
-	ctx = ctrl.LoggerInto(ctx, log)
+	s := &machineScope{PacketMachine: pm, Machine: machine, Cluster: cluster}
 
 	patchHelper, err := patch.NewHelper(pm, r.Client)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	defer func() {
-		if err := patchHelper.Patch(ctx, pm, patch.WithOwnedConditions{Conditions: []string{
-			infrav1.IPAddressClaimedCondition,
-			infrav1.IPAddressClaimsFulfilledCondition,
-			infrav1.BootstrapDataRenderedCondition,
-		}}); err != nil {
+		s.setConditions()
+		if err := patchHelper.Patch(ctx, pm, patch.WithOwnedConditions{Conditions: ownedConditions}); err != nil {
 			reterr = kerrors.NewAggregate([]error{reterr, err})
 		}
 	}()
-	return ctrl.Result{}, r.reconcileNormal(ctx, &machineScope{PacketMachine: pm, Machine: machine, Cluster: cluster})
+
+	if !pm.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, s)
+	}
+	if machine == nil || cluster == nil {
+		log.Info("Waiting for the Machine controller to set the owner reference and the cluster-name label")
+		return ctrl.Result{}, nil
+	}
+	return r.reconcileNormal(ctx, s)
 }
 
-// machineScope is what the phases of one reconcile share.
-type machineScope struct {
-	PacketMachine *infrav1.PacketMachine
-	Machine       *clusterv1.Machine
-	Cluster       *clusterv1.Cluster
-	// Networks are the machine's networks with their addresses, set by
-	// reconcileIPAddresses for the phases after it.
-	Networks []cloudinit.Network
-}
+// phase is one step of a machine's life. It records what it observed in the
+// scope; done false stops the run, and result says when to look again.
+type phase func(context.Context, *machineScope) (result ctrl.Result, done bool, err error)
 
-// reconcileNormal runs the phases in order; a phase that is not done yet
-// stops the run, and the watch on what it waits for starts the next one.
-func (r *PacketMachineReconciler) reconcileNormal(ctx context.Context, s *machineScope) error {
-	for _, phase := range []func(context.Context, *machineScope) (done bool, err error){
+// reconcileNormal runs the phases in order until one is not done.
+func (r *PacketMachineReconciler) reconcileNormal(ctx context.Context, s *machineScope) (ctrl.Result, error) {
+	return runPhases(ctx, s, []phase{
 		r.reconcileIPAddresses,
 		r.reconcileBootstrapData,
-	} {
-		if done, err := phase(ctx, s); err != nil || !done {
-			return err
-		}
-	}
-	return nil
+		r.reconcileDevice,
+		r.reconcilePorts,
+		r.reconcileNodeReport,
+	})
 }
 
-// reconcileDelete releases what the machine holds, the device first (next
-// issue), its addresses last, and only then lets the machine go.
-func (r *PacketMachineReconciler) reconcileDelete(ctx context.Context, pm *infrav1.PacketMachine) error {
-	released, err := r.releaseIPAddresses(ctx, pm)
-	if err != nil || !released {
-		return err
+// reconcileDelete lets the machine go in the opposite order: the device
+// first, followed until the platform has none, then the addresses it used,
+// then the machine.
+func (r *PacketMachineReconciler) reconcileDelete(ctx context.Context, s *machineScope) (ctrl.Result, error) {
+	s.deleting = true
+	return runPhases(ctx, s, []phase{
+		r.deleteDevice,
+		r.releaseIPAddresses,
+		r.removeFinalizer,
+	})
+}
+
+func runPhases(ctx context.Context, s *machineScope, phases []phase) (ctrl.Result, error) {
+	for i, p := range phases {
+		result, done, err := p(ctx, s)
+		if err != nil || !done {
+			s.stoppedAt, s.failed = i, err != nil
+			return result, err
+		}
 	}
-	base := pm.DeepCopy()
-	if !controllerutil.RemoveFinalizer(pm, infrav1.MachineFinalizer) {
-		return nil
-	}
-	if err := r.Client.Patch(ctx, pm, client.MergeFrom(base)); err != nil {
-		return fmt.Errorf("removing the finalizer of PacketMachine %s: %w", pm.Name, err)
-	}
-	return nil
+	s.stoppedAt = len(phases)
+	return ctrl.Result{}, nil
 }

@@ -6,6 +6,8 @@ package manager
 import (
 	"context"
 	"fmt"
+	"os"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -14,11 +16,13 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/capp/cloudinit"
 	"github.com/metal-vrf/cluster-api-metal-vrf/capp/controllers"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/managerutil"
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal"
 )
 
 // LeaderElectionID is the lease the replicas of the provider compete for.
@@ -29,6 +33,19 @@ type Options struct {
 	managerutil.Options
 	// MetadataURL is the metadata service nodes read; empty means Equinix Metal's.
 	MetadataURL string
+	// MaxDeviceCreations is how many devices are in creation at once; 0
+	// means controllers.DefaultMaxDeviceCreations.
+	MaxDeviceCreations int
+	// NodeReportTimeout is how long a node may take to report its network
+	// configuration; 0 means controllers.DefaultNodeReportTimeout.
+	NodeReportTimeout time.Duration
+	// Getenv reads the fallback credentials (METAL_API_KEY or
+	// PACKET_API_KEY, METAL_API_URL); os.Getenv when nil.
+	Getenv func(string) string
+	// MetalTimeout and MetalRetry tune the Metal API clients; zero values
+	// take the client's defaults. Tests shorten them.
+	MetalTimeout time.Duration
+	MetalRetry   metal.RetryPolicy
 }
 
 // Scheme returns the types the provider reads and writes.
@@ -51,12 +68,26 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
 
+	getenv := opts.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	maxCreations := opts.MaxDeviceCreations
+	if maxCreations <= 0 {
+		maxCreations = controllers.DefaultMaxDeviceCreations
+	}
 	r := &controllers.PacketMachineReconciler{
 		Client:           mgr.GetClient(),
 		APIReader:        mgr.GetAPIReader(),
 		Recorder:         mgr.GetEventRecorder("packetmachine-controller"),
 		WatchFilterValue: opts.WatchFilterValue,
 		Render:           cloudinit.Options{MetadataURL: opts.MetadataURL},
+		Credentials: metal.NewClientCache(metal.Config{
+			Timeout: opts.MetalTimeout, Retry: opts.MetalRetry, Registerer: ctrlmetrics.Registry,
+		}),
+		Getenv:            getenv,
+		Creations:         controllers.NewCreationSlots(maxCreations),
+		NodeReportTimeout: opts.NodeReportTimeout,
 	}
 	if err := r.SetupWithManager(ctx, mgr, controller.Options{
 		MaxConcurrentReconciles: opts.Concurrency,

@@ -52,3 +52,111 @@ const (
 	// BootstrapDataRenderedReason: the user-data Secret is current.
 	BootstrapDataRenderedReason = "BootstrapDataRendered"
 )
+
+// Condition types of the device and the node, and the summary.
+const (
+	// DeviceReadyCondition is True once the machine's device is active. Its
+	// message says what the machine waits for meanwhile.
+	DeviceReadyCondition = "DeviceReady"
+
+	// VLANsAttachedCondition is True once every port carries its networks'
+	// VLANs (and the NICs that carry networks are out of the bond).
+	VLANsAttachedCondition = "VLANsAttached"
+
+	// NodeNetworkConfiguredCondition follows what the node reported of its
+	// network configuration through the metadata service's user state.
+	NodeNetworkConfiguredCondition = "NodeNetworkConfigured"
+
+	// ReadyCondition summarises the conditions above (CAPI's Ready).
+	ReadyCondition = "Ready"
+
+	// DeletingCondition says what the deletion of the machine waits for.
+	DeletingCondition = "Deleting"
+)
+
+// Reasons shared by the device, VLAN and node conditions.
+const (
+	// WaitingForPreviousReason: an earlier step has to finish first; the
+	// message names it.
+	WaitingForPreviousReason = "WaitingForPrevious"
+	// NoCredentialsReason: neither the PacketCluster nor the manager's
+	// environment gives Metal API credentials.
+	NoCredentialsReason = "NoCredentials"
+	// CredentialsSecretNotFoundReason: the Secret named by the PacketCluster's
+	// spec.credentialsRef does not exist.
+	CredentialsSecretNotFoundReason = "CredentialsSecretNotFound"
+	// InvalidCredentialsReason: the Secret has no apiKey, or the Metal API
+	// refused the credentials.
+	InvalidCredentialsReason = "InvalidCredentials"
+	// InfrastructureNotFoundReason: the Cluster names no PacketCluster, or it
+	// does not exist.
+	InfrastructureNotFoundReason = "InfrastructureNotFound"
+	// ProjectNotFoundReason: the machine's project does not exist, or the
+	// credentials cannot reach it.
+	ProjectNotFoundReason = "ProjectNotFound"
+	// MetalAPIErrorReason: the Metal API failed; the call is retried with
+	// backoff.
+	MetalAPIErrorReason = "MetalAPIError"
+)
+
+// Reasons of DeviceReady.
+const (
+	// WaitingForCreationSlotReason: the manager's limit of device creations
+	// in flight is reached.
+	WaitingForCreationSlotReason = "WaitingForCreationSlot"
+	// DeviceProvisioningReason: the device is being provisioned.
+	DeviceProvisioningReason = "DeviceProvisioning"
+	// DeviceCreateFailedReason: the platform refused to create the device;
+	// retried with backoff.
+	DeviceCreateFailedReason = "DeviceCreateFailed"
+	// HardwareReservationUnavailableReason: no reservation of
+	// spec.hardwareReservationID can take the device.
+	HardwareReservationUnavailableReason = "HardwareReservationUnavailable"
+	// DeviceFailedReason: the platform failed to provision the device.
+	DeviceFailedReason = "DeviceFailed"
+	// DeviceDeletedReason: the device is being deleted outside Cluster API.
+	DeviceDeletedReason = "DeviceDeleted"
+	// AmbiguousDeviceReason: more than one device carries the machine's tag.
+	AmbiguousDeviceReason = "AmbiguousDevice"
+	// DeviceActiveReason: the device is active.
+	DeviceActiveReason = "DeviceActive"
+)
+
+// Reasons of VLANsAttached.
+const (
+	// VLANNotFoundReason: a network's VLAN does not exist in the device's
+	// metro.
+	VLANNotFoundReason = "VLANNotFound"
+	// PortNotFoundReason: the device has no port of that name.
+	PortNotFoundReason = "PortNotFound"
+	// PortDisbondingReason: a NIC is being taken out of the bond.
+	PortDisbondingReason = "PortDisbonding"
+	// VLANsAttachingReason: a VLAN assignment batch is in flight.
+	VLANsAttachingReason = "VLANsAttaching"
+	// VLANAttachFailedReason: the platform failed a port's batch.
+	VLANAttachFailedReason = "VLANAttachFailed"
+	// VLANsAttachedReason: every port carries its VLANs.
+	VLANsAttachedReason = "VLANsAttached"
+)
+
+// Reasons of NodeNetworkConfigured.
+const (
+	// WaitingForNodeReason: the node has not reported its network yet.
+	WaitingForNodeReason = "WaitingForNode"
+	// NodeNetworkConfiguredReason: the node reported success.
+	NodeNetworkConfiguredReason = "NodeNetworkConfigured"
+	// NodeNetworkFailedReason: the node reported a failure; the message is
+	// the node's.
+	NodeNetworkFailedReason = "NodeNetworkFailed"
+	// TimeoutReason: the node did not report within the timeout.
+	TimeoutReason = "Timeout"
+)
+
+// Reasons of Deleting.
+const (
+	// DeletingDeviceReason: waiting for the device to be gone.
+	DeletingDeviceReason = "DeletingDevice"
+	// ReleasingAddressesReason: the device is gone, the claims are being
+	// released.
+	ReleasingAddressesReason = "ReleasingAddresses"
+)

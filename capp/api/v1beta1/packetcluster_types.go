@@ -1,6 +1,7 @@
 package v1beta1
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 )
@@ -52,6 +53,13 @@ type PacketClusterSpec struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=64
 	ProjectID string `json:"projectID"`
+
+	// CredentialsRef names a Secret in the PacketCluster's namespace holding
+	// the Metal API credentials of the cluster's devices: apiKey (required)
+	// and baseURL (optional). Without it the provider uses its own
+	// environment (METAL_API_KEY or PACKET_API_KEY, and METAL_API_URL).
+	// +optional
+	CredentialsRef *corev1.LocalObjectReference `json:"credentialsRef,omitempty"`
 
 	// Metro is the Equinix Metal metro of the cluster, e.g. "ny".
 	// +optional

@@ -37,6 +37,7 @@ type BillingCycle string
 
 // PacketMachineSpec is the device a Machine runs on and its Layer 2 networks.
 //
+// +kubebuilder:validation:XValidation:rule="!has(self.ipxeURL) || self.operatingSystem == 'custom_ipxe'",message="ipxeURL needs operatingSystem custom_ipxe"
 // +kubebuilder:validation:XValidation:rule="has(self.ports) == has(oldSelf.ports) && (!has(self.ports) || self.ports == oldSelf.ports)",message="ports are immutable: changing a machine's networks at runtime is not supported; replace the machine instead"
 type PacketMachineSpec struct {
 	// ProviderID is the device's identity in Kubernetes, equinixmetal://<device id>.
@@ -91,10 +92,19 @@ type PacketMachineSpec struct {
 	// +kubebuilder:validation:items:MaxLength=256
 	Tags []string `json:"tags,omitempty"`
 
-	// HardwareReservationID places the device on a reserved server.
+	// HardwareReservationID places the device on a reserved server: one
+	// reservation ID, a comma-separated preference list (the first that can
+	// take the device is used), or "next-available" for any free
+	// reservation of the project.
 	// +optional
-	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:MaxLength=1024
 	HardwareReservationID string `json:"hardwareReservationID,omitempty"`
+
+	// IPXEURL is the iPXE script the device boots from; it needs the
+	// operating system custom_ipxe.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	IPXEURL string `json:"ipxeURL,omitempty"`
 
 	// Ports are the device's network ports (bond0, eth0, eth1) and the VLANs
 	// each one carries. They cannot change after creation.
@@ -106,6 +116,9 @@ type PacketMachineSpec struct {
 }
 
 // Port is the Layer 2 configuration of one of the device's ports.
+//
+// +kubebuilder:validation:XValidation:rule="!self.name.startsWith('bond') || !has(self.layer2) || !self.layer2",message="layer2 is not supported on a bond: full Layer 2 takes the device's Layer 3 addresses, and with them the metadata service the node reports through; use the hybrid modes (networks on bond0, or on eth1 taken out of the bond)"
+// +kubebuilder:validation:XValidation:rule="self.name.startsWith('bond') || !has(self.bonded) || !self.bonded",message="a NIC inside the bond cannot carry VLANs of its own: put the networks on bond0, or leave bonded false to take the NIC out of the bond (hybrid unbonded)"
 type Port struct {
 	// Name of the port as Equinix Metal names it: bond0, or eth0 and eth1 on
 	// a two-NIC server. The node carries each network of the port on the
@@ -116,12 +129,17 @@ type Port struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-zA-Z][a-zA-Z0-9_-]{0,9}$')",message="must be an interface name like bond0 or eth1: a letter, then letters, digits, '-' or '_', at most 10 characters"
 	Name string `json:"name"`
 
-	// Bonded keeps the port in its bond (bond0).
+	// Bonded says whether a NIC (eth0, eth1) stays in bond0. A NIC that
+	// carries networks must leave the bond: the provider disbonds it
+	// (hybrid unbonded mode) and the node takes it out of its OS bond, while
+	// bond0 keeps the device's Layer 3 addresses on the other NIC. On a bond
+	// port it has no effect.
 	// +optional
 	Bonded bool `json:"bonded,omitempty"`
 
-	// Layer2 converts the port to Layer 2; false keeps it hybrid, so the
-	// device's Layer 3 addresses stay.
+	// Layer2 would convert the port to full Layer 2. It is refused on a bond:
+	// the device would lose its Layer 3 addresses and the metadata service
+	// with them; the hybrid modes keep both.
 	// +optional
 	Layer2 bool `json:"layer2,omitempty"`
 

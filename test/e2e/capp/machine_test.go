@@ -19,6 +19,7 @@ import (
 	"github.com/metal-vrf/cluster-api-metal-vrf/capp/cloudinit"
 	"github.com/metal-vrf/cluster-api-metal-vrf/capp/controllers"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal/sim/simtest"
 	"github.com/metal-vrf/cluster-api-metal-vrf/test/nodetools"
 )
 
@@ -70,8 +71,7 @@ func twoPortsThreeNetworks() []infrav1.Port {
 // and labelled as CAPI's Machine controller would.
 func machineFixture(ns, name string, ports []infrav1.Port) (*clusterv1.Machine, *infrav1.PacketMachine) {
 	GinkgoHelper()
-	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cluster"}, Spec: clusterv1.ClusterSpec{Paused: ptr.To(false)}}
-	Expect(client.IgnoreAlreadyExists(k8s.Create(ctx, cluster))).To(Succeed())
+	cluster := clusterFixture(ns, nil)
 	machine := &clusterv1.Machine{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{clusterv1.ClusterNameLabel: cluster.Name}},
 		Spec: clusterv1.MachineSpec{
@@ -93,10 +93,40 @@ func machineFixture(ns, name string, ports []infrav1.Port) (*clusterv1.Machine, 
 				APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: machine.Name, UID: machine.UID,
 			}},
 		},
-		Spec: infrav1.PacketMachineSpec{Plan: "c3.small.x86", OperatingSystem: "ubuntu_24_04", Metro: "ny", Ports: ports},
+		Spec: infrav1.PacketMachineSpec{Plan: "c3.small.x86", OperatingSystem: "ubuntu_24_04", Ports: ports},
 	}
 	Expect(k8s.Create(ctx, pm)).To(Succeed())
 	return machine, pm
+}
+
+// clusterFixture creates the namespace's Cluster and its PacketCluster in
+// the simulator's project and metro, edited by edit when not nil; a second
+// call returns the existing Cluster.
+func clusterFixture(ns string, edit func(*infrav1.PacketCluster)) *clusterv1.Cluster {
+	GinkgoHelper()
+	pc := &infrav1.PacketCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cluster", Labels: map[string]string{clusterv1.ClusterNameLabel: "cluster"}},
+		Spec:       infrav1.PacketClusterSpec{ProjectID: simtest.Project, Metro: simtest.Metro},
+	}
+	if edit != nil {
+		edit(pc)
+	}
+	Expect(client.IgnoreAlreadyExists(k8s.Create(ctx, pc))).To(Succeed())
+	cluster := &clusterv1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cluster"},
+		Spec: clusterv1.ClusterSpec{
+			Paused: ptr.To(false),
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: infrav1.GroupVersion.Group, Kind: "PacketCluster", Name: pc.Name,
+			},
+		},
+	}
+	if err := k8s.Create(ctx, cluster); apierrors.IsAlreadyExists(err) {
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(cluster), cluster)).To(Succeed())
+	} else {
+		Expect(err).NotTo(HaveOccurred())
+	}
+	return cluster
 }
 
 // setBootstrapData plays the bootstrap provider: the data Secret, then the

@@ -1,0 +1,100 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
+	"github.com/metal-vrf/cluster-api-metal-vrf/capp/device"
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal"
+)
+
+// setupError is a problem of the machine's set-up (no PacketCluster, no
+// credentials) that only a change by the user fixes; it becomes the
+// condition of the phase that met it.
+type setupError struct {
+	reason, message string
+}
+
+func (e *setupError) Error() string { return e.message }
+
+// metalAccess is how a machine reaches the Metal API.
+type metalAccess struct {
+	executor *device.Executor
+	cluster  *infrav1.PacketCluster
+	// source names where the credentials came from, for messages; never
+	// the credentials themselves.
+	source string
+	// project is the project the machine's device lives in.
+	project string
+}
+
+// metalFor returns the Metal API access of the machine: the credentials
+// Secret its PacketCluster names, or the manager's environment, scoped to
+// the machine's project (spec.project, else the PacketCluster's).
+func (r *PacketMachineReconciler) metalFor(ctx context.Context, s *machineScope) (*metalAccess, error) {
+	pm := s.PacketMachine
+	pc, err := r.packetCluster(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	access := &metalAccess{cluster: pc}
+	var c *metal.Client
+	if pc != nil && pc.Spec.CredentialsRef != nil {
+		key := client.ObjectKey{Namespace: pm.Namespace, Name: pc.Spec.CredentialsRef.Name}
+		access.source = fmt.Sprintf("Secret %s (PacketCluster %s spec.credentialsRef)", key.Name, pc.Name)
+		secret := &corev1.Secret{}
+		if err := r.APIReader.Get(ctx, key, secret); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, &setupError{infrav1.CredentialsSecretNotFoundReason, access.source + " not found"}
+			}
+			return nil, fmt.Errorf("reading %s: %w", access.source, err)
+		}
+		if c, err = r.Credentials.ForSecret(secret); err != nil {
+			return nil, &setupError{infrav1.InvalidCredentialsReason, fmt.Sprintf("%s: %v", access.source, err)}
+		}
+	} else {
+		access.source = "the manager's environment (" + metal.EnvAPIKey + ")"
+		if c, err = r.Credentials.FromEnv(r.Getenv); err != nil {
+			return nil, &setupError{infrav1.NoCredentialsReason, fmt.Sprintf(
+				"no Metal API credentials: set spec.credentialsRef on the PacketCluster, or %s in the manager's environment", metal.EnvAPIKey)}
+		}
+	}
+	project := pm.Spec.Project
+	if project == "" && pc != nil {
+		project = pc.Spec.ProjectID
+	}
+	if project == "" {
+		return nil, &setupError{infrav1.InfrastructureNotFoundReason, "no project: set spec.project, or the PacketCluster's spec.projectID"}
+	}
+	access.project = project
+	access.executor = &device.Executor{API: c.InProject(project)}
+	return access, nil
+}
+
+// packetCluster is the PacketCluster the machine's Cluster names; nil when
+// there is no Cluster any more (a machine deleted after its Cluster), which
+// leaves the manager's environment as the only credentials.
+func (r *PacketMachineReconciler) packetCluster(ctx context.Context, s *machineScope) (*infrav1.PacketCluster, error) {
+	if s.Cluster == nil {
+		return nil, nil
+	}
+	ref := s.Cluster.Spec.InfrastructureRef
+	if ref.Kind != "PacketCluster" || ref.APIGroup != infrav1.GroupVersion.Group || ref.Name == "" {
+		return nil, &setupError{infrav1.InfrastructureNotFoundReason, fmt.Sprintf(
+			"Cluster %s has no spec.infrastructureRef to a PacketCluster", s.Cluster.Name)}
+	}
+	pc := &infrav1.PacketCluster{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.Cluster.Namespace, Name: ref.Name}, pc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, &setupError{infrav1.InfrastructureNotFoundReason, fmt.Sprintf(
+				"PacketCluster %s (Cluster %s spec.infrastructureRef) not found", ref.Name, s.Cluster.Name)}
+		}
+		return nil, err
+	}
+	return pc, nil
+}

@@ -1,0 +1,67 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
+	"github.com/metal-vrf/cluster-api-metal-vrf/capp/device"
+)
+
+// deleteDevice deletes the machine's device and is done only once the
+// platform has none: until then the claims stay, so no address is handed
+// out while a server may still use it. Whatever fails (credentials, a 429 or
+// 5xx storm) keeps the machine here, retried with backoff.
+func (r *PacketMachineReconciler) deleteDevice(ctx context.Context, s *machineScope) (ctrl.Result, bool, error) {
+	pm := s.PacketMachine
+	const cond = infrav1.DeletingCondition
+	if pm.Spec.ProviderID == "" && pm.Status.UserDataSecretName == "" {
+		// Devices are created only with the user-data, which this machine
+		// never had: there is no device to look for.
+		return ctrl.Result{}, true, nil
+	}
+	access, err := r.access(ctx, s)
+	if err != nil {
+		if serr, ok := err.(*setupError); ok {
+			s.observeTrue(cond, infrav1.DeletingDeviceReason, "cannot delete the device: "+serr.message)
+			return ctrl.Result{RequeueAfter: noCredentials}, false, nil
+		}
+		return ctrl.Result{}, false, err
+	}
+	dev, _, err := access.executor.Find(ctx, device.DeviceID(pm.Spec.ProviderID), deviceTag(pm))
+	if err != nil {
+		return r.deleteFailed(ctx, s, "reading the device", err)
+	}
+	step := device.PlanDelete(dev)
+	switch step.Action {
+	case device.Done:
+		r.Creations.Release(pm.UID)
+		r.backoff.reset(pm.UID)
+		return ctrl.Result{}, true, nil
+	case device.Delete:
+		if err := access.executor.Run(ctx, step, dev); err != nil {
+			return r.deleteFailed(ctx, s, "deleting device "+dev.ID, err)
+		}
+		ctrl.LoggerFrom(ctx).Info("Deleted the device", "device", dev.ID)
+		r.Recorder.Eventf(pm, nil, corev1.EventTypeNormal, "DeviceDeleted", "DeleteDevice", "Deleted device %s", dev.ID)
+	}
+	s.observeTrue(cond, infrav1.DeletingDeviceReason, fmt.Sprintf("waiting for device %s to be gone", dev.ID))
+	return ctrl.Result{RequeueAfter: minPoll}, false, nil
+}
+
+func (r *PacketMachineReconciler) deleteFailed(ctx context.Context, s *machineScope, what string, err error) (ctrl.Result, bool, error) {
+	ctrl.LoggerFrom(ctx).Info("Metal API call failed", "call", what, "error", err.Error())
+	s.observeTrue(infrav1.DeletingCondition, infrav1.DeletingDeviceReason, fmt.Sprintf("%s: %v (retrying)", what, err))
+	return ctrl.Result{RequeueAfter: r.backoff.next(s.PacketMachine.UID)}, false, nil
+}
+
+// removeFinalizer lets the machine go, once its device and claims are gone;
+// the deferred patch writes it.
+func (r *PacketMachineReconciler) removeFinalizer(_ context.Context, s *machineScope) (ctrl.Result, bool, error) {
+	controllerutil.RemoveFinalizer(s.PacketMachine, infrav1.MachineFinalizer)
+	return ctrl.Result{}, true, nil
+}

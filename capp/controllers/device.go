@@ -1,0 +1,253 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	metalv1 "github.com/equinix/equinix-sdk-go/services/metalv1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
+	"github.com/metal-vrf/cluster-api-metal-vrf/capp/device"
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal"
+)
+
+// reconcileDevice finds the machine's device (by its ID once known, else by
+// the machine's tag, so a device whose creation was never recorded is
+// adopted), creates it when the platform has none, and is done once it is
+// active. It sets spec.providerID as soon as the device exists.
+func (r *PacketMachineReconciler) reconcileDevice(ctx context.Context, s *machineScope) (ctrl.Result, bool, error) {
+	pm := s.PacketMachine
+	const cond = infrav1.DeviceReadyCondition
+	access, err := r.access(ctx, s)
+	if err != nil {
+		return r.setupFailed(s, cond, err)
+	}
+	dev, raw, err := access.executor.Find(ctx, device.DeviceID(pm.Spec.ProviderID), deviceTag(pm))
+	if err != nil {
+		if pm.Spec.ProviderID == "" && (metal.IsNotFound(err) || metal.IsUnauthorized(err)) {
+			// Looking for the device lists the project's devices: the
+			// project is what the platform refused.
+			s.observeFalse(cond, infrav1.ProjectNotFoundReason, fmt.Sprintf(
+				"project %s (spec.project, or the PacketCluster's spec.projectID) does not exist or %s cannot reach it: %v",
+				access.project, access.source, err))
+			return ctrl.Result{RequeueAfter: r.backoff.next(pm.UID)}, false, nil
+		}
+		return r.metalFailed(ctx, s, cond, access, "reading the device", err)
+	}
+	if dev == nil && pm.Spec.ProviderID != "" {
+		// The device this machine had is gone: making another would give the
+		// Machine a new server behind the same providerID.
+		r.Creations.Release(pm.UID)
+		s.observeFalse(cond, infrav1.DeviceDeletedReason, fmt.Sprintf(
+			"device %s no longer exists: delete the Machine to replace it", device.DeviceID(pm.Spec.ProviderID)))
+		return ctrl.Result{}, false, nil
+	}
+	if dev == nil {
+		// A network whose VLAN the metro lacks would leave the device
+		// unusable: find out before creating it.
+		if metro := firstOf(pm.Spec.Metro, access.cluster.Spec.Metro); metro != "" {
+			if _, err := access.executor.ResolveVLANs(ctx, metro, portsSpec(pm)); err != nil {
+				if verr, ok := errors.AsType[*device.VLANError](err); ok {
+					s.observeFalse(cond, infrav1.VLANNotFoundReason, vlanErrors(pm, err, verr))
+					return ctrl.Result{RequeueAfter: vlanNotFound}, false, nil
+				}
+				return r.metalFailed(ctx, s, cond, access, "reading the project's VLANs", err)
+			}
+		}
+		if !r.Creations.Acquire(pm.UID) {
+			inFlight, limit := r.Creations.InFlight()
+			s.observeFalse(cond, infrav1.WaitingForCreationSlotReason, fmt.Sprintf(
+				"waiting to create the device: %d of %d device creations are in flight (--max-device-creations)", inFlight, limit))
+			return ctrl.Result{RequeueAfter: slotPoll}, false, nil
+		}
+		if dev, raw, err = r.createDevice(ctx, s, access); err != nil {
+			r.Creations.Release(pm.UID)
+			return r.createFailed(ctx, s, access, err)
+		}
+	}
+	r.backoff.reset(pm.UID)
+	s.Device, s.raw = dev, raw
+	if pm.Spec.ProviderID == "" {
+		pm.Spec.ProviderID = device.ProviderID(dev.ID)
+	}
+	pm.Status.Addresses = machineAddresses(s, raw)
+
+	step := device.Plan(device.Spec{}, dev)
+	switch step.Action {
+	case device.Done:
+		r.Creations.Release(pm.UID)
+		s.observeTrue(cond, infrav1.DeviceActiveReason, fmt.Sprintf("device %s is active", dev.ID))
+		return ctrl.Result{}, true, nil
+	case device.Fail:
+		r.Creations.Release(pm.UID)
+		return r.deviceFailed(ctx, s, access, step)
+	default:
+		r.Creations.Hold(pm.UID)
+		age := time.Since(raw.GetCreatedAt())
+		s.observeFalse(cond, infrav1.DeviceProvisioningReason, fmt.Sprintf("device %s is %s", dev.ID, dev.State))
+		return ctrl.Result{RequeueAfter: provisioningPoll(age)}, false, nil
+	}
+}
+
+// createDevice creates the device with the rendered user-data, or adopts the
+// one carrying the machine's tag if a concurrent attempt made it.
+func (r *PacketMachineReconciler) createDevice(ctx context.Context, s *machineScope, access *metalAccess) (*device.Device, *metalv1.Device, error) {
+	pm := s.PacketMachine
+	reservation, err := access.executor.PickReservation(ctx, pm.Spec.HardwareReservationID)
+	if err != nil {
+		return nil, nil, err
+	}
+	req := metal.DeviceRequest{
+		Tag:                   deviceTag(pm),
+		Hostname:              pm.Name,
+		Plan:                  pm.Spec.Plan,
+		OperatingSystem:       pm.Spec.OperatingSystem,
+		BillingCycle:          string(pm.Spec.BillingCycle),
+		Metro:                 firstOf(pm.Spec.Metro, access.cluster.Spec.Metro),
+		Facility:              firstOf(pm.Spec.Facility, access.cluster.Spec.Facility),
+		HardwareReservationID: reservation,
+		IPXEScriptURL:         pm.Spec.IPXEURL,
+		SSHKeys:               pm.Spec.SSHKeys,
+		Userdata:              string(s.UserData),
+		Tags:                  device.Tags(pm.Spec.Tags, string(pm.UID), s.Cluster.Name, util.IsControlPlaneMachine(s.Machine)),
+	}
+	dev, raw, err := access.executor.Create(ctx, req)
+	if err != nil {
+		return nil, nil, err
+	}
+	ctrl.LoggerFrom(ctx).Info("Created the device", "device", dev.ID, "state", dev.State)
+	r.Recorder.Eventf(pm, nil, corev1.EventTypeNormal, "DeviceCreated", "CreateDevice", "Device %s (plan %s) is %s", dev.ID, pm.Spec.Plan, dev.State)
+	return dev, raw, nil
+}
+
+// createFailed reports a create the platform refused, naming the field the
+// refusal is about where it is known, and retries with backoff.
+func (r *PacketMachineReconciler) createFailed(ctx context.Context, s *machineScope, access *metalAccess, err error) (ctrl.Result, bool, error) {
+	pm := s.PacketMachine
+	const cond = infrav1.DeviceReadyCondition
+	if rerr, ok := errors.AsType[*device.ReservationError](err); ok {
+		s.observeFalse(cond, infrav1.HardwareReservationUnavailableReason,
+			fmt.Sprintf("spec.hardwareReservationID %q: %v", pm.Spec.HardwareReservationID, rerr))
+		return ctrl.Result{RequeueAfter: r.backoff.next(pm.UID)}, false, nil
+	}
+	if metal.IsUnprocessable(err) {
+		msg := fmt.Sprintf("the platform refused to create the device (plan %q, operating system %q, metro %q, facility %q, hardwareReservationID %q): %s",
+			pm.Spec.Plan, pm.Spec.OperatingSystem, firstOf(pm.Spec.Metro, access.cluster.Spec.Metro),
+			firstOf(pm.Spec.Facility, access.cluster.Spec.Facility), pm.Spec.HardwareReservationID, strings.Join(metal.ErrorMessages(err), "; "))
+		if s.reasonChanges(cond, infrav1.DeviceCreateFailedReason) {
+			r.Recorder.Eventf(pm, nil, corev1.EventTypeWarning, infrav1.DeviceCreateFailedReason, "CreateDevice", "%s", msg)
+		}
+		s.observeFalse(cond, infrav1.DeviceCreateFailedReason, msg)
+		return ctrl.Result{RequeueAfter: r.backoff.next(pm.UID)}, false, nil
+	}
+	return r.metalFailed(ctx, s, cond, access, "creating the device", err)
+}
+
+// deviceFailed reports a device the platform failed to provision, with the
+// platform's newest event as the reason. Nothing is retried: the Machine
+// must be replaced.
+func (r *PacketMachineReconciler) deviceFailed(ctx context.Context, s *machineScope, access *metalAccess, step device.Step) (ctrl.Result, bool, error) {
+	pm := s.PacketMachine
+	reason := infrav1.DeviceFailedReason
+	if step.Reason == device.ReasonDeviceDeleted {
+		reason = infrav1.DeviceDeletedReason
+	}
+	msg := step.Message
+	if step.Reason == device.ReasonDeviceFailed {
+		if events, err := access.executor.Events(ctx, s.Device.ID); err == nil {
+			if why := device.PlatformReason(events); why != "" {
+				msg += ": " + why
+			}
+		}
+	}
+	if s.reasonChanges(infrav1.DeviceReadyCondition, reason) {
+		r.Recorder.Eventf(pm, nil, corev1.EventTypeWarning, reason, "ProvisionDevice", "%s", msg)
+	}
+	s.observeFalse(infrav1.DeviceReadyCondition, reason, msg)
+	return ctrl.Result{}, false, nil
+}
+
+// access returns the scope's Metal access, reading it once per reconcile.
+func (r *PacketMachineReconciler) access(ctx context.Context, s *machineScope) (*metalAccess, error) {
+	if s.access == nil {
+		a, err := r.metalFor(ctx, s)
+		if err != nil {
+			return nil, err
+		}
+		s.access = a
+	}
+	return s.access, nil
+}
+
+// setupFailed reports a set-up problem on the condition of the phase that
+// met it; it is looked at again now and then, since a Secret created later
+// is not watched.
+func (r *PacketMachineReconciler) setupFailed(s *machineScope, conditionType string, err error) (ctrl.Result, bool, error) {
+	serr, ok := errors.AsType[*setupError](err)
+	if !ok {
+		return ctrl.Result{}, false, err
+	}
+	s.observeFalse(conditionType, serr.reason, serr.message)
+	return ctrl.Result{RequeueAfter: noCredentials}, false, nil
+}
+
+// metalFailed reports a failed Metal call on a condition and retries with
+// backoff. The error's text is the client's, which never holds the token.
+func (r *PacketMachineReconciler) metalFailed(ctx context.Context, s *machineScope, conditionType string, access *metalAccess, what string, err error) (ctrl.Result, bool, error) {
+	pm := s.PacketMachine
+	reason, msg := infrav1.MetalAPIErrorReason, fmt.Sprintf("%s: %v (retrying)", what, err)
+	switch {
+	case metal.IsUnauthorized(err):
+		reason, msg = infrav1.InvalidCredentialsReason, fmt.Sprintf("%s: the Metal API refused the credentials of %s: %v", what, access.source, err)
+	case errors.Is(err, device.ErrAmbiguous):
+		reason = infrav1.AmbiguousDeviceReason
+	}
+	ctrl.LoggerFrom(ctx).Info("Metal API call failed", "call", what, "error", err.Error())
+	s.observeFalse(conditionType, reason, msg)
+	return ctrl.Result{RequeueAfter: r.backoff.next(pm.UID)}, false, nil
+}
+
+// machineAddresses are the machine's addresses: the VLAN addresses, then
+// the device's own (public ones external, private ones internal), then its
+// hostname.
+func machineAddresses(s *machineScope, raw *metalv1.Device) []clusterv1.MachineAddress {
+	out := slices.Clone(s.vlanAddresses)
+	for _, a := range device.Addresses(raw) {
+		t := clusterv1.MachineInternalIP
+		if a.Public {
+			t = clusterv1.MachineExternalIP
+		}
+		out = append(out, clusterv1.MachineAddress{Type: t, Address: a.Address})
+	}
+	if h := raw.GetHostname(); h != "" {
+		out = append(out, clusterv1.MachineAddress{Type: clusterv1.MachineHostName, Address: h})
+	}
+	return out
+}
+
+// deviceTag identifies the machine's device: exactly one device of the
+// project carries it.
+func deviceTag(pm *infrav1.PacketMachine) string { return device.MachineTagPrefix + string(pm.UID) }
+
+func firstOf(values ...string) string {
+	for _, v := range values {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// provisioned marks the machine provisioned for CAPI.
+func provisioned(pm *infrav1.PacketMachine) {
+	pm.Status.Initialization.Provisioned = ptr.To(true)
+}

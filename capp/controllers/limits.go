@@ -1,0 +1,98 @@
+package controllers
+
+import (
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// CreationSlots limits the devices the manager has in creation at once: the
+// platform accepts only a few creations in flight and answers more with
+// 429, so a burst of machines waits here, each saying so, instead of
+// hammering the API. A machine holds its slot from its create call until its
+// device is active or failed. After a restart, machines whose devices are
+// still provisioning take their slots back as they are reconciled.
+type CreationSlots struct {
+	mu      sync.Mutex
+	max     int
+	holders map[types.UID]struct{}
+}
+
+// NewCreationSlots returns a limit of limit creations in flight (at least 1).
+func NewCreationSlots(limit int) *CreationSlots {
+	return &CreationSlots{max: max(limit, 1), holders: map[types.UID]struct{}{}}
+}
+
+// Acquire takes a slot for the machine, or reports that it already holds
+// one; false means every slot is taken.
+func (c *CreationSlots) Acquire(machine types.UID) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.holders[machine]; ok {
+		return true
+	}
+	if len(c.holders) >= c.max {
+		return false
+	}
+	c.holders[machine] = struct{}{}
+	return true
+}
+
+// Hold records a machine whose device is already in creation, over the
+// limit if need be: the creation happened, so it counts.
+func (c *CreationSlots) Hold(machine types.UID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.holders[machine] = struct{}{}
+}
+
+// Release frees the machine's slot, if it holds one.
+func (c *CreationSlots) Release(machine types.UID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.holders, machine)
+}
+
+// InFlight is how many creations hold a slot, and the limit.
+func (c *CreationSlots) InFlight() (int, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.holders), c.max
+}
+
+// Polling and retry intervals. The Metal API has no watch, so a machine
+// looks again after these; none is shorter than minPoll, which bounds the
+// reads any one machine makes.
+const (
+	minPoll       = 5 * time.Second
+	maxPoll       = 30 * time.Second
+	retryMax      = 5 * time.Minute
+	slotPoll      = 10 * time.Second
+	reportPoll    = 15 * time.Second
+	slowPoll      = time.Minute
+	vlanNotFound  = time.Minute
+	noCredentials = time.Minute
+)
+
+// provisioningPoll is how long to wait before reading a provisioning device
+// again: a quarter of its age, between minPoll and maxPoll, so a young
+// device is read often and one that takes its time costs few reads.
+func provisioningPoll(age time.Duration) time.Duration {
+	return min(max(age/4, minPoll), maxPoll)
+}
+
+// backoff spaces the retries of a machine's failed Metal calls: minPoll,
+// doubling up to retryMax, reset once a call succeeds.
+type backoff struct {
+	limiter workqueue.TypedRateLimiter[types.UID]
+}
+
+func newBackoff() *backoff {
+	return &backoff{limiter: workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](minPoll, retryMax)}
+}
+
+func (b *backoff) next(machine types.UID) time.Duration { return b.limiter.When(machine) }
+
+func (b *backoff) reset(machine types.UID) { b.limiter.Forget(machine) }

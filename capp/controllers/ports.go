@@ -1,0 +1,148 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
+	"github.com/metal-vrf/cluster-api-metal-vrf/capp/device"
+)
+
+// reconcilePorts gives the active device's ports their networks' VLANs: a
+// NIC that carries networks is taken out of the bond first (hybrid
+// unbonded), then each port gets one batch with all of its VLANs, followed
+// until the platform completes it. A port that carries its VLANs is left
+// alone, so nothing is sent twice. Once every port is done the machine is
+// provisioned.
+func (r *PacketMachineReconciler) reconcilePorts(ctx context.Context, s *machineScope) (ctrl.Result, bool, error) {
+	pm := s.PacketMachine
+	const cond = infrav1.VLANsAttachedCondition
+	x := s.access.executor
+	spec, err := x.ResolveVLANs(ctx, s.Device.Metro, portsSpec(pm))
+	if err != nil {
+		if verr, ok := errors.AsType[*device.VLANError](err); ok {
+			s.observeFalse(cond, infrav1.VLANNotFoundReason, vlanErrors(pm, err, verr))
+			return ctrl.Result{RequeueAfter: vlanNotFound}, false, nil
+		}
+		return r.metalFailed(ctx, s, cond, s.access, "reading the project's VLANs", err)
+	}
+	if err := x.ReadBatches(ctx, spec, s.Device); err != nil {
+		return r.metalFailed(ctx, s, cond, s.access, "reading the ports' VLAN batches", err)
+	}
+
+	step := device.Plan(spec, s.Device)
+	switch step.Action {
+	case device.Done:
+		provisioned(pm)
+		s.observeTrue(cond, infrav1.VLANsAttachedReason, attachedMessage(spec))
+		return ctrl.Result{}, true, nil
+	case device.WaitBatch:
+		s.observeFalse(cond, infrav1.VLANsAttachingReason, fmt.Sprintf("VLAN assignment batch %s of port %s is in flight", step.Batch, step.Port))
+		return ctrl.Result{RequeueAfter: minPoll}, false, nil
+	case device.Fail:
+		reason := infrav1.VLANAttachFailedReason
+		if step.Reason == device.ReasonPortNotFound {
+			reason = infrav1.PortNotFoundReason
+			step.Message = fmt.Sprintf("spec.ports[%d].name %q: %s", portIndex(pm, step.Port), step.Port, step.Message)
+		}
+		if s.reasonChanges(cond, reason) {
+			r.Recorder.Eventf(pm, nil, corev1.EventTypeWarning, reason, "AttachVLANs", "%s", step.Message)
+		}
+		s.observeFalse(cond, reason, step.Message)
+		return ctrl.Result{}, false, nil
+	}
+
+	if err := x.Run(ctx, step, s.Device); err != nil {
+		return r.metalFailed(ctx, s, cond, s.access, fmt.Sprintf("%s on port %s", step.Action, step.Port), err)
+	}
+	if step.Action == device.Disbond {
+		r.Recorder.Eventf(pm, nil, corev1.EventTypeNormal, "PortDisbonded", "AttachVLANs", "Took port %s of device %s out of bond0", step.Port, s.Device.ID)
+		s.observeFalse(cond, infrav1.PortDisbondingReason, fmt.Sprintf("taking port %s out of bond0", step.Port))
+	} else {
+		r.Recorder.Eventf(pm, nil, corev1.EventTypeNormal, "VLANsAssigned", "AttachVLANs", "Sent VLANs %s to port %s of device %s in one batch", vxlans(step.VLANs), step.Port, s.Device.ID)
+		s.observeFalse(cond, infrav1.VLANsAttachingReason, fmt.Sprintf("attaching VLANs %s to port %s", vxlans(step.VLANs), step.Port))
+	}
+	return ctrl.Result{RequeueAfter: minPoll}, false, nil
+}
+
+// portsSpec is what the machine's ports want: every port carries its
+// networks' VLANs; a port that is not a bond is a NIC taken out of bond0.
+func portsSpec(pm *infrav1.PacketMachine) device.Spec {
+	var spec device.Spec
+	for _, p := range pm.Spec.Ports {
+		ps := device.PortSpec{Name: p.Name, Unbonded: !strings.HasPrefix(p.Name, "bond")}
+		for _, n := range p.Networks {
+			ps.VLANs = append(ps.VLANs, device.VLAN{ID: n.VLANID, VXLAN: n.VXLAN})
+		}
+		spec.Ports = append(spec.Ports, ps)
+	}
+	return spec
+}
+
+// vlanErrors names the networks whose VLANs cannot be used, by field.
+func vlanErrors(pm *infrav1.PacketMachine, err error, first *device.VLANError) string {
+	var msgs []string
+	for _, e := range unwrapAll(err) {
+		verr, ok := errors.AsType[*device.VLANError](e)
+		if !ok {
+			continue
+		}
+		msgs = append(msgs, fmt.Sprintf("%s: %v", networkField(pm, verr.VXLAN, verr.ID), verr))
+	}
+	if len(msgs) == 0 {
+		msgs = append(msgs, first.Error())
+	}
+	return strings.Join(msgs, "; ")
+}
+
+func unwrapAll(err error) []error {
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		return joined.Unwrap()
+	}
+	return []error{err}
+}
+
+// networkField is the spec path of the network with vxlan (and VLAN id).
+func networkField(pm *infrav1.PacketMachine, vxlan int32, id string) string {
+	for i, p := range pm.Spec.Ports {
+		for j, n := range p.Networks {
+			if n.VXLAN == vxlan && n.VLANID == id {
+				return fmt.Sprintf("spec.ports[%d].networks[%d] (vxlan %d)", i, j, vxlan)
+			}
+		}
+	}
+	return fmt.Sprintf("vxlan %d", vxlan)
+}
+
+func portIndex(pm *infrav1.PacketMachine, name string) int {
+	for i, p := range pm.Spec.Ports {
+		if p.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+func vxlans(vlans []device.VLAN) string {
+	tags := make([]string, len(vlans))
+	for i, v := range vlans {
+		tags[i] = fmt.Sprint(v.VXLAN)
+	}
+	return strings.Join(tags, ", ")
+}
+
+func attachedMessage(spec device.Spec) string {
+	if len(spec.Ports) == 0 {
+		return "the machine has no VLAN networks"
+	}
+	parts := make([]string, len(spec.Ports))
+	for i, p := range spec.Ports {
+		parts[i] = fmt.Sprintf("%s: %s", p.Name, vxlans(p.VLANs))
+	}
+	return strings.Join(parts, "; ")
+}

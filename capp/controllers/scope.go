@@ -1,0 +1,141 @@
+package controllers
+
+import (
+	metalv1 "github.com/equinix/equinix-sdk-go/services/metalv1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+
+	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
+	"github.com/metal-vrf/cluster-api-metal-vrf/capp/cloudinit"
+	"github.com/metal-vrf/cluster-api-metal-vrf/capp/device"
+)
+
+// machineScope is what the phases of one reconcile share: the objects read
+// before the phases run, what each phase found for the next, and what they
+// observed for the conditions.
+type machineScope struct {
+	PacketMachine *infrav1.PacketMachine
+	// Machine and Cluster are nil while CAPI has not linked the machine yet
+	// (and may be nil when a machine is deleted).
+	Machine *clusterv1.Machine
+	Cluster *clusterv1.Cluster
+
+	// Networks are the machine's networks with their addresses, set by
+	// reconcileIPAddresses.
+	Networks []cloudinit.Network
+	// UserData is the rendered user-data, set by reconcileBootstrapData.
+	UserData []byte
+	// vlanAddresses are the addresses of the machine's networks, set by
+	// reconcileIPAddresses.
+	vlanAddresses []clusterv1.MachineAddress
+	// access reaches the machine's device, set by the first phase that
+	// needs the Metal API.
+	access *metalAccess
+	// Device is the machine's device as the platform shows it (nil when it
+	// has none), with raw, the API's answer, for the addresses.
+	Device *device.Device
+	raw    *metalv1.Device
+
+	// observed are the conditions the phases observed, by type.
+	observed map[string]observation
+	// stoppedAt is the index of the phase that stopped the run; failed is
+	// set when it stopped on an error rather than waiting.
+	stoppedAt int
+	failed    bool
+	deleting  bool
+}
+
+// observation is a condition as a phase observed it.
+type observation struct {
+	status  metav1.ConditionStatus
+	reason  string
+	message string
+}
+
+// observe records a condition; setConditions writes it.
+func (s *machineScope) observe(conditionType string, status metav1.ConditionStatus, reason, message string) {
+	if s.observed == nil {
+		s.observed = map[string]observation{}
+	}
+	s.observed[conditionType] = observation{status: status, reason: reason, message: message}
+}
+
+// reasonChanges reports whether the condition's reason, as last written,
+// differs from reason: events are emitted on such changes only.
+func (s *machineScope) reasonChanges(conditionType, reason string) bool {
+	return conditions.GetReason(s.PacketMachine, conditionType) != reason
+}
+
+func (s *machineScope) observeTrue(conditionType, reason, message string) {
+	s.observe(conditionType, metav1.ConditionTrue, reason, message)
+}
+
+func (s *machineScope) observeFalse(conditionType, reason, message string) {
+	s.observe(conditionType, metav1.ConditionFalse, reason, message)
+}
+
+// lifecycle are the conditions of a machine's phases, in their order, each
+// with what a machine waits for while it is not True.
+var lifecycle = []struct {
+	conditionType string
+	waitingFor    string
+}{
+	{infrav1.IPAddressClaimedCondition, "the networks' addresses (IPAddressClaimed)"},
+	{infrav1.BootstrapDataRenderedCondition, "the user-data (BootstrapDataRendered)"},
+	{infrav1.DeviceReadyCondition, "the device (DeviceReady)"},
+	{infrav1.VLANsAttachedCondition, "the VLANs (VLANsAttached)"},
+	{infrav1.NodeNetworkConfiguredCondition, "the node's report (NodeNetworkConfigured)"},
+}
+
+// ownedConditions are the conditions this reconciler writes: the patch
+// helper lets its values win over concurrent writers'.
+var ownedConditions = []string{
+	infrav1.IPAddressClaimedCondition,
+	infrav1.IPAddressClaimsFulfilledCondition,
+	infrav1.BootstrapDataRenderedCondition,
+	infrav1.DeviceReadyCondition,
+	infrav1.VLANsAttachedCondition,
+	infrav1.NodeNetworkConfiguredCondition,
+	infrav1.ReadyCondition,
+	infrav1.DeletingCondition,
+}
+
+// setConditions derives every condition from what the phases observed, the
+// one place conditions are written. A phase that did not run because an
+// earlier one waits says what it waits for; after an error, what was not
+// observed keeps its last value. Ready summarises the lifecycle.
+func (s *machineScope) setConditions() {
+	pm := s.PacketMachine
+	if o, ok := s.observed[infrav1.DeletingCondition]; ok {
+		conditions.Set(pm, metav1.Condition{Type: infrav1.DeletingCondition, Status: o.status, Reason: o.reason, Message: o.message})
+	}
+	if s.deleting {
+		return
+	}
+	waitingFor := ""
+	for _, c := range lifecycle {
+		o, ok := s.observed[c.conditionType]
+		switch {
+		case ok:
+		case waitingFor != "" && !s.failed:
+			o = observation{status: metav1.ConditionFalse, reason: infrav1.WaitingForPreviousReason, message: "waiting for " + waitingFor}
+		default:
+			continue
+		}
+		if c.conditionType == infrav1.IPAddressClaimedCondition {
+			setIPAddressClaimed(pm, o.status, o.reason, o.message)
+		} else {
+			conditions.Set(pm, metav1.Condition{Type: c.conditionType, Status: o.status, Reason: o.reason, Message: o.message})
+		}
+		if waitingFor == "" && o.status != metav1.ConditionTrue {
+			waitingFor = c.waitingFor
+		}
+	}
+	types := make(conditions.ForConditionTypes, len(lifecycle))
+	for i, c := range lifecycle {
+		types[i] = c.conditionType
+	}
+	// The summary cannot fail on a type list without negative polarity.
+	_ = conditions.SetSummaryCondition(pm, pm, infrav1.ReadyCondition, types)
+}

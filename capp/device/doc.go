@@ -1,0 +1,17 @@
+// Package device is the Equinix Metal side of one machine, shaped like
+// capp/cloudinit: plain types in, plain results out.
+//
+//   - Spec is what the machine wants (its ports and their VLANs); Device is
+//     what the platform has (the device, its ports, their newest VLAN
+//     assignment batch).
+//   - Plan(spec, device) is pure: it returns the next Step (create the
+//     device, wait for it, take a port out of the bond, send one VLAN batch
+//     for a port, wait for that batch, fail, or done). PlanDelete does the
+//     same for deletion, and NodeReport reads what the node said.
+//   - Executor carries a step out through API, the few shared/metal calls
+//     this package uses, and Observe reads the device back into plain types.
+//
+// The controller loops observe -> plan -> execute; every step is safe to
+// repeat, because Plan derives it from what the platform shows, never from
+// what an earlier reconcile believes it did.
+package device

@@ -1,0 +1,211 @@
+package device
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Device states of the platform that the plan distinguishes.
+const (
+	StateActive         = "active"
+	StateFailed         = "failed"
+	StateDeprovisioning = "deprovisioning"
+)
+
+// Batch states of the platform.
+const (
+	BatchQueued     = "queued"
+	BatchInProgress = "in_progress"
+	BatchCompleted  = "completed"
+	BatchFailed     = "failed"
+)
+
+// Spec is what a machine wants of the platform once its device exists.
+type Spec struct {
+	// Ports in the machine's order; the plan works through them in it.
+	Ports []PortSpec
+}
+
+// PortSpec is a port and the VLANs it must carry.
+type PortSpec struct {
+	// Name is the platform's name of the port: bond0, eth1, ...
+	Name string
+	// Unbonded takes the port out of bond0 before it gets its VLANs (the
+	// hybrid unbonded mode).
+	Unbonded bool
+	// VLANs the port carries, tagged.
+	VLANs []VLAN
+}
+
+// VLAN is a virtual network of the platform.
+type VLAN struct {
+	// ID is the virtual network's UUID.
+	ID string
+	// VXLAN is its 802.1Q tag.
+	VXLAN int32
+}
+
+// Device is a device as the platform shows it.
+type Device struct {
+	ID    string
+	State string
+	Metro string
+	// Ports by name.
+	Ports map[string]Port
+}
+
+// Port is one of a device's ports.
+type Port struct {
+	ID   string
+	Name string
+	// Bonded is true for a NIC inside bond0.
+	Bonded bool
+	// VLANs are the IDs of the virtual networks the port carries.
+	VLANs []string
+	// Batch is the port's newest VLAN assignment batch; nil when the port
+	// has none or it was not read (a port that carries its VLANs needs no
+	// batch, so it is not read).
+	Batch *Batch
+}
+
+// Batch is a VLAN assignment batch of a port.
+type Batch struct {
+	ID     string
+	State  string
+	Errors []string
+}
+
+// Action is what a step does.
+type Action int
+
+const (
+	// Create the device.
+	Create Action = iota
+	// WaitDevice: the device is provisioning.
+	WaitDevice
+	// Disbond takes Step.Port out of bond0.
+	Disbond
+	// AssignVLANs sends one batch giving Step.Port the VLANs Step.VLANs.
+	AssignVLANs
+	// WaitBatch: Step.Port's batch Step.Batch is queued or in progress.
+	WaitBatch
+	// Fail: the machine cannot go on; Step.Reason and Step.Message say why.
+	Fail
+	// Delete the device.
+	Delete
+	// WaitGone: the device is being deprovisioned.
+	WaitGone
+	// Done: nothing left to do.
+	Done
+)
+
+var actionNames = [...]string{"Create", "WaitDevice", "Disbond", "AssignVLANs", "WaitBatch", "Fail", "Delete", "WaitGone", "Done"}
+
+func (a Action) String() string {
+	if int(a) < len(actionNames) {
+		return actionNames[a]
+	}
+	return fmt.Sprintf("Action(%d)", int(a))
+}
+
+// Reasons of a Fail step.
+const (
+	// ReasonDeviceFailed: the platform failed to provision the device.
+	ReasonDeviceFailed = "DeviceFailed"
+	// ReasonDeviceDeleted: the device is being deleted by someone else.
+	ReasonDeviceDeleted = "DeviceDeleted"
+	// ReasonPortNotFound: the device has no port of that name.
+	ReasonPortNotFound = "PortNotFound"
+	// ReasonVLANAttachFailed: the platform failed the port's batch.
+	ReasonVLANAttachFailed = "VLANAttachFailed"
+)
+
+// Step is the next thing to do for a machine.
+type Step struct {
+	Action Action
+	// Port is the port the step is about, for Disbond, AssignVLANs,
+	// WaitBatch and port failures.
+	Port string
+	// VLANs for AssignVLANs: the ones the port lacks.
+	VLANs []VLAN
+	// Batch waited for by WaitBatch.
+	Batch string
+	// Reason and Message explain a Fail step.
+	Reason, Message string
+}
+
+// Plan returns the next step that brings the device (nil when the platform
+// has none for the machine) to spec. Ports are brought up one at a time in
+// spec order, so that a failure names the first port that failed.
+func Plan(spec Spec, d *Device) Step {
+	switch {
+	case d == nil:
+		return Step{Action: Create}
+	case d.State == StateFailed:
+		return Step{Action: Fail, Reason: ReasonDeviceFailed, Message: fmt.Sprintf("device %s failed to provision", d.ID)}
+	case d.State == StateDeprovisioning:
+		return Step{Action: Fail, Reason: ReasonDeviceDeleted, Message: fmt.Sprintf("device %s is being deleted outside Cluster API: delete the Machine to replace it", d.ID)}
+	case d.State != StateActive:
+		return Step{Action: WaitDevice}
+	}
+	for _, want := range spec.Ports {
+		p, ok := d.Ports[want.Name]
+		if !ok {
+			return Step{Action: Fail, Port: want.Name, Reason: ReasonPortNotFound,
+				Message: fmt.Sprintf("device %s has no port %s (it has %s)", d.ID, want.Name, strings.Join(portNames(d), ", "))}
+		}
+		missing := Missing(want, p)
+		if len(missing) == 0 && (!want.Unbonded || !p.Bonded) {
+			continue
+		}
+		switch {
+		case want.Unbonded && p.Bonded:
+			return Step{Action: Disbond, Port: want.Name}
+		case p.Batch != nil && (p.Batch.State == BatchQueued || p.Batch.State == BatchInProgress):
+			return Step{Action: WaitBatch, Port: want.Name, Batch: p.Batch.ID}
+		case p.Batch != nil && p.Batch.State == BatchFailed:
+			msg := fmt.Sprintf("VLAN assignment batch %s of port %s failed", p.Batch.ID, want.Name)
+			if len(p.Batch.Errors) > 0 {
+				msg += ": " + strings.Join(p.Batch.Errors, "; ")
+			}
+			return Step{Action: Fail, Port: want.Name, Reason: ReasonVLANAttachFailed, Message: msg}
+		default:
+			return Step{Action: AssignVLANs, Port: want.Name, VLANs: missing}
+		}
+	}
+	return Step{Action: Done}
+}
+
+// Missing are the VLANs of want that port p does not carry yet.
+func Missing(want PortSpec, p Port) []VLAN {
+	var out []VLAN
+	for _, v := range want.VLANs {
+		if !slices.Contains(p.VLANs, v.ID) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// PlanDelete returns the next step of deleting the device: delete it, wait
+// for the platform to finish, or done once it is gone.
+func PlanDelete(d *Device) Step {
+	switch {
+	case d == nil:
+		return Step{Action: Done}
+	case d.State == StateDeprovisioning:
+		return Step{Action: WaitGone}
+	default:
+		return Step{Action: Delete}
+	}
+}
+
+func portNames(d *Device) []string {
+	names := make([]string, 0, len(d.Ports))
+	for name := range d.Ports {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
