@@ -268,7 +268,7 @@ var _ = Describe("A PacketMachine's device", func() {
 		for _, pm := range machines {
 			Eventually(condition(pm, infrav1.DeviceReadyCondition)).Should(haveCondition(metav1.ConditionTrue, infrav1.DeviceActiveReason, ""))
 		}
-		Expect(metalSim.Answers(sim.OpCreateDevice, http.StatusTooManyRequests) - rejected).To(BeZero(), "the platform answered 429")
+		Expect(metalSim.Answers(sim.OpCreateDevice, http.StatusTooManyRequests)-rejected).To(BeZero(), "the platform answered 429")
 		for _, pm := range machines {
 			Expect(k8s.Delete(ctx, pm)).To(Succeed())
 		}
@@ -324,7 +324,7 @@ var _ = Describe("A PacketMachine's device", func() {
 		Eventually(providerID(pm)).Should(Equal(device.ProviderID(devicesOf(pm)[0].GetId())))
 		Eventually(condition(pm, infrav1.DeviceReadyCondition)).Should(haveCondition(metav1.ConditionTrue, infrav1.DeviceActiveReason, ""))
 		Expect(devicesOf(pm)).To(HaveLen(1))
-		Expect(metalSim.Calls(sim.OpCreateDevice) - creates).To(Equal(1), "a second device was created")
+		Expect(metalSim.Calls(sim.OpCreateDevice)-creates).To(Equal(1), "a second device was created")
 		Expect(k8s.Delete(ctx, pm)).To(Succeed())
 		Eventually(gone(pm)).Should(BeTrue())
 	})
