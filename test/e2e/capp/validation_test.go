@@ -104,6 +104,15 @@ var _ = Describe("The PacketMachine API", func() {
 		}, "spec.ports[1]", "Duplicate value"),
 		Entry("a port without networks", func(pm *infrav1.PacketMachine) { pm.Spec.Ports[0].Networks = nil },
 			"spec.ports[0].networks", "Required value"),
+		Entry("full Layer 2 on bond0, which would cut the node off the metadata service", func(pm *infrav1.PacketMachine) {
+			pm.Spec.Ports[0].Layer2 = true
+		}, "spec.ports[0]", "layer2 is not supported on a bond: full Layer 2 takes the device's Layer 3 addresses"),
+		Entry("a NIC kept in the bond that carries networks", func(pm *infrav1.PacketMachine) {
+			pm.Spec.Ports[0].Name, pm.Spec.Ports[0].Bonded = "eth1", true
+		}, "spec.ports[0]", "a NIC inside the bond cannot carry VLANs of its own"),
+		Entry("an iPXE URL without the custom_ipxe operating system", func(pm *infrav1.PacketMachine) {
+			pm.Spec.IPXEURL = "http://boot.example/ipxe"
+		}, "spec", "ipxeURL needs operatingSystem custom_ipxe"),
 	)
 
 	It("refuses to change a machine's ports after creation", func() {
@@ -149,5 +158,10 @@ var _ = Describe("The PacketMachine API", func() {
 		pm.Spec.Tags = []string{"a"}
 		pm.Spec.HardwareReservationID = "next-available"
 		Expect(k8s.Create(ctx, pm)).To(Succeed())
+
+		unbonded := valid("unbonded")
+		unbonded.Spec.Ports[0].Name = "eth1"
+		unbonded.Spec.OperatingSystem, unbonded.Spec.IPXEURL = "custom_ipxe", "http://boot.example/ipxe"
+		Expect(k8s.Create(ctx, unbonded)).To(Succeed(), "a NIC out of the bond carries networks")
 	})
 })
