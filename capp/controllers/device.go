@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -33,7 +34,7 @@ func (r *PacketMachineReconciler) reconcileDevice(ctx context.Context, s *machin
 	}
 	dev, raw, err := access.executor.Find(ctx, device.DeviceID(pm.Spec.ProviderID), deviceTag(pm))
 	if err != nil {
-		if pm.Spec.ProviderID == "" && (metal.IsNotFound(err) || metal.IsUnauthorized(err)) {
+		if pm.Spec.ProviderID == "" && projectRefused(err) {
 			// Looking for the device lists the project's devices: the
 			// project is what the platform refused.
 			s.observeFalse(cond, infrav1.ProjectNotFoundReason, fmt.Sprintf(
@@ -250,4 +251,12 @@ func firstOf(values ...string) string {
 // provisioned marks the machine provisioned for CAPI.
 func provisioned(pm *infrav1.PacketMachine) {
 	pm.Status.Initialization.Provisioned = ptr.To(true)
+}
+
+// projectRefused reports whether listing a project's devices failed for the
+// project: it does not exist (404) or the token may not see it (403). A
+// token the API does not know at all is 401, the credentials' problem.
+func projectRefused(err error) bool {
+	apiErr, ok := errors.AsType[*metal.APIError](err)
+	return ok && (apiErr.StatusCode == http.StatusNotFound || apiErr.StatusCode == http.StatusForbidden)
 }
