@@ -1,6 +1,7 @@
 package metal
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 
@@ -57,7 +58,7 @@ func (c *ClientCache) GoString() string { return c.String() }
 // one, so its client is built anew on every call.
 func (c *ClientCache) ForSecret(secret *corev1.Secret) (*Client, error) {
 	if secret == nil {
-		return nil, fmt.Errorf("metal: no credentials secret")
+		return nil, errors.New("metal: no credentials secret")
 	}
 	key := types.NamespacedName{Namespace: secret.Namespace, Name: secret.Name}
 	rv := secret.ResourceVersion

@@ -14,8 +14,13 @@
 // tests). Answers are the SDK's own model types marshalled to JSON, so their
 // shape matches what the SDK decodes by construction.
 //
-// For tests it offers seeding (Seed, LoadSeed), fault injection (FailNext,
-// SetLatency, a device plan that fails provisioning), per-operation call
-// counters (Calls) and PostUserState to play the node reporting its state.
+// It also serves the metadata service a booted node sees (GET /metadata,
+// POST /events), answering the device bound to the request's source address
+// (BindNode).
+//
+// For tests it offers seeding (Seed, LoadSeed, ExampleSeed; package simtest
+// serves the example world), fault injection (FailNext, SetLatency, a device
+// plan that fails provisioning, MaxDevicesInFlight), per-operation counters
+// (Calls, Answers) and PostUserState to play the node reporting its state.
 // The same controls are served over HTTP under /_sim for bin/metalsim users.
 package sim

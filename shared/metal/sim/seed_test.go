@@ -95,6 +95,9 @@ func TestSeedValidation(t *testing.T) {
 			IPReservations:  []sim.SeedIPReservation{{ID: "res", VRF: "vrf", Network: "10.0.0.0", CIDR: 29}},
 			MetalGateways:   []sim.SeedMetalGateway{{IPReservation: "res", VirtualNetwork: "vn"}},
 		}, "is in metro sv"},
+		{"hardware reservation in an unknown facility", sim.SeedProject{Name: "p", HardwareReservations: []sim.SeedHardwareReservation{{Plan: "c3.small.x86", Metro: "da", Facility: "dallas"}}}, `facility "dallas"`},
+		{"hardware reservation in another metro's facility", sim.SeedProject{Name: "p", HardwareReservations: []sim.SeedHardwareReservation{{Plan: "c3.small.x86", Metro: "da", Facility: "ny5"}}}, "not in metro da"},
+		{"hardware reservation without a plan", sim.SeedProject{Name: "p", HardwareReservations: []sim.SeedHardwareReservation{{Metro: "da"}}}, "needs a plan"},
 		{"ninth VRF", sim.SeedProject{Name: "p", VRFs: func() []sim.SeedVRF {
 			var vrfs []sim.SeedVRF
 			for i := range 9 {
