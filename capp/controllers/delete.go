@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -26,7 +27,7 @@ func (r *PacketMachineReconciler) deleteDevice(ctx context.Context, s *machineSc
 	}
 	access, err := r.access(ctx, s)
 	if err != nil {
-		if serr, ok := err.(*setupError); ok {
+		if serr, ok := errors.AsType[*setupError](err); ok {
 			s.observeTrue(cond, infrav1.DeletingDeviceReason, "cannot delete the device: "+serr.message)
 			return ctrl.Result{RequeueAfter: noCredentials}, false, nil
 		}
