@@ -30,6 +30,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	metalv1 "github.com/equinix/equinix-sdk-go/services/metalv1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -148,7 +149,7 @@ func run(ctx context.Context, once bool, kubeconfig string, out io.Writer) (err 
 	}
 	fmt.Fprintf(out, "\nMetal API simulator: %s (token %s; see docs/metal.md)\n", simURL, simulatorKey)
 	for _, pm := range machines {
-		fmt.Fprintf(out, "  curl -s -H 'X-Auth-Token: %s' '%s/metal/v1/devices/%s?include=network_ports.virtual_networks'\n",
+		fmt.Fprintf(out, "  curl -s -H 'X-Auth-Token: %s' '%s/metal/v1/devices/%s'\n",
 			simulatorKey, simURL, device.DeviceID(pm.Spec.ProviderID))
 	}
 	if once {
@@ -258,15 +259,16 @@ func printMachines(ctx context.Context, c client.Client, machines []client.Objec
 }
 
 // printDevices prints each machine's device and its ports as the simulator
-// answers them through the Metal client: state, network type, whether the
-// port is bonded, and the VLANs it carries.
+// answers them through the Metal client: the device's state and network
+// type (one for the whole device: hybrid once a NIC is out of the bond),
+// each port's mode, and the VLANs it carries.
 func printDevices(ctx context.Context, simURL string, machines []*infrav1.PacketMachine, out io.Writer) error {
 	api, err := metal.NewClient(metal.Config{APIKey: simulatorKey, BaseURL: simURL, ProjectID: simtest.Project})
 	if err != nil {
 		return err
 	}
 	table := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(table, "\nPACKETMACHINE\tDEVICE\tSTATE\tPORT\tNETWORK TYPE\tBONDED\tVLANS")
+	fmt.Fprintln(table, "\nPACKETMACHINE\tDEVICE\tSTATE\tNETWORK TYPE\tPORT\tMODE\tVLANS")
 	for _, pm := range machines {
 		dev, err := api.GetDevice(ctx, device.DeviceID(pm.Spec.ProviderID))
 		if err != nil {
@@ -281,11 +283,30 @@ func printDevices(ctx context.Context, simURL string, machines []*infrav1.Packet
 			for _, vn := range port.GetVirtualNetworks() {
 				tags = append(tags, vxlans[path.Base(vn.GetHref())])
 			}
-			fmt.Fprintf(table, "%s/%s\t%s\t%s\t%s\t%s\t%t\t%s\n", pm.Namespace, pm.Name, dev.GetId(), dev.GetState(),
-				port.GetName(), port.GetNetworkType(), port.Data.GetBonded(), firstOf(strings.Join(tags, ","), "-"))
+			fmt.Fprintf(table, "%s/%s\t%s\t%s\t%s\t%s\t%s\t%s\n", pm.Namespace, pm.Name, dev.GetId(), dev.GetState(),
+				port.GetNetworkType(), port.GetName(), portMode(port), firstOf(strings.Join(tags, ","), "-"))
 		}
 	}
 	return table.Flush()
+}
+
+// portMode names what a port does: bond0 bonded with its Layer 3
+// addresses and tagged VLANs is hybrid-bonded; a NIC is in the bond or out
+// of it (hybrid unbonded, carrying VLANs of its own).
+func portMode(port metalv1.Port) string {
+	bonded := port.Data.GetBonded()
+	switch {
+	case port.GetType() == metalv1.PORTTYPE_NETWORK_BOND_PORT && bonded && len(port.GetVirtualNetworks()) > 0:
+		return "hybrid-bonded"
+	case port.GetType() == metalv1.PORTTYPE_NETWORK_BOND_PORT && bonded:
+		return "bonded"
+	case port.GetType() == metalv1.PORTTYPE_NETWORK_BOND_PORT:
+		return "no bonded NIC"
+	case bonded:
+		return "in bond0"
+	default:
+		return "out of bond0"
+	}
 }
 
 // vxlansByID maps the IDs of the project's VLANs in metro to their tags.
@@ -332,7 +353,8 @@ func playNodes(ctx context.Context, c client.Client, simulator *simtest.Sim, mac
 			return fmt.Errorf("PacketMachine %s did not turn %s True within %s; its conditions: %s: %w",
 				key, infrav1.NodeNetworkConfiguredCondition, reportTimeout, conditionsOf(pm), err)
 		}
-		fmt.Fprintf(out, "PacketMachine %s: %s\n", key, conditionsOf(pm))
+		fmt.Fprintf(out, "PacketMachine %s: %s=True (%s), %s=%s\n", key, infrav1.NodeNetworkConfiguredCondition,
+			conditions.GetMessage(pm, infrav1.NodeNetworkConfiguredCondition), infrav1.ReadyCondition, conditionStatus(pm, infrav1.ReadyCondition))
 	}
 	return nil
 }
@@ -383,6 +405,13 @@ func conditionsOf(pm *infrav1.PacketMachine) string {
 		return "none yet"
 	}
 	return strings.Join(parts, ", ")
+}
+
+func conditionStatus(pm *infrav1.PacketMachine, conditionType string) metav1.ConditionStatus {
+	if c := conditions.Get(pm, conditionType); c != nil {
+		return c.Status
+	}
+	return metav1.ConditionUnknown
 }
 
 func firstOf(values ...string) string {
