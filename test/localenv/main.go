@@ -63,7 +63,7 @@ const (
 )
 
 func main() {
-	once := flag.Bool("once", false, "exit after printing the claims (for CI and smoke tests)")
+	once := flag.Bool("once", false, "exit once the machine's node has reported and everything is printed (for CI and smoke tests)")
 	kubeconfig := flag.String("kubeconfig-out", "bin/localenv/kubeconfig", "where to write a kubeconfig for kubectl (relative to the repository root)")
 	verbose := flag.Bool("v", false, "show the managers' logs")
 	flag.Parse()
