@@ -4,34 +4,48 @@
 // API simulator seeded with a small world, and both managers (IPAM and
 // CAPP); applies the sample pools and claims of config/samples/ipam and the
 // demo machine of config/samples/localenv; prints what every claim and the
-// machine's networks got; and writes a kubeconfig so kubectl can look
-// around. With --once it exits after printing.
+// machine's networks got, and the machine's device as the simulator shows
+// it; plays the machine's node reporting its network configured; and writes
+// a kubeconfig so kubectl can look around. With --once it exits after
+// printing.
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
+	"path"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
 
+	metalv1 "github.com/equinix/equinix-sdk-go/services/metalv1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
 	cappcontrollers "github.com/metal-vrf/cluster-api-metal-vrf/capp/controllers"
+	"github.com/metal-vrf/cluster-api-metal-vrf/capp/device"
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal/sim"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal/sim/simtest"
 	"github.com/metal-vrf/cluster-api-metal-vrf/test/testenv"
@@ -40,8 +54,16 @@ import (
 // simulatorKey is the API key the simulator accepts, on top of the seed's.
 const simulatorKey = "localenv-token"
 
+// How long the run waits for a machine to be provisioned, and for the
+// machine to see its node's report. The provider looks at a node's report
+// every 15 seconds.
+const (
+	provisionTimeout = 90 * time.Second
+	reportTimeout    = time.Minute
+)
+
 func main() {
-	once := flag.Bool("once", false, "exit after printing the claims (for CI and smoke tests)")
+	once := flag.Bool("once", false, "exit once the machine's node has reported and everything is printed (for CI and smoke tests)")
 	kubeconfig := flag.String("kubeconfig-out", "bin/localenv/kubeconfig", "where to write a kubeconfig for kubectl (relative to the repository root)")
 	verbose := flag.Bool("v", false, "show the managers' logs")
 	flag.Parse()
@@ -68,7 +90,14 @@ func run(ctx context.Context, once bool, kubeconfig string, out io.Writer) (err 
 	}
 	defer func() { err = errors.Join(err, env.Stop()) }()
 
-	simulator, err := simtest.Start(sim.Options{APIKeys: []string{simulatorKey}, DeviceProvisionDelay: 10 * time.Second, BatchDelay: 2 * time.Second}, nil)
+	// Short delays keep the whole run under a minute or two while every
+	// state (queued, provisioning, batches in flight) is still passed
+	// through.
+	simulator, err := simtest.Start(sim.Options{
+		APIKeys:              []string{simulatorKey},
+		DeviceProvisionDelay: 6 * time.Second,
+		BatchDelay:           2 * time.Second,
+	}, nil)
 	if err != nil {
 		return fmt.Errorf("starting the Metal API simulator: %w", err)
 	}
@@ -93,8 +122,14 @@ func run(ctx context.Context, once bool, kubeconfig string, out io.Writer) (err 
 	if err := printClaims(ctx, env.Client, applied["IPAddressClaim"], out); err != nil {
 		return err
 	}
-	userData, err := printMachines(ctx, env.Client, applied["PacketMachine"], out)
+	machines, err := printMachines(ctx, env.Client, applied["PacketMachine"], out)
 	if err != nil {
+		return err
+	}
+	if err := printDevices(ctx, simURL, machines, out); err != nil {
+		return err
+	}
+	if err := playNodes(ctx, env.Client, simulator, machines, out); err != nil {
 		return err
 	}
 
@@ -108,11 +143,15 @@ func run(ctx context.Context, once bool, kubeconfig string, out io.Writer) (err 
 		return fmt.Errorf("writing the kubeconfig: %w", err)
 	}
 	fmt.Fprintf(out, "\nkubeconfig: %s\n  kubectl --kubeconfig %s get metalvrfippools,globalmetalvrfippools,ipaddressclaims,ipaddresses.ipam.cluster.x-k8s.io -A\n", kubeconfig, kubeconfig)
-	for _, secret := range userData {
+	for _, pm := range machines {
 		fmt.Fprintf(out, "  kubectl --kubeconfig %s get secret -n %s %s -o jsonpath='{.data.%s}' | base64 -d   # rendered user-data\n",
-			kubeconfig, secret.Namespace, secret.Name, cappcontrollers.UserDataKey)
+			kubeconfig, pm.Namespace, pm.Status.UserDataSecretName, cappcontrollers.UserDataKey)
 	}
-	fmt.Fprintf(out, "Metal API simulator: %s (METAL_API_KEY=%s; see docs/metal.md)\n", simURL, simulatorKey)
+	fmt.Fprintf(out, "\nMetal API simulator: %s (token %s; see docs/metal.md)\n", simURL, simulatorKey)
+	for _, pm := range machines {
+		fmt.Fprintf(out, "  curl -s -H 'X-Auth-Token: %s' '%s/metal/v1/devices/%s'\n",
+			simulatorKey, simURL, device.DeviceID(pm.Spec.ProviderID))
+	}
 	if once {
 		return nil
 	}
@@ -191,50 +230,219 @@ func printClaims(ctx context.Context, c client.Client, claims []client.ObjectKey
 	return table.Flush()
 }
 
-// printMachines waits until every PacketMachine's networks have their
-// addresses and prints them; it returns the Secrets holding the rendered
-// user-data.
-func printMachines(ctx context.Context, c client.Client, machines []client.ObjectKey, out io.Writer) ([]client.ObjectKey, error) {
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+// printMachines waits until every PacketMachine is provisioned (its device
+// active, every port carrying its VLANs) and prints its networks' addresses;
+// it returns the machines as last read.
+func printMachines(ctx context.Context, c client.Client, machines []client.ObjectKey, out io.Writer) ([]*infrav1.PacketMachine, error) {
+	ctx, cancel := context.WithTimeout(ctx, provisionTimeout)
 	defer cancel()
 	table := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(table, "\nPACKETMACHINE\tINTERFACE\tADDRESS\tGATEWAY\tCLAIM")
-	var secrets []client.ObjectKey
+	var read []*infrav1.PacketMachine
 	for _, key := range machines {
 		pm := &infrav1.PacketMachine{}
-		if err := poll(ctx, fmt.Sprintf("PacketMachine %s has no user-data", key), func() bool {
-			return c.Get(ctx, key, pm) == nil && pm.Status.UserDataSecretName != ""
+		if err := poll(ctx, func() bool {
+			return c.Get(ctx, key, pm) == nil && ptr.Deref(pm.Status.Initialization.Provisioned, false)
 		}); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("PacketMachine %s was not provisioned (status.initialization.provisioned) within %s; its conditions: %s: %w",
+				key, provisionTimeout, conditionsOf(pm), err)
 		}
 		for _, port := range pm.Status.Ports {
 			for _, network := range port.Networks {
 				fmt.Fprintf(table, "%s\t%s.%d\t%s/%d\t%s\t%s\n", key, port.Name, network.VXLAN,
-					network.Address, network.Prefix, network.Gateway, network.ClaimName)
+					network.Address, network.Prefix, network.Gateway, firstOf(network.ClaimName, "(static)"))
 			}
 		}
-		secrets = append(secrets, client.ObjectKey{Namespace: key.Namespace, Name: pm.Status.UserDataSecretName})
+		read = append(read, pm)
 	}
-	return secrets, table.Flush()
+	return read, table.Flush()
+}
+
+// printDevices prints each machine's device and its ports as the simulator
+// answers them through the Metal client: the device's state and network
+// type (one for the whole device: hybrid once a NIC is out of the bond),
+// each port's mode, and the VLANs it carries.
+func printDevices(ctx context.Context, simURL string, machines []*infrav1.PacketMachine, out io.Writer) error {
+	api, err := metal.NewClient(metal.Config{APIKey: simulatorKey, BaseURL: simURL, ProjectID: simtest.Project})
+	if err != nil {
+		return err
+	}
+	table := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(table, "\nPACKETMACHINE\tDEVICE\tSTATE\tNETWORK TYPE\tPORT\tMODE\tVLANS")
+	for _, pm := range machines {
+		dev, err := api.GetDevice(ctx, device.DeviceID(pm.Spec.ProviderID))
+		if err != nil {
+			return fmt.Errorf("reading the device of PacketMachine %s: %w", pm.Name, err)
+		}
+		vxlans, err := vxlansByID(ctx, api, dev.Metro.GetCode())
+		if err != nil {
+			return err
+		}
+		for _, port := range dev.GetNetworkPorts() {
+			var tags []string
+			for _, vn := range port.GetVirtualNetworks() {
+				tags = append(tags, vxlans[path.Base(vn.GetHref())])
+			}
+			fmt.Fprintf(table, "%s/%s\t%s\t%s\t%s\t%s\t%s\t%s\n", pm.Namespace, pm.Name, dev.GetId(), dev.GetState(),
+				port.GetNetworkType(), port.GetName(), portMode(port), firstOf(strings.Join(tags, ","), "-"))
+		}
+	}
+	return table.Flush()
+}
+
+// portMode names what a port does: bond0 bonded with its Layer 3
+// addresses and tagged VLANs is hybrid-bonded; a NIC is in the bond or out
+// of it (hybrid unbonded, carrying VLANs of its own).
+func portMode(port metalv1.Port) string {
+	bonded := port.Data.GetBonded()
+	switch {
+	case port.GetType() == metalv1.PORTTYPE_NETWORK_BOND_PORT && bonded && len(port.GetVirtualNetworks()) > 0:
+		return "hybrid-bonded"
+	case port.GetType() == metalv1.PORTTYPE_NETWORK_BOND_PORT && bonded:
+		return "bonded"
+	case port.GetType() == metalv1.PORTTYPE_NETWORK_BOND_PORT:
+		return "no bonded NIC"
+	case bonded:
+		return "in bond0"
+	default:
+		return "out of bond0"
+	}
+}
+
+// vxlansByID maps the IDs of the project's VLANs in metro to their tags.
+func vxlansByID(ctx context.Context, api *metal.Client, metro string) (map[string]string, error) {
+	list, err := api.ListVirtualNetworks(ctx, metro)
+	if err != nil {
+		return nil, fmt.Errorf("listing the VLANs of metro %s: %w", metro, err)
+	}
+	out := map[string]string{}
+	for _, vn := range list {
+		out[vn.GetId()] = strconv.Itoa(int(vn.GetVxlan()))
+	}
+	return out, nil
+}
+
+// playNodes plays each machine's node once its network script would have
+// run: bound to the loopback address, it reads its metadata as the script
+// does, posts succeeded (network_configuration_success) to the
+// user_state_url found there, and waits for NodeNetworkConfigured.
+func playNodes(ctx context.Context, c client.Client, simulator *simtest.Sim, machines []*infrav1.PacketMachine, out io.Writer) error {
+	ctx, cancel := context.WithTimeout(ctx, reportTimeout)
+	defer cancel()
+	for _, pm := range machines {
+		id := device.DeviceID(pm.Spec.ProviderID)
+		if err := simulator.BindNode(netip.MustParseAddr("127.0.0.1"), id); err != nil {
+			return err
+		}
+		var md struct {
+			UserStateURL string `json:"user_state_url"`
+		}
+		if err := nodeCall(ctx, http.MethodGet, simulator.URL+"/metadata", nil, &md); err != nil {
+			return fmt.Errorf("reading the metadata of device %s: %w", id, err)
+		}
+		event := map[string]any{"state": device.UserStateSucceeded, "code": 1001, "message": "network_configuration_success"}
+		if err := nodeCall(ctx, http.MethodPost, md.UserStateURL, event, nil); err != nil {
+			return fmt.Errorf("posting the user state of device %s: %w", id, err)
+		}
+		fmt.Fprintf(out, "\nNode of device %s: posted %s (network_configuration_success) to %s\n", id, device.UserStateSucceeded, md.UserStateURL)
+
+		key := client.ObjectKeyFromObject(pm)
+		if err := poll(ctx, func() bool {
+			return c.Get(ctx, key, pm) == nil && conditions.IsTrue(pm, infrav1.NodeNetworkConfiguredCondition)
+		}); err != nil {
+			return fmt.Errorf("PacketMachine %s did not turn %s True within %s; its conditions: %s: %w",
+				key, infrav1.NodeNetworkConfiguredCondition, reportTimeout, conditionsOf(pm), err)
+		}
+		fmt.Fprintf(out, "PacketMachine %s: %s=True (%s), %s=%s\n", key, infrav1.NodeNetworkConfiguredCondition,
+			conditions.GetMessage(pm, infrav1.NodeNetworkConfiguredCondition), infrav1.ReadyCondition, conditionStatus(pm, infrav1.ReadyCondition))
+	}
+	return nil
+}
+
+// nodeCall sends in (when not nil) as JSON and decodes the answer into
+// reply (when not nil).
+func nodeCall(ctx context.Context, method, url string, in, reply any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, body)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode >= 300 {
+		msg, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("%s %s: %s: %s", method, url, resp.Status, bytes.TrimSpace(msg))
+	}
+	if reply == nil {
+		return nil
+	}
+	return json.NewDecoder(resp.Body).Decode(reply)
+}
+
+// conditionsOf lists the machine's conditions as Type=Status (Reason:
+// message), in the order they are set.
+func conditionsOf(pm *infrav1.PacketMachine) string {
+	var parts []string
+	for _, c := range pm.Status.Conditions {
+		part := fmt.Sprintf("%s=%s (%s", c.Type, c.Status, c.Reason)
+		if c.Message != "" && c.Status != metav1.ConditionTrue {
+			part += ": " + c.Message
+		}
+		parts = append(parts, part+")")
+	}
+	if len(parts) == 0 {
+		return "none yet"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func conditionStatus(pm *infrav1.PacketMachine, conditionType string) metav1.ConditionStatus {
+	if c := conditions.Get(pm, conditionType); c != nil {
+		return c.Status
+	}
+	return metav1.ConditionUnknown
+}
+
+func firstOf(values ...string) string {
+	for _, v := range values {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
 }
 
 // waitBound waits until the claim names its IPAddress and returns both.
 func waitBound(ctx context.Context, c client.Client, key client.ObjectKey) (*ipamv1.IPAddress, *ipamv1.IPAddressClaim, error) {
 	claim := &ipamv1.IPAddressClaim{}
 	address := &ipamv1.IPAddress{}
-	err := poll(ctx, fmt.Sprintf("claim %s was not bound", key), func() bool {
+	err := poll(ctx, func() bool {
 		return c.Get(ctx, key, claim) == nil && claim.Status.AddressRef.Name != "" &&
 			c.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: claim.Status.AddressRef.Name}, address) == nil
 	})
-	return address, claim, err
+	if err != nil {
+		return nil, nil, fmt.Errorf("claim %s was not bound: %w", key, err)
+	}
+	return address, claim, nil
 }
 
 // poll checks done every 100ms until it holds or ctx ends.
-func poll(ctx context.Context, failure string, done func() bool) error {
+func poll(ctx context.Context, done func() bool) error {
 	for !done() {
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s: %w", failure, ctx.Err())
+			return ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
