@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -20,9 +21,7 @@ import (
 func (r *PacketMachineReconciler) deleteDevice(ctx context.Context, s *machineScope) (ctrl.Result, bool, error) {
 	pm := s.PacketMachine
 	const cond = infrav1.DeletingCondition
-	if pm.Spec.ProviderID == "" && pm.Status.UserDataSecretName == "" {
-		// Devices are created only with the user-data, which this machine
-		// never had: there is no device to look for.
+	if pm.Spec.ProviderID == "" && !createMayHaveRun(pm) {
 		return ctrl.Result{}, true, nil
 	}
 	access, err := r.access(ctx, s)
@@ -65,4 +64,25 @@ func (r *PacketMachineReconciler) deleteFailed(ctx context.Context, s *machineSc
 func (r *PacketMachineReconciler) removeFinalizer(_ context.Context, s *machineScope) (ctrl.Result, bool, error) {
 	controllerutil.RemoveFinalizer(s.PacketMachine, infrav1.MachineFinalizer)
 	return ctrl.Result{}, true, nil
+}
+
+// createMayHaveRun reports whether a create call may ever have been made for
+// a machine without a providerID. Every reconcile that gets as far as the
+// create call leaves DeviceReady with a reason of its own, so a machine whose
+// last word on the device is one of those written before that point (or
+// none) never had one, and deleting it needs no Metal API: a machine with
+// broken credentials, a missing project or VLAN goes at once. Any other
+// state (a create that failed with an unknown outcome, say) is looked up.
+func createMayHaveRun(pm *infrav1.PacketMachine) bool {
+	c := conditions.Get(pm, infrav1.DeviceReadyCondition)
+	if c == nil {
+		return false
+	}
+	switch c.Reason {
+	case infrav1.WaitingForPreviousReason, infrav1.NoCredentialsReason, infrav1.CredentialsSecretNotFoundReason,
+		infrav1.InvalidCredentialsReason, infrav1.InfrastructureNotFoundReason, infrav1.ProjectNotFoundReason, infrav1.VLANNotFoundReason,
+		infrav1.WaitingForCreationSlotReason, infrav1.HardwareReservationUnavailableReason:
+		return false
+	}
+	return true
 }

@@ -83,6 +83,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		WatchFilterValue: opts.WatchFilterValue,
 		Render:           cloudinit.Options{MetadataURL: opts.MetadataURL},
 		Credentials: metal.NewClientCache(metal.Config{
+			BaseURL: getenv(metal.EnvBaseURL),
 			Timeout: opts.MetalTimeout, Retry: opts.MetalRetry, Registerer: ctrlmetrics.Registry,
 		}),
 		Getenv:            getenv,

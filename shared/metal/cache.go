@@ -36,7 +36,9 @@ type cachedEnvClient struct {
 }
 
 // NewClientCache returns an empty cache whose clients are tuned by base (its
-// credentials are ignored).
+// credentials are ignored). base.BaseURL, when set, is the API of Secrets
+// that name none, so a manager pointed at another endpoint (METAL_API_URL)
+// never sends a Secret's token anywhere else.
 func NewClientCache(base Config) *ClientCache {
 	return &ClientCache{base: base, secrets: map[types.NamespacedName]cachedClient{}}
 }
@@ -116,5 +118,8 @@ func (c *ClientCache) FromEnv(getenv func(string) string) (*Client, error) {
 func (c *ClientCache) tuned(cfg Config) Config {
 	cfg.Version, cfg.Timeout, cfg.PageSize, cfg.Retry, cfg.Registerer =
 		c.base.Version, c.base.Timeout, c.base.PageSize, c.base.Retry, c.base.Registerer
+	if cfg.BaseURL == "" {
+		cfg.BaseURL = c.base.BaseURL
+	}
 	return cfg
 }

@@ -308,6 +308,20 @@ var _ = Describe("A PacketMachine's device", func() {
 			Expect(client.IgnoreNotFound(k8s.Delete(ctx, binding))).To(Succeed())
 			Expect(client.IgnoreNotFound(k8s.Delete(ctx, policy))).To(Succeed())
 		})
+		// The API server applies a new policy after a moment: probe with a
+		// dry run until it refuses.
+		probe := &infrav1.PacketMachine{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe"},
+			Spec:       infrav1.PacketMachineSpec{Plan: "p", OperatingSystem: "os"},
+		}
+		Expect(k8s.Create(ctx, probe)).To(Succeed())
+		Eventually(func() error {
+			update := probe.DeepCopy()
+			update.Spec.ProviderID = "equinixmetal://probe"
+			return k8s.Update(ctx, update, client.DryRunAll)
+		}).Should(MatchError(ContainSubstring("providerID refused by the test")))
+		Expect(k8s.Delete(ctx, probe)).To(Succeed())
+
 		creates := metalSim.Calls(sim.OpCreateDevice)
 		pm := readyMachine(ns, "adopted", nil, nil)
 		Eventually(func() int { return len(devicesOf(pm)) }).Should(Equal(1))
@@ -340,7 +354,7 @@ var _ = Describe("A PacketMachine's device", func() {
 		Eventually(condition(failing, infrav1.NodeNetworkConfiguredCondition)).Should(
 			haveCondition(metav1.ConditionFalse, infrav1.NodeNetworkFailedReason, "network_configuration_failed: ifup bond0.1001"))
 		Eventually(condition(silent, infrav1.NodeNetworkConfiguredCondition), nodeReportTimeout+30*time.Second).Should(
-			haveCondition(metav1.ConditionFalse, infrav1.TimeoutReason, "has not reported its network configuration within 20s"))
+			haveCondition(metav1.ConditionFalse, infrav1.TimeoutReason, "has not reported its network configuration within 40s"))
 		for _, pm := range []*infrav1.PacketMachine{failing, silent} {
 			Expect(k8s.Delete(ctx, pm)).To(Succeed())
 			Eventually(gone(pm)).Should(BeTrue())

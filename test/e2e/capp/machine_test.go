@@ -217,7 +217,8 @@ var _ = Describe("A PacketMachine with networks from IPAM pools", func() {
 			haveCondition(metav1.ConditionFalse, infrav1.WaitingForIPAddressReason, "0/3 bound"))
 		Expect(condition(pm, infrav1.IPAddressClaimsFulfilledCondition)()).To(
 			haveCondition(metav1.ConditionFalse, infrav1.IPAddressClaimsNotFulfilledReason, "0/3 bound"))
-		Expect(condition(pm, infrav1.BootstrapDataRenderedCondition)()).To(BeNil(), "rendering waits for the addresses")
+		Expect(condition(pm, infrav1.BootstrapDataRenderedCondition)()).To(haveCondition(metav1.ConditionFalse,
+			infrav1.WaitingForPreviousReason, "waiting for the networks' addresses (IPAddressClaimed)"), "rendering waits for the addresses")
 
 		By("continuing as soon as the pools hand the addresses out")
 		createPools(ns)
@@ -341,7 +342,8 @@ var _ = Describe("A PacketMachine with networks from IPAM pools", func() {
 		Expect(condition(pm, infrav1.IPAddressClaimedCondition)().Message).To(HavePrefix("1/1 bound, but unusable"))
 		Expect(condition(pm, infrav1.IPAddressClaimsFulfilledCondition)()).To(
 			haveCondition(metav1.ConditionFalse, infrav1.IPAddressInvalidReason, "outside the subnet"))
-		Expect(condition(pm, infrav1.BootstrapDataRenderedCondition)()).To(BeNil())
+		Expect(condition(pm, infrav1.BootstrapDataRenderedCondition)()).To(
+			haveCondition(metav1.ConditionFalse, infrav1.WaitingForPreviousReason, "IPAddressClaimed"))
 		Expect(k8s.Delete(ctx, pm)).To(Succeed())
 	})
 })

@@ -51,7 +51,7 @@ const (
 	batchDelay             = time.Second
 	deviceDeprovisionDelay = 2 * time.Second
 	// nodeReportTimeout is the manager's --node-report-timeout.
-	nodeReportTimeout = 20 * time.Second
+	nodeReportTimeout = 40 * time.Second
 )
 
 func TestCAPP(t *testing.T) {
