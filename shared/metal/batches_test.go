@@ -97,3 +97,35 @@ func TestVLANAssignmentBatchFails(t *testing.T) {
 		t.Errorf("a failed batch changed the port: %v, %v", vlans(p), err)
 	}
 }
+
+func TestFailBatches(t *testing.T) {
+	e := newEnv(t, envOptions{sim: sim.Options{BatchDelay: time.Second}})
+	ctx := context.Background()
+	bond0 := portID(t, e.device(t, "node"), "bond0")
+	e.sim.FailBatches(1, "switch port maintenance")
+
+	failed, err := e.client.CreateVLANAssignmentBatch(ctx, bond0, []metal.VLANAssignment{{VLAN: "1001"}})
+	if err != nil {
+		t.Fatalf("the create call of a batch that fails later: %v", err)
+	}
+	e.clock.Advance(time.Second)
+	got, err := e.client.GetVLANAssignmentBatch(ctx, bond0, failed.GetId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.GetState() != metalv1.PORTVLANASSIGNMENTBATCHSTATE_FAILED || len(got.GetErrorMessages()) != 1 || got.GetErrorMessages()[0] != "switch port maintenance" {
+		t.Fatalf("batch = %s %v, want failed with the injected message", got.GetState(), got.GetErrorMessages())
+	}
+	if p, err := e.client.GetPort(ctx, bond0); err != nil || len(p.GetVirtualNetworks()) != 0 {
+		t.Errorf("a failed batch changed the port: %v, %v", vlans(p), err)
+	}
+
+	next, err := e.client.CreateVLANAssignmentBatch(ctx, bond0, []metal.VLANAssignment{{VLAN: "1001"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(time.Second)
+	if got, err := e.client.GetVLANAssignmentBatch(ctx, bond0, next.GetId()); err != nil || got.GetState() != metalv1.PORTVLANASSIGNMENTBATCHSTATE_COMPLETED {
+		t.Errorf("the batch after the injected failure = %s, %v; want completed", got.GetState(), err)
+	}
+}

@@ -19,6 +19,9 @@ type batch struct {
 	updated time.Time
 	changes []vlanChange
 	errors  []string
+	// failWith, when set, is the error the batch fails with when it
+	// applies (FailBatches).
+	failWith string
 }
 
 type vlanChange struct {
@@ -85,6 +88,9 @@ func (w *world) advanceBatch(b *batch, now time.Time, delay time.Duration) {
 	err := checkNetworkChangeable(d)
 	if err == nil {
 		err = w.checkChanges(d, p, b.changes)
+	}
+	if err == nil && b.failWith != "" {
+		err = errors.New(b.failWith)
 	}
 	if err != nil {
 		b.state, b.errors = metalv1.PORTVLANASSIGNMENTBATCHSTATE_FAILED, []string{err.Error()}
@@ -172,6 +178,9 @@ func (s *Server) createBatch(r *request) (reply, error) {
 		state:   metalv1.PORTVLANASSIGNMENTBATCHSTATE_QUEUED,
 		updated: r.now,
 		changes: changes,
+	}
+	if len(s.batchFaults) > 0 {
+		b.failWith, s.batchFaults = s.batchFaults[0], s.batchFaults[1:]
 	}
 	if err := store(s.world, s.world.batches, b, r.now); err != nil {
 		return reply{}, err

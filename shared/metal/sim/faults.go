@@ -34,11 +34,24 @@ func (s *Server) FailNext(op Operation, n, status int, retryAfter time.Duration)
 	s.faults[op] = append(s.faults[op], &fault{remaining: n, status: status, retryAfter: retryAfter})
 }
 
+// FailBatches makes the next n VLAN assignment batches fail when they
+// apply, as the platform fails a batch it accepted: with state failed,
+// message among its error_messages, and no change to the port. Unlike
+// FailNext, the create call itself succeeds.
+func (s *Server) FailBatches(n int, message string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for range n {
+		s.batchFaults = append(s.batchFaults, message)
+	}
+}
+
 // ClearFaults drops every queued fault.
 func (s *Server) ClearFaults() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	clear(s.faults)
+	s.batchFaults = nil
 }
 
 // SetLatency delays every API answer by d from now on.

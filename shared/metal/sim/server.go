@@ -60,6 +60,8 @@ type Server struct {
 	world   *world
 	latency time.Duration
 	faults  map[Operation][]*fault
+	// batchFaults are the platform errors the next batches fail with.
+	batchFaults []string
 	calls   map[Operation]int
 	answers map[Operation]map[int]int // status -> count
 	// nodes maps the source addresses of nodes to their devices, for the

@@ -402,6 +402,32 @@ var _ = Describe("A PacketMachine with bad input", func() {
 		Expect(deviceGone(id)()).To(BeTrue())
 	})
 
+	It("says why the platform failed the device or a port's batch, and deletes the device with the machine", func() {
+		broken := readyMachine(ns, "broken", nil, func(pm *infrav1.PacketMachine) { pm.Spec.Plan = sim.FailProvisioningPlan })
+		Eventually(condition(broken, infrav1.DeviceReadyCondition)).Should(
+			haveCondition(metav1.ConditionFalse, infrav1.DeviceFailedReason, "failed to provision: Provisioning failed"))
+		Expect(condition(broken, infrav1.DeviceReadyCondition)().Message).To(ContainSubstring(device.DeviceID(get(broken).Spec.ProviderID)))
+
+		metalSim.FailBatches(1, "port bond0 is under maintenance")
+		refused := readyMachine(ns, "refused", []infrav1.Port{{Name: "bond0", Networks: []infrav1.Network{{VXLAN: 1003, Address: "192.168.3.5/24"}}}}, nil)
+		Eventually(condition(refused, infrav1.VLANsAttachedCondition)).Should(
+			haveCondition(metav1.ConditionFalse, infrav1.VLANAttachFailedReason, "of port bond0 failed: port bond0 is under maintenance"))
+		Consistently(func() int {
+			dev, err := metalAPI.GetDevice(ctx, device.DeviceID(get(refused).Spec.ProviderID))
+			Expect(err).NotTo(HaveOccurred())
+			list, err := metalAPI.ListVLANAssignmentBatches(ctx, dev.GetNetworkPorts()[0].GetId())
+			Expect(err).NotTo(HaveOccurred())
+			return len(list)
+		}, "6s").Should(Equal(1), "a failed batch is reported, not sent again")
+
+		for _, pm := range []*infrav1.PacketMachine{broken, refused} {
+			id := device.DeviceID(get(pm).Spec.ProviderID)
+			Expect(k8s.Delete(ctx, pm)).To(Succeed())
+			Eventually(gone(pm)).Should(BeTrue())
+			Expect(deviceGone(id)()).To(BeTrue())
+		}
+	})
+
 	It("names hardware reservations that do not exist or are taken, and takes the first free one of a list", func() {
 		taken, err := metalAPI.EnsureDevice(ctx, metal.DeviceRequest{Tag: "test:" + ns, Plan: simtest.ReservedPlan, Metro: simtest.Metro,
 			OperatingSystem: "ubuntu_24_04", HardwareReservationID: simtest.HardwareReservation1})
