@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
@@ -206,8 +207,10 @@ var _ = Describe("A PacketMachine's device", func() {
 		Eventually(condition(pm, infrav1.NodeNetworkConfiguredCondition)).Should(
 			haveCondition(metav1.ConditionTrue, infrav1.NodeNetworkConfiguredReason, "network_configuration_success"))
 		Eventually(condition(pm, infrav1.ReadyCondition)).Should(HaveField("Status", metav1.ConditionTrue))
-		for _, c := range get(pm).Status.Conditions {
-			Expect(c.ObservedGeneration).To(Equal(get(pm).Generation), c.Type)
+		current := get(pm)
+		for _, t := range []string{infrav1.IPAddressClaimedCondition, infrav1.BootstrapDataRenderedCondition, infrav1.DeviceReadyCondition,
+			infrav1.VLANsAttachedCondition, infrav1.NodeNetworkConfiguredCondition, infrav1.ReadyCondition} {
+			Expect(conditions.Get(current, t).ObservedGeneration).To(Equal(current.Generation), t)
 		}
 
 		By("deleting the device first, keeping the claim until the platform has no device")
@@ -318,7 +321,7 @@ var _ = Describe("A PacketMachine's device", func() {
 		Eventually(func() error {
 			update := probe.DeepCopy()
 			update.Spec.ProviderID = "equinixmetal://probe"
-			return k8s.Update(ctx, update, client.DryRunAll)
+			return k8s.Patch(ctx, update, client.MergeFrom(probe), client.DryRunAll)
 		}).Should(MatchError(ContainSubstring("providerID refused by the test")))
 		Expect(k8s.Delete(ctx, probe)).To(Succeed())
 
