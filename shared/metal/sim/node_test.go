@@ -3,7 +3,6 @@ package sim_test
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -18,20 +17,8 @@ import (
 // on 127.0.0.1, the source address the tests bind.
 func nodeDo(t *testing.T, method, url, body string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(data)
+	resp, data := send(t, method, url, body, "")
+	return resp.StatusCode, data
 }
 
 var loopback = netip.MustParseAddr("127.0.0.1")

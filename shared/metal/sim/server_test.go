@@ -54,11 +54,20 @@ func sdkClient(url, key string) *metalv1.APIClient {
 // do sends a raw request with the example project's key.
 func (a *api) do(t *testing.T, method, path, body string) (*http.Response, string) {
 	t.Helper()
-	req, err := http.NewRequest(method, a.url+path, strings.NewReader(body))
+	return send(t, method, a.url+path, body, token)
+}
+
+// send makes a request with the API token authToken, none when empty, and
+// returns the answer with its body.
+func send(t *testing.T, method, url, body, authToken string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("X-Auth-Token", token)
+	if authToken != "" {
+		req.Header.Set("X-Auth-Token", authToken)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
