@@ -43,7 +43,9 @@ func (r *PacketMachineReconciler) deleteDevice(ctx context.Context, s *machineSc
 		r.backoff.reset(pm.UID)
 		return ctrl.Result{}, true, nil
 	case device.Delete:
-		if err := access.executor.Run(ctx, step, dev); err != nil {
+		err := access.executor.Run(ctx, step, dev)
+		countStep("delete", err)
+		if err != nil {
 			return r.deleteFailed(ctx, s, "deleting device "+dev.ID, err)
 		}
 		ctrl.LoggerFrom(ctx).Info("Deleted the device", "device", dev.ID)

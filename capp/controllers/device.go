@@ -122,6 +122,7 @@ func (r *PacketMachineReconciler) createDevice(ctx context.Context, s *machineSc
 		Tags:                  device.Tags(pm.Spec.Tags, string(pm.UID), s.Cluster.Name, util.IsControlPlaneMachine(s.Machine)),
 	}
 	dev, raw, err := access.executor.Create(ctx, req)
+	countStep("create", err)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -37,6 +37,7 @@ func (c *CreationSlots) Acquire(machine types.UID) bool {
 		return false
 	}
 	c.holders[machine] = struct{}{}
+	deviceCreationsInFlight.Set(float64(len(c.holders)))
 	return true
 }
 
@@ -46,6 +47,7 @@ func (c *CreationSlots) Hold(machine types.UID) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.holders[machine] = struct{}{}
+	deviceCreationsInFlight.Set(float64(len(c.holders)))
 }
 
 // Release frees the machine's slot, if it holds one.
@@ -53,6 +55,7 @@ func (c *CreationSlots) Release(machine types.UID) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.holders, machine)
+	deviceCreationsInFlight.Set(float64(len(c.holders)))
 }
 
 // InFlight is how many creations hold a slot, and the limit.

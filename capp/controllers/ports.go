@@ -57,7 +57,9 @@ func (r *PacketMachineReconciler) reconcilePorts(ctx context.Context, s *machine
 		return ctrl.Result{}, false, nil
 	}
 
-	if err := x.Run(ctx, step, s.Device); err != nil {
+	err = x.Run(ctx, step, s.Device)
+	countStep(stepName(step.Action), err)
+	if err != nil {
 		return r.metalFailed(ctx, s, cond, s.access, fmt.Sprintf("%s on port %s", step.Action, step.Port), err)
 	}
 	if step.Action == device.Disbond {
@@ -145,4 +147,12 @@ func attachedMessage(spec device.Spec) string {
 		parts[i] = fmt.Sprintf("%s: %s", p.Name, vxlans(p.VLANs))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// stepName is a port step's label in capp_device_steps_total.
+func stepName(a device.Action) string {
+	if a == device.Disbond {
+		return "disbond"
+	}
+	return "assign_vlans"
 }

@@ -1,0 +1,34 @@
+package controllers
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+var (
+	// deviceCreationsInFlight is how many machines hold a creation slot:
+	// devices created and not yet active or failed.
+	deviceCreationsInFlight = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "capp_device_creations_in_flight",
+		Help: "Devices the manager has created that are not active or failed yet (at most --max-device-creations, more after a restart).",
+	})
+	// deviceSteps counts the Metal API steps the machines took, by step:
+	// create, disbond, assign_vlans, delete.
+	deviceSteps = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "capp_device_steps_total",
+		Help: "Device steps sent to the Metal API, by step (create, disbond, assign_vlans, delete) and outcome (success, error).",
+	}, []string{"step", "outcome"})
+)
+
+func init() {
+	metrics.Registry.MustRegister(deviceCreationsInFlight, deviceSteps)
+}
+
+// countStep records a step sent to the Metal API and how it went.
+func countStep(step string, err error) {
+	outcome := "success"
+	if err != nil {
+		outcome = "error"
+	}
+	deviceSteps.WithLabelValues(step, outcome).Inc()
+}
