@@ -227,12 +227,16 @@ var _ = Describe("A PacketMachine's device", func() {
 
 	It("retries through 503 and 429 storms without a second device or an early release", func() {
 		createNodesPool(ns)
-		metalSim.FailNext(sim.OpCreateDevice, 3, http.StatusServiceUnavailable, 0)
-		metalSim.FailNext(sim.OpCreatePortVlanAssignmentBatch, 2, http.StatusTooManyRequests, 1)
+		// Each storm is a 429 with Retry-After and 503s, more than the
+		// client's own retries (2 attempts a call) absorb.
+		metalSim.FailNext(sim.OpCreateDevice, 1, http.StatusTooManyRequests, time.Second)
+		metalSim.FailNext(sim.OpCreateDevice, 2, http.StatusServiceUnavailable, 0)
+		metalSim.FailNext(sim.OpCreatePortVlanAssignmentBatch, 2, http.StatusTooManyRequests, time.Second)
+		metalSim.FailNext(sim.OpCreatePortVlanAssignmentBatch, 1, http.StatusServiceUnavailable, 0)
 		pm := readyMachine(ns, "storm", hybridPorts()[:1], nil)
 
 		Eventually(condition(pm, infrav1.DeviceReadyCondition)).Should(
-			haveCondition(metav1.ConditionFalse, infrav1.MetalAPIErrorReason, "503"))
+			haveCondition(metav1.ConditionFalse, infrav1.MetalAPIErrorReason, "creating the device: metal createDevice: 503"))
 		Eventually(condition(pm, infrav1.VLANsAttachedCondition)).Should(
 			haveCondition(metav1.ConditionTrue, infrav1.VLANsAttachedReason, "bond0: 1001, 1002"))
 		Expect(devicesOf(pm)).To(HaveLen(1))
@@ -243,7 +247,8 @@ var _ = Describe("A PacketMachine's device", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(list).To(HaveLen(1), "one batch for the port, however often the API refused")
 
-		metalSim.FailNext(sim.OpDeleteDevice, 4, http.StatusServiceUnavailable, 0)
+		metalSim.FailNext(sim.OpDeleteDevice, 1, http.StatusTooManyRequests, time.Second)
+		metalSim.FailNext(sim.OpDeleteDevice, 3, http.StatusServiceUnavailable, 0)
 		Expect(k8s.Delete(ctx, pm)).To(Succeed())
 		Eventually(condition(pm, infrav1.DeletingCondition)).Should(
 			haveCondition(metav1.ConditionTrue, infrav1.DeletingDeviceReason, "503"))
@@ -447,12 +452,15 @@ var _ = Describe("A PacketMachine with bad input", func() {
 
 		pm = readyMachine(ns, "reserved-list", nil, func(pm *infrav1.PacketMachine) {
 			pm.Spec.HardwareReservationID = simtest.HardwareReservation1 + ", " + simtest.HardwareReservation2
+			pm.Spec.Facility = simtest.ReservedFacility
 		})
 		Eventually(providerID(pm)).ShouldNot(BeEmpty())
 		dev, err := metalAPI.GetDevice(ctx, device.DeviceID(get(pm).Spec.ProviderID))
 		Expect(err).NotTo(HaveOccurred())
 		hr := dev.GetHardwareReservation()
 		Expect(hr.GetId()).To(Equal(simtest.HardwareReservation2))
+		facility := dev.GetFacility()
+		Expect(facility.GetCode()).To(Equal(simtest.ReservedFacility))
 		Expect(k8s.Delete(ctx, pm)).To(Succeed())
 		Eventually(gone(pm)).Should(BeTrue())
 	})
