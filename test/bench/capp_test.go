@@ -377,11 +377,41 @@ func BenchmarkProvisionBurst(b *testing.B) {
 			e.waitFor(b, pm, provisionedMachine)
 		}
 		elapsed := time.Since(start)
+		checkOneActiveDeviceEach(b, metalSim, machines)
 		b.ReportMetric(elapsed.Seconds(), "s-all-provisioned")
 		// The floor: burstMachines/burstInFlight waves of burstProvision.
 		floor := time.Duration((burstMachines+burstInFlight-1)/burstInFlight) * burstProvision
 		b.ReportMetric(elapsed.Seconds()/floor.Seconds(), "x-floor")
 		b.ReportMetric(float64(metalSim.Answers(sim.OpCreateDevice, http.StatusTooManyRequests)), "create-429s")
 		b.ReportMetric(float64(metalSim.Calls(sim.OpCreateDevice)), "create-calls")
+	}
+}
+
+// checkOneActiveDeviceEach: the burst left exactly one device per machine,
+// each active, and no other.
+func checkOneActiveDeviceEach(b *testing.B, metalSim *simtest.Sim, machines []*infrav1.PacketMachine) {
+	b.Helper()
+	api, err := metal.NewClient(metal.Config{APIKey: simtest.APIKey, BaseURL: metalSim.URL, ProjectID: simtest.Project})
+	if err != nil {
+		b.Fatal(err)
+	}
+	devices, err := api.ListDevices(context.Background(), metal.DeviceFilter{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if len(devices) != len(machines) {
+		b.Fatalf("%d devices for %d machines", len(devices), len(machines))
+	}
+	hostnames := map[string]bool{}
+	for _, d := range devices {
+		if d.GetState() != metalv1.DEVICESTATE_ACTIVE {
+			b.Errorf("device %s of %s is %s", d.GetId(), d.GetHostname(), d.GetState())
+		}
+		hostnames[d.GetHostname()] = true
+	}
+	for _, pm := range machines {
+		if !hostnames[pm.Name] {
+			b.Errorf("no device for %s", pm.Name)
+		}
 	}
 }
