@@ -152,6 +152,7 @@ func (m *model) run() {
 			m.sim.ClearFaults()
 		}
 		step = m.reconcileDelete()
+		m.steps++
 		m.checkInvariants()
 	}
 	if _, err := m.obs.GetDevice(m.ctx, id); !metal.IsNotFound(err) {
