@@ -274,6 +274,8 @@ func BenchmarkMachineAPICalls(b *testing.B) {
 					b.Fatal(err)
 				}
 				e.waitFor(b, pm, vlansAttached)
+				attached := calls(metalSim)
+				checkWrites(b, c, before, attached)
 				before = tally(total, metalSim, before, "attached")
 				if err := e.k8s.Delete(ctx, pm); err != nil {
 					b.Fatal(err)
@@ -304,6 +306,27 @@ func BenchmarkMachineAPICalls(b *testing.B) {
 			}
 			reportCalls(b, total)
 		})
+	}
+}
+
+// checkWrites: one create and, per port, at most one batch and (for a NIC
+// out of the bond) one disbond, whatever the number of VLANs.
+func checkWrites(b *testing.B, c callCase, before, after map[sim.Operation]int) {
+	b.Helper()
+	nics := len(c.ports)
+	if _, ok := c.ports["bond0"]; ok {
+		nics--
+	}
+	limits := map[sim.Operation]int{
+		sim.OpCreateDevice:                  1,
+		sim.OpCreatePortVlanAssignmentBatch: len(c.ports),
+		sim.OpDisbondPort:                   nics,
+		sim.OpAssignPort:                    0,
+	}
+	for op, limit := range limits {
+		if n := after[op] - before[op]; n > limit {
+			b.Errorf("%s: %d calls, at most %d", op, n, limit)
+		}
 	}
 }
 
