@@ -69,6 +69,9 @@ func startCAPP(b *testing.B, metalSim *simtest.Sim) *cappEnv {
 	if err != nil {
 		b.Fatal(err)
 	}
+	// concurrency is also the manager's default --concurrency; the other
+	// options keep their defaults (--max-device-creations, the Metal
+	// client's retries), and the manager logs where setup sends logs.
 	opts := env.CAPPOptions(concurrency, "")
 	opts.Getenv = func(name string) string {
 		return map[string]string{metal.EnvAPIKey: simtest.APIKey, metal.EnvBaseURL: metalSim.URL}[name]
