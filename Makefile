@@ -64,7 +64,7 @@ test: $(TEST_DEPS) ## Run every test: unit, fuzz seed corpora, envtest suites.
 	INCLUSTER_MANAGER=$(INCLUSTER_MANAGER) $(GOTESTSUM) --format pkgname-and-test-fails -- $(TEST_FLAGS) ./...
 
 .PHONY: bench
-bench: $(TEST_DEPS) ## Run the benchmarks (allocator and claims against a real API server).
+bench: $(TEST_DEPS) ## Run the benchmarks (allocator; claims and CAPP machines against a real API server).
 	go test -run '^$$' -bench . -benchmem ./shared/cidr/
 	INCLUSTER_MANAGER=$(INCLUSTER_MANAGER) go test -run '^$$' -bench . -timeout 60m $(BENCH_FLAGS) ./test/bench/
 

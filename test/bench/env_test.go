@@ -35,6 +35,10 @@
 // own, no address handed out twice (also against the addresses already in
 // use), every address inside the pool and never the gateway.
 //
+// capp_test.go measures the CAPP manager the same way, against the Metal API
+// simulator: the Metal API calls a PacketMachine costs, and how long a burst
+// of machines takes to provision under the platform's creation limit.
+//
 // The figures are recorded in docs/benchmarks.md; nothing here fails because
 // the machine is slow.
 package bench
