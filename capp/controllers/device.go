@@ -110,8 +110,8 @@ func (r *PacketMachineReconciler) createDevice(ctx context.Context, s *machineSc
 	req := metal.DeviceRequest{
 		Tag:                   deviceTag(pm),
 		Hostname:              pm.Name,
-		Plan:                  pm.Spec.Plan,
-		OperatingSystem:       pm.Spec.OperatingSystem,
+		Plan:                  pm.Spec.DevicePlan(),
+		OperatingSystem:       pm.Spec.DeviceOS(),
 		BillingCycle:          string(pm.Spec.BillingCycle),
 		Metro:                 firstOf(pm.Spec.Metro, access.cluster.Spec.Metro),
 		Facility:              firstOf(pm.Spec.Facility, access.cluster.Spec.Facility),
@@ -127,7 +127,7 @@ func (r *PacketMachineReconciler) createDevice(ctx context.Context, s *machineSc
 		return nil, nil, err
 	}
 	ctrl.LoggerFrom(ctx).Info("Created the device", "device", dev.ID, "state", dev.State)
-	r.Recorder.Eventf(pm, nil, corev1.EventTypeNormal, "DeviceCreated", "CreateDevice", "Device %s (plan %s) is %s", dev.ID, pm.Spec.Plan, dev.State)
+	r.Recorder.Eventf(pm, nil, corev1.EventTypeNormal, "DeviceCreated", "CreateDevice", "Device %s (plan %s) is %s", dev.ID, pm.Spec.DevicePlan(), dev.State)
 	return dev, raw, nil
 }
 
@@ -143,7 +143,7 @@ func (r *PacketMachineReconciler) createFailed(ctx context.Context, s *machineSc
 	}
 	if metal.IsUnprocessable(err) {
 		msg := fmt.Sprintf("the platform refused to create the device (plan %q, operating system %q, metro %q, facility %q, hardwareReservationID %q): %s",
-			pm.Spec.Plan, pm.Spec.OperatingSystem, firstOf(pm.Spec.Metro, access.cluster.Spec.Metro),
+			pm.Spec.DevicePlan(), pm.Spec.DeviceOS(), firstOf(pm.Spec.Metro, access.cluster.Spec.Metro),
 			firstOf(pm.Spec.Facility, access.cluster.Spec.Facility), pm.Spec.HardwareReservationID, strings.Join(metal.ErrorMessages(err), "; "))
 		if s.reasonChanges(cond, infrav1.DeviceCreateFailedReason) {
 			r.Recorder.Eventf(pm, nil, corev1.EventTypeWarning, infrav1.DeviceCreateFailedReason, "CreateDevice", "%s", msg)

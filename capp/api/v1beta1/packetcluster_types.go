@@ -46,6 +46,16 @@ type NetworkSpec struct {
 	Assignment AssignmentType `json:"assignment,omitempty"`
 }
 
+// VIPManager names what serves a cluster's control-plane endpoint.
+type VIPManager string
+
+// The VIP managers upstream CAPP knows.
+const (
+	VIPManagerCPEM    VIPManager = "CPEM"
+	VIPManagerKubeVIP VIPManager = "KUBE_VIP"
+	VIPManagerEMLB    VIPManager = "EMLB"
+)
+
 // PacketClusterSpec is the Equinix Metal side of a Cluster.
 type PacketClusterSpec struct {
 	// ProjectID is the Equinix Metal project the cluster's devices live in.
@@ -75,6 +85,14 @@ type PacketClusterSpec struct {
 	// +optional
 	ControlPlaneEndpoint clusterv1.APIEndpoint `json:"controlPlaneEndpoint,omitempty,omitzero"`
 
+	// VIPManager is what serves the control-plane endpoint: CPEM (the
+	// Equinix Metal cloud provider announces a reserved public address),
+	// KUBE_VIP, or EMLB. Upstream CAPP's field and default.
+	// +optional
+	// +kubebuilder:validation:Enum=CPEM;KUBE_VIP;EMLB
+	// +kubebuilder:default=CPEM
+	VIPManager VIPManager `json:"vipManager,omitempty"`
+
 	// Networks the cluster's machines can be attached to.
 	// +optional
 	// +listType=atomic
@@ -96,7 +114,7 @@ type PacketClusterStatus struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:path=packetclusters,scope=Namespaced,categories=cluster-api
+// +kubebuilder:resource:path=packetclusters,scope=Namespaced,categories=cluster-api,shortName=pcl
 // +kubebuilder:printcolumn:name="Cluster",type="string",JSONPath=".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']",description="Cluster the PacketCluster belongs to"
 // +kubebuilder:printcolumn:name="Metro",type="string",JSONPath=".spec.metro"
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"

@@ -37,7 +37,9 @@ type BillingCycle string
 
 // PacketMachineSpec is the device a Machine runs on and its Layer 2 networks.
 //
-// +kubebuilder:validation:XValidation:rule="!has(self.ipxeURL) || self.operatingSystem == 'custom_ipxe'",message="ipxeURL needs operatingSystem custom_ipxe"
+// +kubebuilder:validation:XValidation:rule="has(self.plan) != has(self.machineType)",message="exactly one of plan or machineType (upstream CAPP's name for it) must be set"
+// +kubebuilder:validation:XValidation:rule="has(self.operatingSystem) != has(self.os)",message="exactly one of operatingSystem or os (upstream CAPP's name for it) must be set"
+// +kubebuilder:validation:XValidation:rule="!has(self.ipxeURL) || (has(self.os) ? self.os : self.operatingSystem) == 'custom_ipxe'",message="ipxeURL needs the operating system custom_ipxe"
 // +kubebuilder:validation:XValidation:rule="has(self.ports) == has(oldSelf.ports) && (!has(self.ports) || self.ports == oldSelf.ports)",message="ports are immutable: changing a machine's networks at runtime is not supported; replace the machine instead"
 type PacketMachineSpec struct {
 	// ProviderID is the device's identity in Kubernetes, equinixmetal://<device id>.
@@ -62,17 +64,33 @@ type PacketMachineSpec struct {
 	// +kubebuilder:validation:MaxLength=16
 	Facility string `json:"facility,omitempty"`
 
-	// Plan is the device's hardware plan, e.g. "c3.small.x86".
-	// +required
+	// Plan is the device's hardware plan, e.g. "c3.small.x86". Exactly one
+	// of plan and machineType (upstream CAPP's name for it) is set.
+	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=64
-	Plan string `json:"plan"`
+	Plan string `json:"plan,omitempty"`
 
-	// OperatingSystem is the device's operating system slug, e.g. "ubuntu_24_04".
-	// +required
+	// MachineType is upstream CAPP's name for plan: manifests written for
+	// it apply unchanged.
+	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=64
-	OperatingSystem string `json:"operatingSystem"`
+	MachineType string `json:"machineType,omitempty"`
+
+	// OperatingSystem is the device's operating system slug, e.g.
+	// "ubuntu_24_04". Exactly one of operatingSystem and os (upstream CAPP's
+	// name for it) is set.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	OperatingSystem string `json:"operatingSystem,omitempty"`
+
+	// OS is upstream CAPP's name for operatingSystem.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	OS string `json:"os,omitempty"`
 
 	// BillingCycle of the device.
 	// +optional
@@ -228,6 +246,24 @@ type RouteSpec struct {
 	Gateway string `json:"gateway,omitempty"`
 }
 
+// DevicePlan is the device's plan, whichever of plan and machineType
+// names it.
+func (s *PacketMachineSpec) DevicePlan() string {
+	if s.Plan != "" {
+		return s.Plan
+	}
+	return s.MachineType
+}
+
+// DeviceOS is the device's operating system, whichever of operatingSystem
+// and os names it.
+func (s *PacketMachineSpec) DeviceOS() string {
+	if s.OperatingSystem != "" {
+		return s.OperatingSystem
+	}
+	return s.OS
+}
+
 // PacketMachineInitializationStatus reports the CAPI provisioning contract.
 // +kubebuilder:validation:MinProperties=1
 type PacketMachineInitializationStatus struct {
@@ -300,13 +336,14 @@ type PacketMachineStatus struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:path=packetmachines,scope=Namespaced,categories=cluster-api
+// +kubebuilder:resource:path=packetmachines,scope=Namespaced,categories=cluster-api,shortName=pma
 // +kubebuilder:printcolumn:name="Cluster",type="string",JSONPath=".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']",description="Cluster the machine belongs to"
-// +kubebuilder:printcolumn:name="Plan",type="string",JSONPath=".spec.plan"
-// +kubebuilder:printcolumn:name="Addresses",type="string",JSONPath=".status.addresses[*].address",description="Addresses from the machine's networks"
-// +kubebuilder:printcolumn:name="Claimed",type="string",JSONPath=".status.conditions[?(@.type==\"IPAddressClaimed\")].message",description="Addresses bound out of those claimed"
-// +kubebuilder:printcolumn:name="Rendered",type="string",JSONPath=".status.conditions[?(@.type==\"BootstrapDataRendered\")].status",description="User-data with the network configuration written"
-// +kubebuilder:printcolumn:name="ProviderID",type="string",JSONPath=".spec.providerID",priority=1
+// +kubebuilder:printcolumn:name="State",type="string",JSONPath=".status.conditions[?(@.type==\"DeviceReady\")].reason",description="What the device is doing"
+// +kubebuilder:printcolumn:name="Ready",type="string",JSONPath=".status.conditions[?(@.type==\"Ready\")].status",description="Device active, VLANs attached, node network configured"
+// +kubebuilder:printcolumn:name="InstanceID",type="string",JSONPath=".spec.providerID",description="The device, equinixmetal://<id>"
+// +kubebuilder:printcolumn:name="Machine",type="string",JSONPath=".metadata.ownerReferences[?(@.kind==\"Machine\")].name",description="Machine that owns this PacketMachine"
+// +kubebuilder:printcolumn:name="Addresses",type="string",JSONPath=".status.addresses[*].address",description="The machine's addresses",priority=1
+// +kubebuilder:printcolumn:name="Claimed",type="string",JSONPath=".status.conditions[?(@.type==\"IPAddressClaimed\")].message",description="Addresses bound out of those claimed",priority=1
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
 type PacketMachine struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -29,8 +29,9 @@ type PacketMachineTemplateSpec struct {
 // make PacketMachines from.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:path=packetmachinetemplates,scope=Namespaced,categories=cluster-api
+// +kubebuilder:resource:path=packetmachinetemplates,scope=Namespaced,categories=cluster-api,shortName=pmt
 // +kubebuilder:printcolumn:name="Plan",type="string",JSONPath=".spec.template.spec.plan"
+// +kubebuilder:printcolumn:name="MachineType",type="string",JSONPath=".spec.template.spec.machineType",priority=1
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
 type PacketMachineTemplate struct {
 	metav1.TypeMeta   `json:",inline"`

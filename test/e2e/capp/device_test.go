@@ -262,7 +262,13 @@ var _ = Describe("A PacketMachine's device", func() {
 		rejected := metalSim.Answers(sim.OpCreateDevice, http.StatusTooManyRequests)
 		var machines []*infrav1.PacketMachine
 		for i := range 7 {
-			machines = append(machines, readyMachine(ns, fmt.Sprintf("burst-%d", i), nil, nil))
+			machines = append(machines, readyMachine(ns, fmt.Sprintf("burst-%d", i), nil, func(pm *infrav1.PacketMachine) {
+				if i%2 == 0 {
+					// Upstream CAPP's field names drive the device alike.
+					pm.Spec.Plan, pm.Spec.MachineType = "", "m3.large.x86"
+					pm.Spec.OperatingSystem, pm.Spec.OS = "", "flatcar_stable"
+				}
+			}))
 		}
 		Eventually(func() int {
 			waiting := 0
@@ -277,6 +283,10 @@ var _ = Describe("A PacketMachine's device", func() {
 			Eventually(condition(pm, infrav1.DeviceReadyCondition)).Should(haveCondition(metav1.ConditionTrue, infrav1.DeviceActiveReason, ""))
 		}
 		Expect(metalSim.Answers(sim.OpCreateDevice, http.StatusTooManyRequests)-rejected).To(BeZero(), "the platform answered 429")
+		upstream, err := metalAPI.GetDevice(ctx, device.DeviceID(get(machines[0]).Spec.ProviderID))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(upstream.GetPlan().Slug).To(Equal(ptr.To("m3.large.x86")))
+		Expect(upstream.GetOperatingSystem().Slug).To(Equal(ptr.To("flatcar_stable")))
 		for _, pm := range machines {
 			Expect(k8s.Delete(ctx, pm)).To(Succeed())
 		}

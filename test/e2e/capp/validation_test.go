@@ -1,7 +1,9 @@
 package capp
 
 import (
+	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -13,7 +15,31 @@ import (
 	"sigs.k8s.io/yaml"
 
 	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
+	"github.com/metal-vrf/cluster-api-metal-vrf/test/testenv"
 )
+
+var _ = Describe("The CAPP CRDs", func() {
+	It("carry the contract label CAPI resolves versions by, and upstream's short names and category", func() {
+		kustomize := os.Getenv("KUSTOMIZE")
+		if kustomize == "" {
+			kustomize = filepath.Join(env.Root, "bin", "tools", "kustomize")
+		}
+		out, err := exec.Command(kustomize, "build", filepath.Join(env.Root, "config", "capp", "crd")).Output()
+		Expect(err).NotTo(HaveOccurred(), "kustomize build config/capp/crd (make test builds kustomize)")
+		crds, err := testenv.DecodeObjects(bytes.NewReader(out))
+		Expect(err).NotTo(HaveOccurred())
+		shortNames := map[string]string{"packetclusters": "pcl", "packetmachines": "pma", "packetmachinetemplates": "pmt"}
+		Expect(crds).To(HaveLen(len(shortNames)))
+		for _, crd := range crds {
+			plural, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "plural")
+			Expect(crd.GetLabels()).To(HaveKeyWithValue("cluster.x-k8s.io/v1beta2", infrav1.GroupVersion.Version), plural)
+			names, _, _ := unstructured.NestedStringSlice(crd.Object, "spec", "names", "shortNames")
+			Expect(names).To(ConsistOf(shortNames[plural]), plural)
+			categories, _, _ := unstructured.NestedStringSlice(crd.Object, "spec", "names", "categories")
+			Expect(categories).To(ContainElement("cluster-api"), plural)
+		}
+	})
+})
 
 var _ = Describe("The PacketMachine API", func() {
 	var ns string
@@ -57,9 +83,16 @@ var _ = Describe("The PacketMachine API", func() {
 
 	DescribeTable("rejects a machine with a clear message",
 		func(change func(*infrav1.PacketMachine), field, message string) {
-			pm := valid("m")
-			change(pm)
-			err := k8s.Create(ctx, pm)
+			var obj client.Object = &infrav1.PacketCluster{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c"},
+				Spec:       infrav1.PacketClusterSpec{ProjectID: "p", VIPManager: "METALLB"},
+			}
+			if change != nil {
+				pm := valid("m")
+				change(pm)
+				obj = pm
+			}
+			err := k8s.Create(ctx, obj)
 			Expect(err).To(HaveOccurred())
 			Expect(err.Error()).To(ContainSubstring(field))
 			Expect(err.Error()).To(ContainSubstring(message))
@@ -112,7 +145,14 @@ var _ = Describe("The PacketMachine API", func() {
 		}, "spec.ports[0]", "a NIC inside the bond cannot carry VLANs of its own"),
 		Entry("an iPXE URL without the custom_ipxe operating system", func(pm *infrav1.PacketMachine) {
 			pm.Spec.IPXEURL = "http://boot.example/ipxe"
-		}, "spec", "ipxeURL needs operatingSystem custom_ipxe"),
+		}, "spec", "ipxeURL needs the operating system custom_ipxe"),
+		Entry("both plan and upstream's machineType", func(pm *infrav1.PacketMachine) { pm.Spec.MachineType = "c3.small.x86" },
+			"spec", "exactly one of plan or machineType"),
+		Entry("neither plan nor machineType", func(pm *infrav1.PacketMachine) { pm.Spec.Plan = "" },
+			"spec", "exactly one of plan or machineType"),
+		Entry("both operatingSystem and upstream's os", func(pm *infrav1.PacketMachine) { pm.Spec.OS = "ubuntu_24_04" },
+			"spec", "exactly one of operatingSystem or os"),
+		Entry("a PacketCluster VIP manager upstream does not know", nil, "spec.vipManager", "Unsupported value: \"METALLB\""),
 	)
 
 	It("refuses to change a machine's ports after creation", func() {
@@ -158,6 +198,14 @@ var _ = Describe("The PacketMachine API", func() {
 		pm.Spec.Tags = []string{"a"}
 		pm.Spec.HardwareReservationID = "next-available"
 		Expect(k8s.Create(ctx, pm)).To(Succeed())
+
+		upstream := valid("upstream")
+		upstream.Spec.Plan, upstream.Spec.MachineType = "", "c3.small.x86"
+		upstream.Spec.OperatingSystem, upstream.Spec.OS = "", "custom_ipxe"
+		upstream.Spec.IPXEURL = "http://boot.example/ipxe"
+		Expect(k8s.Create(ctx, upstream)).To(Succeed(), "upstream CAPP's field names")
+		Expect(upstream.Spec.DevicePlan()).To(Equal("c3.small.x86"))
+		Expect(upstream.Spec.DeviceOS()).To(Equal("custom_ipxe"))
 
 		unbonded := valid("unbonded")
 		unbonded.Spec.Ports[0].Name = "eth1"
