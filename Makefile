@@ -99,8 +99,16 @@ verify: $(GOLANGCI_LINT) ## Check generated files are current, formatting, vet a
 .PHONY: envtest
 envtest: $(KUBE_APISERVER) $(ETCD) ## Build kube-apiserver and etcd for envtest.
 
+# kube-apiserver built from its module reports v0.0.0-master unless told its
+# version; Cluster API's core manager refuses a server whose version it cannot
+# read, so the version the module pins goes in with the linker.
+KUBE_VERSION := $(shell sed -n 's/^\tk8s.io\/kubernetes \(v[0-9.]*\).*/\1/p' test/tools/kube-apiserver/go.mod)
+KUBE_VERSION_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION) \
+	-X k8s.io/component-base/version.gitMajor=$(word 1,$(subst ., ,$(KUBE_VERSION:v%=%))) \
+	-X k8s.io/component-base/version.gitMinor=$(word 2,$(subst ., ,$(KUBE_VERSION:v%=%)))
+
 $(KUBE_APISERVER): test/tools/kube-apiserver/go.mod
-	$(call tool-build,kube-apiserver,k8s.io/kubernetes/cmd/kube-apiserver)
+	$(call tool-build,kube-apiserver,-ldflags '$(KUBE_VERSION_LDFLAGS)' k8s.io/kubernetes/cmd/kube-apiserver)
 
 $(ETCD): test/tools/etcd/go.mod
 	$(call tool-build,etcd,go.etcd.io/etcd/server/v3)

@@ -114,6 +114,7 @@ type PacketClusterStatus struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1beta1"
 // +kubebuilder:resource:path=packetclusters,scope=Namespaced,categories=cluster-api,shortName=pcl
 // +kubebuilder:printcolumn:name="Cluster",type="string",JSONPath=".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']",description="Cluster the PacketCluster belongs to"
 // +kubebuilder:printcolumn:name="Metro",type="string",JSONPath=".spec.metro"

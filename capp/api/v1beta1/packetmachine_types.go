@@ -336,6 +336,7 @@ type PacketMachineStatus struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1beta1"
 // +kubebuilder:resource:path=packetmachines,scope=Namespaced,categories=cluster-api,shortName=pma
 // +kubebuilder:printcolumn:name="Cluster",type="string",JSONPath=".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']",description="Cluster the machine belongs to"
 // +kubebuilder:printcolumn:name="State",type="string",JSONPath=".status.conditions[?(@.type==\"DeviceReady\")].reason",description="What the device is doing"

@@ -29,6 +29,7 @@ type PacketMachineTemplateSpec struct {
 // make PacketMachines from.
 //
 // +kubebuilder:object:root=true
+// +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1beta1"
 // +kubebuilder:resource:path=packetmachinetemplates,scope=Namespaced,categories=cluster-api,shortName=pmt
 // +kubebuilder:printcolumn:name="Plan",type="string",JSONPath=".spec.template.spec.plan"
 // +kubebuilder:printcolumn:name="MachineType",type="string",JSONPath=".spec.template.spec.machineType",priority=1

@@ -1,5 +1,8 @@
 module github.com/metal-vrf/cluster-api-metal-vrf/test/tools/kube-apiserver
 
+// The Makefile builds kube-apiserver with its version (gitVersion and friends)
+// set from the k8s.io/kubernetes version below.
+
 go 1.26.2
 
 tool k8s.io/kubernetes/cmd/kube-apiserver
