@@ -11,9 +11,11 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -69,12 +71,14 @@ func TestClusterctlInitOnOldestKubernetes(t *testing.T) {
 		Metadata:       metadata,
 	})
 
-	// No Pod runs in envtest, so nothing serves the webhook the components
-	// registered (failurePolicy Fail): take it away before writing pools.
-	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-	vwc.Name = "ipam-metal-vrf-validating-webhook-configuration"
-	if err := env.Client.Delete(ctx, vwc); err != nil {
-		t.Fatalf("the components' webhook configuration: %v", err)
+	// No Pod runs in envtest, so nothing serves the webhooks the providers
+	// registered (failurePolicy Fail): take them away before writing pools
+	// and claims.
+	installed := client.HasLabels{"cluster.x-k8s.io/provider"}
+	for _, obj := range []client.Object{&admissionregistrationv1.ValidatingWebhookConfiguration{}, &admissionregistrationv1.MutatingWebhookConfiguration{}} {
+		if err := env.Client.DeleteAllOf(ctx, obj, installed); err != nil {
+			t.Fatal(err)
+		}
 	}
 	stop, err := env.StartIPAM(ctx, env.IPAMOptions(1))
 	if err != nil {
@@ -214,6 +218,7 @@ func clusterctlInitOnOldest(t *testing.T, env *testenv.Environment, providers ..
 		run(t, root, clusterctlEnv, clusterctl, append([]string{"init", "--config", configFile, "--kubeconfig", kubeconfig}, args...)...)
 	}
 	init("--core", core.Name, "--bootstrap", "-", "--control-plane", "-")
+	finalizeNamespace(t, env, "cert-manager-test")
 	flags := map[string]string{"IPAMProvider": "--ipam", "InfrastructureProvider": "--infrastructure"}
 	for _, p := range providers {
 		flag, ok := flags[p.Type]
@@ -236,5 +241,28 @@ func clusterctlInitOnOldest(t *testing.T, env *testenv.Environment, providers ..
 		}) {
 			t.Errorf("clusterctl's inventory has no %s %s %s", p.Type, p.Name, p.Version)
 		}
+	}
+}
+
+// finalizeNamespace does the namespace controller's part, which envtest
+// lacks, for a namespace clusterctl deleted: every init checks cert-manager
+// by creating objects in cert-manager-test and deleting the namespace, and
+// the next init could not create them in a namespace left terminating.
+func finalizeNamespace(t *testing.T, env *testenv.Environment, name string) {
+	t.Helper()
+	ctx := context.Background()
+	cs, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := cs.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	ns.Spec.Finalizers = nil
+	if _, err := cs.CoreV1().Namespaces().Finalize(ctx, ns, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("finalizing namespace %s: %v", name, err)
 	}
 }
