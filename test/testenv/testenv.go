@@ -1,9 +1,8 @@
 // Package testenv starts a real kube-apiserver and etcd (controller-runtime's
 // envtest) with Cluster API's CRDs, taken from the pinned CAPI module, and the
-// project's own CRDs, admission policy (where the API server serves it) and
-// webhook configuration. The e2e
-// suites, the benchmarks and the local environment behind `make run` all
-// stand on it.
+// project's own CRDs, webhook configuration and opt-in admission policy
+// (where the API server serves it). The e2e suites, the benchmarks and the
+// local environment behind `make run` all stand on it.
 package testenv
 
 import (
