@@ -47,6 +47,14 @@ test bench: export REQUIRE_NODE_TOOLS := 1
 TEST_DEPS += $(KUSTOMIZE) $(CLUSTERCTL)
 test: export KUSTOMIZE := $(KUSTOMIZE)
 test: export CLUSTERCTL := $(CLUSTERCTL)
+# The default components must install on the oldest Kubernetes minor Cluster
+# API v1.14 supports on a management cluster (1.33; its book's support
+# matrix): test/e2e/clusterctl runs clusterctl init against a kube-apiserver
+# of that minor, built from its module. Only `make test` needs it.
+OLDEST_KUBE_VERSION := v1.33.3
+OLDEST_ENVTEST_ASSETS := $(BIN)/envtest-$(OLDEST_KUBE_VERSION)
+OLDEST_ENVTEST := $(OLDEST_ENVTEST_ASSETS)/kube-apiserver $(OLDEST_ENVTEST_ASSETS)/etcd
+test: export OLDEST_KUBEBUILDER_ASSETS := $(OLDEST_ENVTEST_ASSETS)
 BENCH_FLAGS ?= -benchtime=1x -count=1
 
 ##@ Main
@@ -60,7 +68,7 @@ run: envtest ## Run the local environment: API server, managers, samples (ARGS=-
 	go run ./test/localenv $(ARGS)
 
 .PHONY: test
-test: $(TEST_DEPS) ## Run every test: unit, fuzz seed corpora, envtest suites.
+test: $(TEST_DEPS) $(OLDEST_ENVTEST) ## Run every test: unit, fuzz seed corpora, envtest suites.
 	INCLUSTER_MANAGER=$(INCLUSTER_MANAGER) $(GOTESTSUM) --format pkgname-and-test-fails -- $(TEST_FLAGS) ./...
 
 .PHONY: bench
@@ -113,6 +121,21 @@ $(KUBE_APISERVER): test/tools/kube-apiserver/go.mod
 $(ETCD): test/tools/etcd/go.mod
 	$(call tool-build,etcd,go.etcd.io/etcd/server/v3)
 
+# clusterctl and Cluster API refuse a server version they cannot parse, and
+# a plain build reports v0.0.0-master: stamp the version as a release does.
+$(OLDEST_ENVTEST_ASSETS)/kube-apiserver: test/tools/kube-apiserver-1.33/go.mod
+	@echo "building kube-apiserver $(OLDEST_KUBE_VERSION) from test/tools/kube-apiserver-1.33 (once; cached in $(dir $@))"
+	cd test/tools/kube-apiserver-1.33 && go build -o $@ -ldflags "\
+		-X k8s.io/component-base/version.gitVersion=$(OLDEST_KUBE_VERSION) \
+		-X k8s.io/component-base/version.gitMajor=1 \
+		-X k8s.io/component-base/version.gitMinor=33" \
+		k8s.io/kubernetes/cmd/kube-apiserver
+
+# envtest wants both programs in one folder; etcd is the same for every version.
+$(OLDEST_ENVTEST_ASSETS)/etcd: $(ETCD)
+	@mkdir -p $(dir $@)
+	ln -sf $(ETCD) $@
+
 $(CONTROLLER_GEN): test/tools/controller-gen/go.mod
 	$(call tool-build,controller-gen,sigs.k8s.io/controller-tools/cmd/controller-gen)
 
@@ -137,10 +160,12 @@ $(CLUSTERCTL): go.mod
 RELEASE_DIR := $(ROOT)/out
 
 .PHONY: release
-release: $(KUSTOMIZE) ## Write the clusterctl release assets: out/ipam-components.yaml and out/metadata.yaml.
+release: $(KUSTOMIZE) ## Write the release assets: out/ipam-components.yaml, out/metadata.yaml, out/ipam-admission-policy.yaml.
 	@mkdir -p $(RELEASE_DIR)
 	$(KUSTOMIZE) build config/ipam/default > $(RELEASE_DIR)/ipam-components.yaml.tmp
 	mv $(RELEASE_DIR)/ipam-components.yaml.tmp $(RELEASE_DIR)/ipam-components.yaml
+	$(KUSTOMIZE) build config/ipam/admission > $(RELEASE_DIR)/ipam-admission-policy.yaml.tmp
+	mv $(RELEASE_DIR)/ipam-admission-policy.yaml.tmp $(RELEASE_DIR)/ipam-admission-policy.yaml
 	cp metadata.yaml $(RELEASE_DIR)/metadata.yaml
 
 .PHONY: clean

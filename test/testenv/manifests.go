@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
@@ -54,15 +56,24 @@ func ReadObjects(path string) ([]*unstructured.Unstructured, error) {
 	return objects, nil
 }
 
-// installAdmissionPolicies creates the provider's admission policies, as
-// its components install them, and waits until the API server applies
-// them: a claim of our pools comes out of a dry-run create with ipamutil's
-// release finalizer.
-func installAdmissionPolicies(ctx context.Context, c client.Client, root string) error {
-	objects, err := ReadObjects(filepath.Join(root, "config", "ipam", "admission", "release-finalizer.yaml"))
-	if err != nil {
-		return err
+// ServesMutatingAdmissionPolicy tells whether the API server serves
+// admissionregistration.k8s.io/v1 MutatingAdmissionPolicy (Kubernetes 1.36
+// and later), which the release-finalizer policy is written in.
+func (e *Environment) ServesMutatingAdmissionPolicy() (bool, error) {
+	_, err := e.Client.RESTMapper().RESTMapping(
+		schema.GroupKind{Group: admissionregistrationv1.GroupName, Kind: "MutatingAdmissionPolicy"}, "v1")
+	if apimeta.IsNoMatchError(err) {
+		return false, nil
 	}
+	return err == nil, err
+}
+
+// InstallAdmissionPolicy creates the objects of the release-finalizer
+// admission policy (config/ipam/admission, as written or as released) and
+// waits until the API server applies it: a claim of our pools comes out of a
+// dry-run create with ipamutil's release finalizer.
+func (e *Environment) InstallAdmissionPolicy(ctx context.Context, objects []*unstructured.Unstructured) error {
+	c := e.Client
 	for _, obj := range objects {
 		if err := c.Create(ctx, obj); err != nil {
 			return fmt.Errorf("creating %s %s: %w", obj.GetKind(), obj.GetName(), err)
@@ -86,5 +97,6 @@ func installAdmissionPolicies(ctx context.Context, c client.Client, root string)
 	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, probe); err != nil {
 		return fmt.Errorf("the release-finalizer admission policy did not take effect: %w", errors.Join(err, lastErr))
 	}
+	e.AdmissionPolicy = true
 	return nil
 }

@@ -1,8 +1,8 @@
 // Package testenv starts a real kube-apiserver and etcd (controller-runtime's
 // envtest) with Cluster API's CRDs, taken from the pinned CAPI module, and the
-// project's own CRDs, admission policy and webhook configuration. The e2e
-// suites, the benchmarks and the local environment behind `make run` all
-// stand on it.
+// project's own CRDs, webhook configuration and opt-in admission policy
+// (where the API server serves it). The e2e suites, the benchmarks and the
+// local environment behind `make run` all stand on it.
 package testenv
 
 import (
@@ -45,6 +45,17 @@ type Options struct {
 	// CAPPCRDs installs the CAPP CRDs (PacketCluster, PacketMachine,
 	// PacketMachineTemplate) from config/capp, for StartCAPP.
 	CAPPCRDs bool
+	// NoAdmissionPolicy leaves out the release-finalizer admission policy,
+	// which is otherwise installed wherever the API server serves
+	// MutatingAdmissionPolicy: claims then take the path of a management
+	// cluster where it was not applied.
+	NoAdmissionPolicy bool
+	// Empty installs nothing at all (no CRDs, policy or webhooks): a
+	// management cluster for clusterctl to initialize.
+	Empty bool
+	// Assets is the folder holding kube-apiserver and etcd; empty means
+	// $KUBEBUILDER_ASSETS, or bin/envtest where `make envtest` builds them.
+	Assets string
 }
 
 // Environment is a running API server with the CRDs installed.
@@ -56,10 +67,14 @@ type Environment struct {
 	Client client.Client
 	// Root is the repository's root directory.
 	Root string
+	// AdmissionPolicy tells whether the release-finalizer admission policy
+	// was installed.
+	AdmissionPolicy bool
 }
 
 // Start starts the API server. It needs kube-apiserver and etcd in
-// $KUBEBUILDER_ASSETS, or in bin/envtest where `make envtest` builds them.
+// opts.Assets, $KUBEBUILDER_ASSETS, or bin/envtest where `make envtest`
+// builds them.
 func Start(opts Options) (*Environment, error) {
 	root, err := repoRoot()
 	if err != nil {
@@ -69,7 +84,10 @@ func Start(opts Options) (*Environment, error) {
 	if err != nil {
 		return nil, err
 	}
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	assets := opts.Assets
+	if assets == "" {
+		assets = os.Getenv("KUBEBUILDER_ASSETS")
+	}
 	if assets == "" {
 		assets = filepath.Join(root, "bin", "envtest")
 	}
@@ -91,12 +109,15 @@ func Start(opts Options) (*Environment, error) {
 	if opts.CAPPCRDs {
 		crds = append(crds, filepath.Join(root, "config", "capp", "crd", "bases"))
 	}
+	if opts.Empty {
+		crds = nil
+	}
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: assets,
 		CRDDirectoryPaths:     crds,
 		ErrorIfCRDPathMissing: true,
 	}
-	if opts.Webhooks {
+	if opts.Webhooks && !opts.Empty {
 		env.WebhookInstallOptions = envtest.WebhookInstallOptions{
 			Paths: []string{filepath.Join(root, "config", "ipam", "webhook")},
 		}
@@ -116,10 +137,24 @@ func Start(opts Options) (*Environment, error) {
 	if err != nil {
 		return nil, errors.Join(err, env.Stop())
 	}
-	if err := installAdmissionPolicies(context.Background(), c, root); err != nil {
+	e := &Environment{env: env, Config: cfg, Client: c, Root: root}
+	if opts.Empty || opts.NoAdmissionPolicy {
+		return e, nil
+	}
+	served, err := e.ServesMutatingAdmissionPolicy()
+	if err != nil {
 		return nil, errors.Join(err, env.Stop())
 	}
-	return &Environment{env: env, Config: cfg, Client: c, Root: root}, nil
+	if served {
+		policy, err := ReadObjects(filepath.Join(root, "config", "ipam", "admission", "release-finalizer.yaml"))
+		if err == nil {
+			err = e.InstallAdmissionPolicy(context.Background(), policy)
+		}
+		if err != nil {
+			return nil, errors.Join(err, env.Stop())
+		}
+	}
+	return e, nil
 }
 
 // NewNamespace creates a namespace of its own for one test, named after

@@ -2,7 +2,9 @@
 // end: config/ipam/default is built the way `make release` builds it, served
 // from a local clusterctl repository, rendered by clusterctl (built from the
 // pinned Cluster API module) and every rendered object is created on a real
-// kube-apiserver.
+// kube-apiserver; the opt-in admission policy released beside it takes
+// effect; and `clusterctl init` installs the components on a kube-apiserver
+// of the oldest Kubernetes minor Cluster API supports (oldest_test.go).
 package clusterctl
 
 import (
@@ -48,7 +50,8 @@ const (
 func TestClusterctlInstallsTheProvider(t *testing.T) {
 	ctx := context.Background()
 	kustomize, clusterctl := tool(t, "KUSTOMIZE", "kustomize"), tool(t, "CLUSTERCTL", "clusterctl")
-	env, err := testenv.Start(testenv.Options{})
+	// The policy comes from the released file below, not from testenv.
+	env, err := testenv.Start(testenv.Options{NoAdmissionPolicy: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,6 +126,21 @@ func TestClusterctlInstallsTheProvider(t *testing.T) {
 		if err := env.Client.Create(ctx, obj); err != nil {
 			t.Errorf("the API server rejected %s: %v", id(obj), err)
 		}
+	}
+
+	// The opt-in admission policy, as `make release` publishes it beside the
+	// components: labelled like them (clusterctl delete removes it with the
+	// provider), its binding naming it, and in effect once applied.
+	policy := decode(t, run(t, root, nil, kustomize, "build", "config/ipam/admission"))
+	for _, obj := range policy {
+		if got := obj.GetLabels()["cluster.x-k8s.io/provider"]; got != providerLabel {
+			t.Errorf("%s: label cluster.x-k8s.io/provider is %q in ipam-admission-policy.yaml, want %q", id(obj), got, providerLabel)
+		}
+	}
+	binding := find(t, policy, "MutatingAdmissionPolicyBinding", "ipam-metal-vrf-release-address-finalizer")
+	find(t, policy, "MutatingAdmissionPolicy", field(binding.Object, "spec", "policyName"))
+	if err := env.InstallAdmissionPolicy(ctx, policy); err != nil {
+		t.Error(err)
 	}
 }
 
@@ -221,13 +239,6 @@ func checkWiring(t *testing.T, objs []*unstructured.Unstructured) {
 			t.Errorf("%s binds %v, want the ServiceAccount %s/%s", id(binding), subjects, namespace, sa)
 		}
 	}
-
-	for _, binding := range objs {
-		if binding.GetKind() == "MutatingAdmissionPolicyBinding" {
-			find(t, objs, "MutatingAdmissionPolicy", field(binding.Object, "spec", "policyName"))
-		}
-	}
-	find(t, objs, "MutatingAdmissionPolicyBinding", "ipam-metal-vrf-release-address-finalizer")
 
 	vwc := find(t, objs, "ValidatingWebhookConfiguration", "ipam-metal-vrf-validating-webhook-configuration")
 	for _, wh := range items(vwc.Object, "webhooks") {
