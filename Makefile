@@ -108,28 +108,22 @@ verify: $(GOLANGCI_LINT) ## Check generated files are current, formatting, vet a
 envtest: $(KUBE_APISERVER) $(ETCD) ## Build kube-apiserver and etcd for envtest.
 
 # kube-apiserver built from its module reports v0.0.0-master unless told its
-# version; Cluster API's core manager refuses a server whose version it cannot
-# read, so the version the module pins goes in with the linker.
+# version; clusterctl and Cluster API's core manager refuse a server whose
+# version they cannot read, so each build is stamped as a release is.
+# version-ldflags takes the version, e.g. v1.36.3.
+version-ldflags = -X k8s.io/component-base/version.gitVersion=$(1) \
+	-X k8s.io/component-base/version.gitMajor=$(word 1,$(subst ., ,$(1:v%=%))) \
+	-X k8s.io/component-base/version.gitMinor=$(word 2,$(subst ., ,$(1:v%=%)))
 KUBE_VERSION := $(shell sed -n 's/^\tk8s.io\/kubernetes \(v[0-9.]*\).*/\1/p' test/tools/kube-apiserver/go.mod)
-KUBE_VERSION_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION) \
-	-X k8s.io/component-base/version.gitMajor=$(word 1,$(subst ., ,$(KUBE_VERSION:v%=%))) \
-	-X k8s.io/component-base/version.gitMinor=$(word 2,$(subst ., ,$(KUBE_VERSION:v%=%)))
 
 $(KUBE_APISERVER): test/tools/kube-apiserver/go.mod
-	$(call tool-build,kube-apiserver,-ldflags '$(KUBE_VERSION_LDFLAGS)' k8s.io/kubernetes/cmd/kube-apiserver)
+	$(call tool-build,kube-apiserver,-ldflags '$(call version-ldflags,$(KUBE_VERSION))' k8s.io/kubernetes/cmd/kube-apiserver)
 
 $(ETCD): test/tools/etcd/go.mod
 	$(call tool-build,etcd,go.etcd.io/etcd/server/v3)
 
-# clusterctl and Cluster API refuse a server version they cannot parse, and
-# a plain build reports v0.0.0-master: stamp the version as a release does.
 $(OLDEST_ENVTEST_ASSETS)/kube-apiserver: test/tools/kube-apiserver-1.33/go.mod
-	@echo "building kube-apiserver $(OLDEST_KUBE_VERSION) from test/tools/kube-apiserver-1.33 (once; cached in $(dir $@))"
-	cd test/tools/kube-apiserver-1.33 && go build -o $@ -ldflags "\
-		-X k8s.io/component-base/version.gitVersion=$(OLDEST_KUBE_VERSION) \
-		-X k8s.io/component-base/version.gitMajor=1 \
-		-X k8s.io/component-base/version.gitMinor=33" \
-		k8s.io/kubernetes/cmd/kube-apiserver
+	$(call tool-build,kube-apiserver-1.33,-ldflags '$(call version-ldflags,$(OLDEST_KUBE_VERSION))' k8s.io/kubernetes/cmd/kube-apiserver)
 
 # envtest wants both programs in one folder; etcd is the same for every version.
 $(OLDEST_ENVTEST_ASSETS)/etcd: $(ETCD)
