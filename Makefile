@@ -47,6 +47,11 @@ test bench: export REQUIRE_NODE_TOOLS := 1
 TEST_DEPS += $(KUSTOMIZE) $(CLUSTERCTL)
 test: export KUSTOMIZE := $(KUSTOMIZE)
 test: export CLUSTERCTL := $(CLUSTERCTL)
+# The whole flow (test/e2e/flow) runs Cluster API's own core manager, built
+# from the pinned module, over a MachineDeployment of PacketMachines.
+CAPI_MANAGER := $(TOOLS)/capi-core-manager
+TEST_DEPS += $(CAPI_MANAGER)
+test: export CAPI_MANAGER := $(CAPI_MANAGER)
 # The default components must install on the oldest Kubernetes minor Cluster
 # API v1.14 supports on a management cluster (1.33; its book's support
 # matrix): test/e2e/clusterctl runs clusterctl init against a kube-apiserver
@@ -138,6 +143,9 @@ $(GOLANGCI_LINT): test/tools/golangci-lint/go.mod
 
 $(GOTESTSUM): test/tools/gotestsum/go.mod
 	$(call tool-build,gotestsum,gotest.tools/gotestsum)
+
+$(CAPI_MANAGER): test/tools/capi-core/go.mod
+	$(call tool-build,capi-core,sigs.k8s.io/cluster-api/core)
 
 $(INCLUSTER_MANAGER): test/tools/incluster/go.mod
 	$(call tool-build,incluster,sigs.k8s.io/cluster-api-ipam-provider-in-cluster)

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"net"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	certutil "k8s.io/client-go/util/cert"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -265,14 +267,48 @@ const inClusterModule = "sigs.k8s.io/cluster-api-ipam-provider-in-cluster"
 // output goes to logs. The environment must have been started with
 // InClusterCRDs.
 func (e *Environment) StartInCluster(logs io.Writer) (stop func(), err error) {
-	binary := os.Getenv("INCLUSTER_MANAGER")
+	return e.startManager("INCLUSTER_MANAGER", "incluster-manager", logs, func(string) ([]string, error) {
+		return []string{"--webhook-port=0", "--health-probe-bind-address=0", "--diagnostics-address=0", "--insecure-diagnostics"}, nil
+	})
+}
+
+// StartCAPICore runs Cluster API's own core manager, built from the pinned
+// module (`make test` builds it and sets $CAPI_MANAGER), against this
+// environment, until the returned stop function is called. Its output goes
+// to logs. Its webhook server always starts, so it gets a self-signed
+// certificate and a free port; its webhooks are not installed, so objects
+// must be written out in full (no defaulting).
+func (e *Environment) StartCAPICore(logs io.Writer) (stop func(), err error) {
+	return e.startManager("CAPI_MANAGER", "capi-core-manager", logs, func(dir string) ([]string, error) {
+		cert, key, err := certutil.GenerateSelfSignedCertKey("127.0.0.1", nil, nil)
+		if err != nil {
+			return nil, err
+		}
+		if err := errors.Join(os.WriteFile(filepath.Join(dir, "tls.crt"), cert, 0o600),
+			os.WriteFile(filepath.Join(dir, "tls.key"), key, 0o600)); err != nil {
+			return nil, err
+		}
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		return []string{"--webhook-cert-dir=" + dir, fmt.Sprintf("--webhook-port=%d", port),
+			"--health-addr=0", "--diagnostics-address=0", "--insecure-diagnostics"}, nil
+	})
+}
+
+// startManager runs the manager binary named by $envVar (bin/tools/name by
+// default) with a kubeconfig of this environment and the arguments args
+// returns for its working folder.
+func (e *Environment) startManager(envVar, name string, logs io.Writer, args func(dir string) ([]string, error)) (stop func(), err error) {
+	binary := os.Getenv(envVar)
 	if binary == "" {
-		binary = filepath.Join(e.Root, "bin", "tools", "incluster-manager")
+		binary = filepath.Join(e.Root, "bin", "tools", name)
 	}
 	if _, err := os.Stat(binary); err != nil {
-		return nil, fmt.Errorf("in-cluster IPAM manager not found at %s: run 'make test' or set INCLUSTER_MANAGER", binary)
+		return nil, fmt.Errorf("%s not found at %s: run 'make test' or set %s", name, binary, envVar)
 	}
-	dir, err := os.MkdirTemp("", "incluster-")
+	dir, err := os.MkdirTemp("", name+"-")
 	if err != nil {
 		return nil, err
 	}
@@ -280,8 +316,11 @@ func (e *Environment) StartInCluster(logs io.Writer) (stop func(), err error) {
 	if err := e.WriteKubeconfig(kubeconfig); err != nil {
 		return nil, errors.Join(err, os.RemoveAll(dir))
 	}
-	cmd := exec.Command(binary, "--kubeconfig="+kubeconfig, "--webhook-port=0",
-		"--health-probe-bind-address=0", "--diagnostics-address=0", "--insecure-diagnostics")
+	extra, err := args(dir)
+	if err != nil {
+		return nil, errors.Join(err, os.RemoveAll(dir))
+	}
+	cmd := exec.Command(binary, append([]string{"--kubeconfig=" + kubeconfig}, extra...)...)
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		return nil, errors.Join(fmt.Errorf("starting %s: %w", binary, err), os.RemoveAll(dir))
@@ -291,6 +330,16 @@ func (e *Environment) StartInCluster(logs io.Writer) (stop func(), err error) {
 		_ = cmd.Wait()
 		_ = os.RemoveAll(dir)
 	}, nil
+}
+
+// freePort is a TCP port on the loopback address nothing listens on now.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // WriteKubeconfig writes a kubeconfig for the environment's administrator to path.

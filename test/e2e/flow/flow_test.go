@@ -1,0 +1,265 @@
+// Package flow drives the whole provider the way a user's cluster does:
+// Cluster API's own core manager, built from the pinned module, turns a
+// MachineDeployment into Machines and PacketMachines; the CAPP manager gives
+// each a device with its VLANs in the Metal API simulator and addresses from
+// our IPAM manager; scaling down takes everything back.
+package flow
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
+	"github.com/metal-vrf/cluster-api-metal-vrf/capp/device"
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal"
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal/sim"
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal/sim/simtest"
+	"github.com/metal-vrf/cluster-api-metal-vrf/test/testenv"
+)
+
+const (
+	clusterName = "flow"
+	deployment  = "workers"
+)
+
+func TestMachineDeploymentWithCAPIsCoreManager(t *testing.T) {
+	g := NewWithT(t)
+	g.SetDefaultEventuallyTimeout(3 * time.Minute)
+	g.SetDefaultEventuallyPollingInterval(250 * time.Millisecond)
+	ctx := context.Background()
+
+	metalSim, err := simtest.Start(sim.Options{DeviceProvisionDelay: 2 * time.Second, BatchDelay: time.Second, DeviceDeprovisionDelay: time.Second}, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(metalSim.Close)
+	metalAPI, err := metal.NewClient(metal.Config{APIKey: simtest.APIKey, BaseURL: metalSim.URL, ProjectID: simtest.Project})
+	g.Expect(err).NotTo(HaveOccurred())
+
+	env, err := testenv.Start(testenv.Options{Webhooks: true, CAPPCRDs: true})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = env.Stop() })
+	logs, err := os.CreateTemp("", "flow-managers-*.log")
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the managers' logs are in %s", logs.Name())
+		} else {
+			_ = os.Remove(logs.Name())
+		}
+	})
+	stopIPAM, err := env.StartIPAM(ctx, env.IPAMOptions(4))
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(stopIPAM)
+	cappOpts := env.CAPPOptions(4, "")
+	cappOpts.Getenv = func(name string) string {
+		return map[string]string{metal.EnvAPIKey: simtest.APIKey, metal.EnvBaseURL: metalSim.URL}[name]
+	}
+	stopCAPP, err := env.StartCAPP(ctx, cappOpts)
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(stopCAPP)
+	stopCore, err := env.StartCAPICore(logs)
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(stopCore)
+
+	k8s := env.Client
+	ns, err := env.NewNamespace(ctx, "flow")
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, obj := range clusterObjects(ns) {
+		g.Expect(k8s.Create(ctx, obj)).To(Succeed(), "creating %T %s", obj, obj.GetName())
+	}
+
+	scale := func(replicas int32) {
+		md := &clusterv1.MachineDeployment{}
+		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: deployment}, md)).To(Succeed())
+		base := md.DeepCopy()
+		md.Spec.Replicas = ptr.To(replicas)
+		g.Expect(k8s.Patch(ctx, md, client.MergeFrom(base))).To(Succeed())
+	}
+	// provisioned are the Machines CAPI holds provisioned, with the
+	// providerID of their PacketMachine.
+	provisioned := func() []string {
+		machines := &clusterv1.MachineList{}
+		g.Expect(k8s.List(ctx, machines, client.InNamespace(ns))).To(Succeed())
+		var ids []string
+		for _, m := range machines.Items {
+			if ptr.Deref(m.Status.Initialization.InfrastructureProvisioned, false) && m.Spec.ProviderID != "" {
+				ids = append(ids, m.Spec.ProviderID)
+			}
+		}
+		return ids
+	}
+	devices := func() []string {
+		list, err := metalAPI.ListDevices(ctx, metal.DeviceFilter{Tag: device.ClusterTagPrefix + clusterName})
+		g.Expect(err).NotTo(HaveOccurred())
+		var ids []string
+		for _, d := range list {
+			ids = append(ids, device.ProviderID(d.GetId()))
+		}
+		return ids
+	}
+
+	for _, replicas := range []int32{3, 5} {
+		t.Logf("scaling %s to %d", deployment, replicas)
+		scale(replicas)
+		g.Eventually(provisioned).Should(HaveLen(int(replicas)), "Machines provisioned with providerIDs")
+		g.Expect(devices()).To(ConsistOf(provisioned()), "one device per Machine, no other")
+		bound := 0
+		for _, id := range provisioned() {
+			d, err := metalAPI.GetDevice(ctx, device.DeviceID(id))
+			g.Expect(err).NotTo(HaveOccurred())
+			for _, p := range d.GetNetworkPorts() {
+				if p.GetName() == "bond0" {
+					g.Expect(p.GetVirtualNetworks()).To(HaveLen(1), "bond0 of %s carries the nodes VLAN", id)
+				}
+			}
+		}
+		claims := &ipamv1.IPAddressClaimList{}
+		g.Expect(k8s.List(ctx, claims, client.InNamespace(ns))).To(Succeed())
+		for _, c := range claims.Items {
+			if c.Status.AddressRef.Name != "" {
+				bound++
+			}
+		}
+		g.Expect(bound).To(Equal(int(replicas)), "one bound claim per machine")
+		g.Eventually(poolUsed(ctx, k8s, ns)).Should(BeEquivalentTo(replicas))
+	}
+
+	t.Log("clusterctl describe cluster shows the machines' conditions")
+	clusterctl := tool(t, "CLUSTERCTL", "clusterctl")
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	g.Expect(env.WriteKubeconfig(kubeconfig)).To(Succeed())
+	out, err := exec.Command(clusterctl, "describe", "cluster", clusterName, "-n", ns, "--kubeconfig", kubeconfig,
+		"--show-conditions", "all", "--grouping=false").CombinedOutput()
+	g.Expect(err).NotTo(HaveOccurred(), string(out))
+	t.Logf("clusterctl describe cluster:\n%s", out)
+	for _, want := range []string{"PacketMachine " + ns + "/" + deployment + "-", infrav1.DeviceReadyCondition, infrav1.VLANsAttachedCondition, infrav1.NodeNetworkConfiguredCondition} {
+		g.Expect(string(out)).To(ContainSubstring(want))
+	}
+
+	t.Log("scaling to 0 takes every device, claim and address back")
+	scale(0)
+	g.Eventually(func() int {
+		pms := &infrav1.PacketMachineList{}
+		g.Expect(k8s.List(ctx, pms, client.InNamespace(ns))).To(Succeed())
+		return len(pms.Items)
+	}).Should(BeZero())
+	g.Expect(devices()).To(BeEmpty())
+	g.Eventually(func() int {
+		addresses := &ipamv1.IPAddressList{}
+		g.Expect(k8s.List(ctx, addresses, client.InNamespace(ns))).To(Succeed())
+		claims := &ipamv1.IPAddressClaimList{}
+		g.Expect(k8s.List(ctx, claims, client.InNamespace(ns))).To(Succeed())
+		return len(addresses.Items) + len(claims.Items)
+	}).Should(BeZero())
+	g.Eventually(poolUsed(ctx, k8s, ns)).Should(BeZero())
+}
+
+// clusterObjects is a Cluster on a PacketCluster with a MachineDeployment
+// whose machines carry the simulator's nodes VLAN, addresses from a
+// MetalVRFIPPool, and bootstrap data from a Secret (no bootstrap
+// provider). Written out in full: CAPI's defaulting webhooks are not
+// installed.
+func clusterObjects(ns string) []client.Object {
+	labels := map[string]string{clusterv1.ClusterNameLabel: clusterName, clusterv1.MachineDeploymentNameLabel: deployment}
+	return []client.Object{
+		&v1alpha1.MetalVRFIPPool{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nodes"},
+			Spec:       v1alpha1.MetalVRFIPPoolSpec{Addresses: []string{"10.60.1.2-10.60.1.6"}, Prefix: ptr.To[int32](29), Gateway: "10.60.1.1"},
+		},
+		&corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bootstrap"},
+			Data:       map[string][]byte{"value": []byte("#cloud-config\nruncmd:\n  - echo joined\n"), "format": []byte("cloud-config")},
+		},
+		&infrav1.PacketCluster{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: clusterName},
+			Spec: infrav1.PacketClusterSpec{
+				ProjectID: simtest.Project, Metro: simtest.Metro,
+				ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "10.60.1.1", Port: 6443},
+			},
+		},
+		&clusterv1.Cluster{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: clusterName},
+			Spec: clusterv1.ClusterSpec{
+				InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+					APIGroup: infrav1.GroupVersion.Group, Kind: "PacketCluster", Name: clusterName,
+				},
+			},
+		},
+		&infrav1.PacketMachineTemplate{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: deployment},
+			Spec: infrav1.PacketMachineTemplateSpec{Template: infrav1.PacketMachineTemplateResource{Spec: infrav1.PacketMachineSpec{
+				MachineType: "c3.small.x86", OS: "ubuntu_24_04",
+				Ports: []infrav1.Port{{Name: "bond0", Networks: []infrav1.Network{{
+					VXLAN: simtest.NodesVXLAN, AddressType: infrav1.AddressTypeInternal,
+					AddressFromPool: &corev1.TypedLocalObjectReference{
+						APIGroup: ptr.To(v1alpha1.GroupVersion.Group), Kind: v1alpha1.MetalVRFIPPoolKind, Name: "nodes",
+					},
+				}}}},
+			}}},
+		},
+		&clusterv1.MachineDeployment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: deployment, Labels: map[string]string{clusterv1.ClusterNameLabel: clusterName}},
+			Spec: clusterv1.MachineDeploymentSpec{
+				ClusterName: clusterName,
+				Replicas:    ptr.To[int32](0),
+				Selector:    metav1.LabelSelector{MatchLabels: labels},
+				Rollout: clusterv1.MachineDeploymentRolloutSpec{Strategy: clusterv1.MachineDeploymentRolloutStrategy{
+					Type: clusterv1.RollingUpdateMachineDeploymentStrategyType,
+					RollingUpdate: clusterv1.MachineDeploymentRolloutStrategyRollingUpdate{
+						MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(0)),
+					},
+				}},
+				Template: clusterv1.MachineTemplateSpec{
+					ObjectMeta: clusterv1.ObjectMeta{Labels: labels},
+					Spec: clusterv1.MachineSpec{
+						ClusterName: clusterName,
+						Version:     "v1.36.3",
+						Bootstrap:   clusterv1.Bootstrap{DataSecretName: ptr.To("bootstrap")},
+						InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+							APIGroup: infrav1.GroupVersion.Group, Kind: "PacketMachineTemplate", Name: deployment,
+						},
+					},
+				},
+			},
+		},
+	}
+}
+
+// poolUsed is how many addresses the nodes pool reports in use.
+func poolUsed(ctx context.Context, k8s client.Client, ns string) func() int64 {
+	return func() int64 {
+		pool := &v1alpha1.MetalVRFIPPool{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "nodes"}, pool); err != nil || pool.Status.IPAddresses == nil {
+			return -1
+		}
+		return pool.Status.IPAddresses.Used
+	}
+}
+
+// tool is the path of a program `make test` builds into bin/tools and names
+// in $env.
+func tool(t *testing.T, env, name string) string {
+	t.Helper()
+	path := os.Getenv(env)
+	if path == "" {
+		wd, _ := os.Getwd()
+		path = filepath.Join(wd, "..", "..", "..", "bin", "tools", name)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("%s not found at %s: run 'make test', which builds it and sets $%s", name, path, env)
+	}
+	return path
+}
