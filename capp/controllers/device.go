@@ -15,6 +15,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/capp/device"
@@ -64,7 +65,7 @@ func (r *PacketMachineReconciler) reconcileDevice(ctx context.Context, s *machin
 				return r.metalFailed(ctx, s, cond, access, "reading the project's VLANs", err)
 			}
 		}
-		if !r.Creations.Acquire(pm.UID) {
+		if !r.Creations.Acquire(pm.UID, client.ObjectKeyFromObject(pm)) {
 			inFlight, limit := r.Creations.InFlight()
 			s.observeFalse(cond, infrav1.WaitingForCreationSlotReason, fmt.Sprintf(
 				"waiting to create the device: %d of %d device creations are in flight (--max-device-creations)", inFlight, limit))

@@ -19,27 +19,41 @@ func TestCreationSlots(t *testing.T) {
 			t.Fatalf("capp_device_creations_in_flight = %v, want %d", got, want)
 		}
 	}
-	if !slots.Acquire("a") || !slots.Acquire("b") {
+	key := func(name string) types.NamespacedName { return types.NamespacedName{Namespace: "ns", Name: name} }
+	if !slots.Acquire("a", key("a")) || !slots.Acquire("b", key("b")) {
 		t.Fatal("the first two machines got no slot")
 	}
 	inFlight(2)
-	if !slots.Acquire("a") {
+	if !slots.Acquire("a", key("a")) {
 		t.Error("a machine holding a slot was refused it")
 	}
-	if slots.Acquire("c") {
+	if slots.Acquire("c", key("c")) {
 		t.Error("a third machine got a slot over the limit")
+	}
+	select {
+	case e := <-slots.Wakeups():
+		t.Fatalf("woke %s while no slot freed", e.Object.GetName())
+	default:
 	}
 	// A device found provisioning after a restart counts, over the limit.
 	slots.Hold(types.UID("d"))
 	inFlight(3)
 	slots.Release("a")
+	select {
+	case e := <-slots.Wakeups():
+		if e.Object.GetName() != "c" || e.Object.GetNamespace() != "ns" {
+			t.Errorf("woke %s/%s, want ns/c", e.Object.GetNamespace(), e.Object.GetName())
+		}
+	default:
+		t.Error("the machine waiting for a slot was not woken when one freed")
+	}
 	slots.Release("d")
 	slots.Release("unknown")
 	inFlight(1)
-	if !slots.Acquire("c") {
+	if !slots.Acquire("c", key("c")) {
 		t.Error("a freed slot was not given")
 	}
-	if NewCreationSlots(0).Acquire("x") == false {
+	if NewCreationSlots(0).Acquire("x", key("x")) == false {
 		t.Error("a limit below 1 allows no creation at all")
 	}
 }

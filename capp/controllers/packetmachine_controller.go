@@ -39,6 +39,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/capp/cloudinit"
@@ -117,7 +118,8 @@ func (r *PacketMachineReconciler) SetupWithManager(ctx context.Context, mgr ctrl
 		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(
 			util.MachineToInfrastructureMapFunc(infrav1.GroupVersion.WithKind("PacketMachine")))).
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(clusterToMachines),
-			builder.WithPredicates(predicates.ClusterPausedTransitions(mgr.GetScheme(), log)))
+			builder.WithPredicates(predicates.ClusterPausedTransitions(mgr.GetScheme(), log))).
+		WatchesRawSource(source.Channel(r.Creations.Wakeups(), &handler.EnqueueRequestForObject{}))
 
 	_, err = mgr.GetRESTMapper().RESTMapping(ipamv1.GroupVersion.WithKind("IPAddressClaim").GroupKind(), ipamv1.GroupVersion.Version)
 	switch {
