@@ -162,13 +162,21 @@ $(CLUSTERCTL): go.mod
 RELEASE_DIR := $(ROOT)/out
 
 .PHONY: release
-release: $(KUSTOMIZE) ## Write the release assets: out/ipam-components.yaml, out/metadata.yaml, out/ipam-admission-policy.yaml.
+# Both providers are released together, as one release of this repository
+# with one version: clusterctl reads the metadata.yaml of that release for
+# either provider, so the two share metadata.yaml. The cluster templates are
+# the infrastructure provider's (clusterctl looks for them beside its
+# components); the IPAM admission policy is an opt-in file of its own.
+release: $(KUSTOMIZE) ## Write the release assets into out/: both providers' components, metadata.yaml, the cluster templates, ipam-admission-policy.yaml.
 	@mkdir -p $(RELEASE_DIR)
 	$(KUSTOMIZE) build config/ipam/default > $(RELEASE_DIR)/ipam-components.yaml.tmp
 	mv $(RELEASE_DIR)/ipam-components.yaml.tmp $(RELEASE_DIR)/ipam-components.yaml
 	$(KUSTOMIZE) build config/ipam/admission > $(RELEASE_DIR)/ipam-admission-policy.yaml.tmp
 	mv $(RELEASE_DIR)/ipam-admission-policy.yaml.tmp $(RELEASE_DIR)/ipam-admission-policy.yaml
+	$(KUSTOMIZE) build config/capp/default > $(RELEASE_DIR)/infrastructure-components.yaml.tmp
+	mv $(RELEASE_DIR)/infrastructure-components.yaml.tmp $(RELEASE_DIR)/infrastructure-components.yaml
 	cp metadata.yaml $(RELEASE_DIR)/metadata.yaml
+	cp templates/cluster-template*.yaml $(RELEASE_DIR)/
 
 .PHONY: clean
 clean: ## Remove build output (keeps the envtest and tool binaries).

@@ -1,0 +1,524 @@
+package clusterctl
+
+import (
+	"context"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	apimachineryversion "k8s.io/apimachinery/pkg/version"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/metal-vrf/cluster-api-metal-vrf/test/testenv"
+)
+
+const (
+	// The infrastructure provider as clusterctl knows it: --infrastructure
+	// packet, labelled infrastructure-packet, upstream CAPP's names.
+	infraLabel     = "infrastructure-packet"
+	infraNamespace = "cluster-api-provider-packet-system"
+	infraImage     = "registry.example/metal-vrf/capp:test"
+	// The Cluster API release the provider is built against (go.mod); its
+	// own providers come from that module, so no release is downloaded.
+	capiVersion = "v1.14.2"
+)
+
+// TestClusterctlInitInstallsTheInfrastructureProvider runs `clusterctl init
+// --infrastructure packet --ipam metal-vrf` on an empty API server, from a
+// local repository holding what `make release` publishes plus Cluster API's
+// own core, kubeadm bootstrap and kubeadm control-plane components, built
+// from the pinned Cluster API module the way its release builds them. Then
+// every flavor of templates/ is rendered with `clusterctl generate cluster`
+// and the API server accepts every rendered object (server-side dry run: no
+// controller runs here).
+func TestClusterctlInitInstallsTheInfrastructureProvider(t *testing.T) {
+	ctx := context.Background()
+	kustomize, clusterctl := tool(t, "KUSTOMIZE", "kustomize"), tool(t, "CLUSTERCTL", "clusterctl")
+	// The in-cluster provider's CRDs, for the incluster flavor's pool.
+	env, err := testenv.Start(testenv.Options{InClusterCRDs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	root := env.Root
+
+	infra := run(t, root, nil, kustomize, "build", "config/capp/default")
+	for _, obj := range decode(t, infra) {
+		if got := obj.GetLabels()["cluster.x-k8s.io/provider"]; got != infraLabel {
+			t.Errorf("%s: label cluster.x-k8s.io/provider is %q in infrastructure-components.yaml, want %q", id(obj), got, infraLabel)
+		}
+	}
+	metadata, err := os.ReadFile(filepath.Join(root, "metadata.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	capiDir := strings.TrimSpace(string(run(t, root, nil, "go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/cluster-api")))
+	capiMetadata, err := os.ReadFile(filepath.Join(capiDir, "metadata.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The local repository, <dir>/<provider label>/<version>/, and a
+	// clusterctl configuration that points every provider init needs at it.
+	home := t.TempDir()
+	repo := filepath.Join(home, "repository")
+	var config strings.Builder
+	config.WriteString("providers:\n")
+	for _, p := range []struct {
+		name, typ, label, version, file string
+		components                      []byte
+		metadata                        []byte
+	}{
+		{"cluster-api", "CoreProvider", "cluster-api", capiVersion, "core-components.yaml",
+			run(t, capiDir, nil, kustomize, "build", "core/config/default"), capiMetadata},
+		{"kubeadm", "BootstrapProvider", "bootstrap-kubeadm", capiVersion, "bootstrap-components.yaml",
+			run(t, capiDir, nil, kustomize, "build", "bootstrap/kubeadm/config/default"), capiMetadata},
+		{"kubeadm", "ControlPlaneProvider", "control-plane-kubeadm", capiVersion, "control-plane-components.yaml",
+			run(t, capiDir, nil, kustomize, "build", "controlplane/kubeadm/config/default"), capiMetadata},
+		{providerName, "IPAMProvider", providerLabel, version, "ipam-components.yaml",
+			run(t, root, nil, kustomize, "build", "config/ipam/default"), metadata},
+		{"packet", "InfrastructureProvider", infraLabel, version, "infrastructure-components.yaml", infra, metadata},
+	} {
+		dir := filepath.Join(repo, p.label, p.version)
+		write(t, filepath.Join(dir, p.file), p.components)
+		write(t, filepath.Join(dir, "metadata.yaml"), p.metadata)
+		fmt.Fprintf(&config, "- name: %s\n  type: %s\n  url: file://%s\n", p.name, p.typ, filepath.Join(dir, p.file))
+	}
+	// clusterctl looks for a provider's templates beside its components.
+	templates, err := filepath.Glob(filepath.Join(root, "templates", "cluster-template*.yaml"))
+	if err != nil || len(templates) == 0 {
+		t.Fatalf("no templates/cluster-template*.yaml (%v)", err)
+	}
+	for _, path := range templates {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		write(t, filepath.Join(repo, infraLabel, version, filepath.Base(path)), data)
+	}
+	configPath := filepath.Join(home, "clusterctl.yaml")
+	write(t, configPath, []byte(config.String()))
+	server, ca := versionProxy(t, env, root)
+	kubeconfig := writeKubeconfig(t, server, ca, filepath.Join(home, "kubeconfig"))
+	ctlEnv := func(extra ...string) []string {
+		return append([]string{
+			"HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, ".config"),
+			"CLUSTERCTL_DISABLE_VERSIONCHECK=true",
+		}, extra...)
+	}
+
+	checkCredentialVariables(t, root, clusterctl, configPath, ctlEnv)
+
+	// clusterctl installs cert-manager unless it finds it working, which it
+	// checks by creating an Issuer and a Certificate. With cert-manager's
+	// CRDs (from its module) that succeeds, so nothing is downloaded; no
+	// object here needs cert-manager to act.
+	certManagerCRDs := filepath.Join(certManagerDir(t), "deploy", "crds")
+	if _, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{
+		Paths: []string{
+			filepath.Join(certManagerCRDs, "cert-manager.io_certificates.yaml"),
+			filepath.Join(certManagerCRDs, "cert-manager.io_issuers.yaml"),
+		},
+		ErrorIfPathMissing: true,
+	}); err != nil {
+		t.Fatalf("installing cert-manager's CRDs: %v", err)
+	}
+
+	// The command users run. On a cluster without Cluster API, init adds the
+	// core provider and the kubeadm bootstrap and control-plane providers
+	// itself, here from the local repository.
+	run(t, root, ctlEnv("PACKET_API_KEY=upstream-token", "CAPP_METAL_VRF_IMAGE="+infraImage),
+		clusterctl, "init", "--kubeconfig", kubeconfig, "--config", configPath,
+		"--infrastructure", "packet", "--ipam", providerName)
+
+	checkInventory(ctx, t, env.Client, map[string]string{
+		"cluster-api":           "capi-system",
+		"bootstrap-kubeadm":     "capi-kubeadm-bootstrap-system",
+		"control-plane-kubeadm": "capi-kubeadm-control-plane-system",
+		providerLabel:           namespace,
+		infraLabel:              infraNamespace,
+	})
+	checkInfraCRDs(ctx, t, env.Client, root)
+	checkInfraManager(ctx, t, env.Client)
+
+	// No webhook server runs here, so the webhooks the providers installed
+	// (Cluster API's defaulting and validation, the pools' validation, all
+	// failurePolicy Fail) would refuse every object, dry run or not. Without
+	// them the API server still checks each object against its CRD's schema
+	// and CEL rules, which is what the templates must satisfy.
+	for _, list := range []*unstructured.UnstructuredList{
+		{Object: map[string]any{"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfigurationList"}},
+		{Object: map[string]any{"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfigurationList"}},
+	} {
+		if err := env.Client.List(ctx, list); err != nil {
+			t.Fatal(err)
+		}
+		for i := range list.Items {
+			deleteAndWait(ctx, t, env.Client, &list.Items[i])
+		}
+	}
+
+	ns, err := env.NewNamespace(ctx, "flavors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A key whose comment YAML would cut off if the templates did not quote it.
+	const sshKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeKeyForTests me@example # not a YAML comment"
+	vars := ctlEnv("PROJECT_ID=2bd4b0f3-8ad4-4a8c-9a0e-7c0b7f6a5d11", "METRO=da",
+		"SSH_KEY="+sshKey, "KUBERNETES_VERSION=v1.34.1")
+	for flavor, want := range map[string]struct {
+		port, poolKind string
+	}{
+		"":                {"bond0", "MetalVRFIPPool"},
+		"hybrid-unbonded": {"eth1", "MetalVRFIPPool"},
+		"incluster":       {"bond0", "InClusterIPPool"},
+	} {
+		name := "default"
+		if flavor != "" {
+			name = flavor
+		}
+		t.Run(name, func(t *testing.T) {
+			args := []string{"generate", "cluster", "demo-" + name, "--kubeconfig", kubeconfig, "--config", configPath,
+				"--target-namespace", ns, "--infrastructure", "packet"}
+			if flavor != "" {
+				args = append(args, "--flavor", flavor)
+			}
+			// Only the variables without a default are required, and the
+			// template reads no others than these. clusterctl supplies
+			// CLUSTER_NAME, KUBERNETES_VERSION and the machine counts from its
+			// arguments, so it lists them as optional.
+			listed := string(run(t, root, vars, clusterctl, append(args, "--list-variables")...))
+			required, optional := listedVariables(listed)
+			if want := []string{"METRO", "PROJECT_ID", "SSH_KEY"}; !slices.Equal(required, want) {
+				t.Errorf("required variables %v, want %v", required, want)
+			}
+			if want := []string{"CLUSTER_NAME", "CONTROLPLANE_NODE_TYPE", "CONTROL_PLANE_MACHINE_COUNT", "KUBERNETES_VERSION",
+				"NODE_NETWORK_ADDRESSES", "NODE_NETWORK_GATEWAY", "NODE_NETWORK_PREFIX", "NODE_OS", "NODE_VXLAN",
+				"POD_CIDR", "SERVICE_CIDR", "WORKER_MACHINE_COUNT", "WORKER_NODE_TYPE"}; !slices.Equal(optional, want) {
+				t.Errorf("optional variables %v, want %v", optional, want)
+			}
+
+			rendered := run(t, root, vars, clusterctl, args...)
+			if strings.Contains(string(rendered), "${") {
+				t.Errorf("unsubstituted variables left:\n%s", rendered)
+			}
+			objs := decode(t, rendered)
+			checkFlavor(t, objs, "demo-"+name, want.port, want.poolKind, sshKey)
+			for _, obj := range objs {
+				if obj.GetNamespace() != ns {
+					t.Errorf("%s is not in the target namespace %s", id(obj), ns)
+				}
+				// Strict: a field the CRD does not know is an error, not a
+				// warning the API server drops the field with.
+				if err := env.Client.Create(ctx, obj, client.DryRunAll, client.FieldValidation("Strict")); err != nil {
+					t.Errorf("the API server rejected %s: %v", id(obj), err)
+				}
+			}
+		})
+	}
+}
+
+// listedVariables returns the names `clusterctl generate cluster
+// --list-variables` prints under "Required Variables:" and "Optional
+// Variables:", each in the order printed (sorted).
+func listedVariables(listed string) (required, optional []string) {
+	var into *[]string
+	for _, line := range strings.Split(listed, "\n") {
+		switch strings.TrimSpace(line) {
+		case "Required Variables:":
+			into = &required
+			continue
+		case "Optional Variables:":
+			into = &optional
+			continue
+		}
+		if name, ok := strings.CutPrefix(strings.TrimSpace(line), "- "); ok && into != nil {
+			*into = append(*into, strings.Fields(name)[0])
+		}
+	}
+	return required, optional
+}
+
+// checkCredentialVariables renders the infrastructure components with each
+// way of passing the token: METAL_API_KEY wins over upstream's
+// PACKET_API_KEY, either alone is enough, and neither is required (the
+// PacketClusters may all carry their own credentials).
+func checkCredentialVariables(t *testing.T, root, clusterctl, config string, ctlEnv func(...string) []string) {
+	t.Helper()
+	for _, c := range []struct {
+		env          []string
+		key, baseURL string
+	}{
+		{[]string{"PACKET_API_KEY=upstream"}, "upstream", "https://api.equinix.com"},
+		{[]string{"METAL_API_KEY=metal", "PACKET_API_KEY=upstream"}, "metal", "https://api.equinix.com"},
+		{[]string{"METAL_API_KEY=metal", "METAL_API_URL=http://127.0.0.1:8099"}, "metal", "http://127.0.0.1:8099"},
+		{nil, "", "https://api.equinix.com"},
+	} {
+		out := run(t, root, ctlEnv(c.env...), clusterctl, "generate", "provider", "--infrastructure", "packet", "--config", config)
+		secret := find(t, decode(t, out), "Secret", "cluster-api-provider-packet-manager-credentials")
+		key, url := field(secret.Object, "stringData", "apiKey"), field(secret.Object, "stringData", "apiURL")
+		if key != c.key || url != c.baseURL {
+			t.Errorf("with %v the credentials Secret holds apiKey %q, apiURL %q; want %q, %q", c.env, key, url, c.key, c.baseURL)
+		}
+	}
+}
+
+// checkInventory checks clusterctl's record of each installed provider: the
+// namespace it went to.
+func checkInventory(ctx context.Context, t *testing.T, c client.Client, want map[string]string) {
+	t.Helper()
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(schema.GroupVersionKind{Group: "clusterctl.cluster.x-k8s.io", Version: "v1alpha3", Kind: "ProviderList"})
+	if err := c.List(ctx, list); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, p := range list.Items {
+		got[p.GetName()] = p.GetNamespace()
+	}
+	for name, ns := range want {
+		if got[name] != ns {
+			t.Errorf("clusterctl's inventory has provider %s in namespace %q, want %q (all: %v)", name, got[name], ns, got)
+		}
+	}
+}
+
+// checkInfraCRDs checks the installed CAPP CRDs against config/capp/crd/bases:
+// the contract label lists every served version, and the provider label is set.
+func checkInfraCRDs(ctx context.Context, t *testing.T, c client.Client, root string) {
+	t.Helper()
+	bases, err := filepath.Glob(filepath.Join(root, "config", "capp", "crd", "bases", "*.yaml"))
+	if err != nil || len(bases) == 0 {
+		t.Fatalf("no CRDs in config/capp/crd/bases (%v)", err)
+	}
+	for _, path := range bases {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, base := range decode(t, data) {
+			crd := &unstructured.Unstructured{}
+			crd.SetGroupVersionKind(base.GroupVersionKind())
+			if err := c.Get(ctx, client.ObjectKey{Name: base.GetName()}, crd); err != nil {
+				t.Errorf("CRD %s: %v", base.GetName(), err)
+				continue
+			}
+			var served []string
+			for _, v := range items(crd.Object, "spec", "versions") {
+				if v["served"] == true {
+					served = append(served, field(v, "name"))
+				}
+			}
+			for k, v := range map[string]string{"cluster.x-k8s.io/v1beta2": strings.Join(served, "_"), "cluster.x-k8s.io/provider": infraLabel} {
+				if got := crd.GetLabels()[k]; got != v {
+					t.Errorf("CRD %s: label %s is %q, want %q", crd.GetName(), k, got, v)
+				}
+			}
+		}
+	}
+}
+
+// checkInfraManager checks the installed manager: the container clusterctl
+// expects, leader election, probes, the image variable, its permissions,
+// and the token reaching it from the Secret clusterctl filled in.
+func checkInfraManager(ctx context.Context, t *testing.T, c client.Client) {
+	t.Helper()
+	get := func(kind, ns, name string) *unstructured.Unstructured {
+		t.Helper()
+		obj := &unstructured.Unstructured{}
+		gv := map[string]string{"Deployment": "apps/v1", "Secret": "v1", "ServiceAccount": "v1", "Service": "v1",
+			"ClusterRoleBinding": "rbac.authorization.k8s.io/v1", "ClusterRole": "rbac.authorization.k8s.io/v1",
+			"RoleBinding": "rbac.authorization.k8s.io/v1", "Role": "rbac.authorization.k8s.io/v1"}[kind]
+		obj.SetAPIVersion(gv)
+		obj.SetKind(kind)
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj); err != nil {
+			t.Fatalf("%s %s/%s: %v", kind, ns, name, err)
+		}
+		return obj
+	}
+	deploy := get("Deployment", infraNamespace, "cluster-api-provider-packet-controller-manager")
+	pod, _, _ := unstructured.NestedMap(deploy.Object, "spec", "template", "spec")
+	containers := items(pod, "containers")
+	if len(containers) != 1 {
+		t.Fatalf("the Deployment has %d containers, want 1", len(containers))
+	}
+	ctr := containers[0]
+	args, _, _ := unstructured.NestedStringSlice(ctr, "args")
+	for _, check := range []struct {
+		what      string
+		got, want any
+	}{
+		{"container name", field(ctr, "name"), "manager"},
+		{"--leader-elect in the args", slices.Contains(args, "--leader-elect"), true},
+		{"image", field(ctr, "image"), infraImage},
+		{"liveness probe", field(ctr, "livenessProbe", "httpGet", "path"), "/healthz"},
+		{"readiness probe", field(ctr, "readinessProbe", "httpGet", "path"), "/readyz"},
+	} {
+		if check.got != check.want {
+			t.Errorf("manager Deployment: %s is %v, want %v", check.what, check.got, check.want)
+		}
+	}
+
+	// Each variable comes from a key of a Secret that exists in the
+	// namespace: what kubelet would hand the manager.
+	envs := map[string]string{}
+	for _, e := range items(ctr, "env") {
+		ref, _, _ := unstructured.NestedMap(e, "valueFrom", "secretKeyRef")
+		var secret corev1.Secret
+		if err := c.Get(ctx, client.ObjectKey{Namespace: infraNamespace, Name: field(ref, "name")}, &secret); err != nil {
+			t.Errorf("env %s: Secret %v: %v", field(e, "name"), ref, err)
+			continue
+		}
+		envs[field(e, "name")] = string(secret.Data[field(ref, "key")])
+	}
+	if want := map[string]string{"METAL_API_KEY": "upstream-token", "METAL_API_URL": "https://api.equinix.com"}; !maps.Equal(envs, want) {
+		t.Errorf("the manager's environment from its Secret is %v, want %v", envs, want)
+	}
+
+	sa := field(pod, "serviceAccountName")
+	get("ServiceAccount", infraNamespace, sa)
+	for _, b := range []*unstructured.Unstructured{
+		get("ClusterRoleBinding", "", "cluster-api-provider-packet-manager-rolebinding"),
+		get("RoleBinding", infraNamespace, "cluster-api-provider-packet-leader-election-rolebinding"),
+	} {
+		ns := ""
+		if field(b.Object, "roleRef", "kind") == "Role" {
+			ns = infraNamespace
+		}
+		get(field(b.Object, "roleRef", "kind"), ns, field(b.Object, "roleRef", "name"))
+		subjects := items(b.Object, "subjects")
+		if len(subjects) != 1 || field(subjects[0], "name") != sa || field(subjects[0], "namespace") != infraNamespace {
+			t.Errorf("%s binds %v, want the ServiceAccount %s/%s", id(b), subjects, infraNamespace, sa)
+		}
+	}
+}
+
+// checkFlavor checks that a rendered flavor is one whole cluster: every
+// reference between its objects resolves, and the machines' VLAN addresses
+// come from the pool of the flavor on the expected port, and the SSH key
+// arrives whole.
+func checkFlavor(t *testing.T, objs []*unstructured.Unstructured, cluster, port, poolKind, sshKey string) {
+	t.Helper()
+	ref := func(obj *unstructured.Unstructured, path ...string) {
+		t.Helper()
+		r, _, _ := unstructured.NestedMap(obj.Object, path...)
+		target := find(t, objs, field(r, "kind"), field(r, "name"))
+		if group := strings.Split(target.GetAPIVersion(), "/")[0]; field(r, "apiGroup") != group {
+			t.Errorf("%s: %s names apiGroup %q, the object's is %q", id(obj), strings.Join(path, "."), field(r, "apiGroup"), group)
+		}
+	}
+	c := find(t, objs, "Cluster", cluster)
+	ref(c, "spec", "infrastructureRef")
+	ref(c, "spec", "controlPlaneRef")
+	kcp := find(t, objs, "KubeadmControlPlane", cluster+"-control-plane")
+	ref(kcp, "spec", "machineTemplate", "spec", "infrastructureRef")
+	var templates int
+	for _, obj := range objs {
+		switch obj.GetKind() {
+		case "MachineDeployment":
+			ref(obj, "spec", "template", "spec", "bootstrap", "configRef")
+			ref(obj, "spec", "template", "spec", "infrastructureRef")
+			if field(obj.Object, "spec", "clusterName") != cluster {
+				t.Errorf("%s belongs to cluster %q", id(obj), field(obj.Object, "spec", "clusterName"))
+			}
+		case "PacketMachineTemplate":
+			templates++
+			if keys, _, _ := unstructured.NestedStringSlice(obj.Object, "spec", "template", "spec", "sshKeys"); !slices.Equal(keys, []string{sshKey}) {
+				t.Errorf("%s has sshKeys %q, want [%q]", id(obj), keys, sshKey)
+			}
+			ports := items(obj.Object, "spec", "template", "spec", "ports")
+			if len(ports) != 1 || field(ports[0], "name") != port {
+				t.Errorf("%s has ports %v, want one, %s", id(obj), ports, port)
+				continue
+			}
+			for _, n := range items(ports[0], "networks") {
+				pool, _, _ := unstructured.NestedMap(n, "addressFromPool")
+				if field(pool, "kind") != poolKind {
+					t.Errorf("%s draws from a %s, want a %s", id(obj), field(pool, "kind"), poolKind)
+				}
+				find(t, objs, field(pool, "kind"), field(pool, "name"))
+			}
+		}
+	}
+	if templates != 2 {
+		t.Errorf("%d PacketMachineTemplates, want 2 (control plane and workers)", templates)
+	}
+}
+
+// versionProxy returns the address and CA of a proxy to the test API server
+// that acts as its administrator and answers /version itself. clusterctl
+// refuses a management cluster older than Kubernetes 1.20, and the
+// kube-apiserver built by `go build` from the pinned module (bin/envtest)
+// reports v0.0.0, the version Kubernetes' own build would have stamped in
+// being missing. The proxy reports the module's version instead, read from
+// test/tools/kube-apiserver/go.mod; every other request passes through.
+func versionProxy(t *testing.T, env *testenv.Environment, root string) (string, []byte) {
+	t.Helper()
+	goMod, err := os.ReadFile(filepath.Join(root, "test", "tools", "kube-apiserver", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^\s*k8s\.io/kubernetes (v(\d+)\.(\d+)\.\d+)`).FindSubmatch(goMod)
+	if m == nil {
+		t.Fatal("no k8s.io/kubernetes version in test/tools/kube-apiserver/go.mod")
+	}
+	info, err := json.Marshal(apimachineryversion.Info{GitVersion: string(m[1]), Major: string(m[2]), Minor: string(m[3])})
+	if err != nil {
+		t.Fatal(err)
+	}
+	transport, err := rest.TransportFor(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target, err := url.Parse(env.Config.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.Transport = transport
+	proxy.FlushInterval = -1 // watches stream
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/version" {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(info)
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+}
+
+// writeKubeconfig writes a kubeconfig for clusterctl that reaches the API
+// server at server, trusting ca; the server authenticates the requests
+// itself (versionProxy).
+func writeKubeconfig(t *testing.T, server string, ca []byte, path string) string {
+	t.Helper()
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["envtest"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: ca}
+	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{}
+	cfg.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "admin"}
+	cfg.CurrentContext = "envtest"
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
