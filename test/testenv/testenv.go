@@ -10,8 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -119,6 +119,11 @@ func Start(opts Options) (*Environment, error) {
 		CRDDirectoryPaths:     crds,
 		ErrorIfCRDPathMissing: true,
 	}
+	// envtest prefers $KUBEBUILDER_ASSETS, which `make test` sets, over
+	// BinaryAssetsDirectory: name the binaries, so that an environment asked
+	// for another folder (another Kubernetes version) gets it.
+	env.ControlPlane.GetAPIServer().Path = filepath.Join(assets, "kube-apiserver")
+	env.ControlPlane.Etcd = &envtest.Etcd{Path: filepath.Join(assets, "etcd")}
 	if opts.Webhooks && !opts.Empty {
 		env.WebhookInstallOptions = envtest.WebhookInstallOptions{
 			Paths: []string{filepath.Join(root, "config", "ipam", "webhook")},

@@ -2,17 +2,10 @@ package clusterctl
 
 import (
 	"context"
-	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"maps"
-	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -20,10 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	apimachineryversion "k8s.io/apimachinery/pkg/version"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -116,8 +105,10 @@ func TestClusterctlInitInstallsTheInfrastructureProvider(t *testing.T) {
 	}
 	configPath := filepath.Join(home, "clusterctl.yaml")
 	write(t, configPath, []byte(config.String()))
-	server, ca := versionProxy(t, env, root)
-	kubeconfig := writeKubeconfig(t, server, ca, filepath.Join(home, "kubeconfig"))
+	kubeconfig := filepath.Join(home, "kubeconfig")
+	if err := env.WriteKubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
 	ctlEnv := func(extra ...string) []string {
 		return append([]string{
 			"HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, ".config"),
@@ -461,64 +452,4 @@ func checkFlavor(t *testing.T, objs []*unstructured.Unstructured, cluster, port,
 	if templates != 2 {
 		t.Errorf("%d PacketMachineTemplates, want 2 (control plane and workers)", templates)
 	}
-}
-
-// versionProxy returns the address and CA of a proxy to the test API server
-// that acts as its administrator and answers /version itself. clusterctl
-// refuses a management cluster older than Kubernetes 1.20, and the
-// kube-apiserver built by `go build` from the pinned module (bin/envtest)
-// reports v0.0.0, the version Kubernetes' own build would have stamped in
-// being missing. The proxy reports the module's version instead, read from
-// test/tools/kube-apiserver/go.mod; every other request passes through.
-func versionProxy(t *testing.T, env *testenv.Environment, root string) (string, []byte) {
-	t.Helper()
-	goMod, err := os.ReadFile(filepath.Join(root, "test", "tools", "kube-apiserver", "go.mod"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile(`(?m)^\s*k8s\.io/kubernetes (v(\d+)\.(\d+)\.\d+)`).FindSubmatch(goMod)
-	if m == nil {
-		t.Fatal("no k8s.io/kubernetes version in test/tools/kube-apiserver/go.mod")
-	}
-	info, err := json.Marshal(apimachineryversion.Info{GitVersion: string(m[1]), Major: string(m[2]), Minor: string(m[3])})
-	if err != nil {
-		t.Fatal(err)
-	}
-	transport, err := rest.TransportFor(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	target, err := url.Parse(env.Config.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	proxy.Transport = transport
-	proxy.FlushInterval = -1 // watches stream
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/version" {
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write(info)
-			return
-		}
-		proxy.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
-}
-
-// writeKubeconfig writes a kubeconfig for clusterctl that reaches the API
-// server at server, trusting ca; the server authenticates the requests
-// itself (versionProxy).
-func writeKubeconfig(t *testing.T, server string, ca []byte, path string) string {
-	t.Helper()
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["envtest"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: ca}
-	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{}
-	cfg.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "admin"}
-	cfg.CurrentContext = "envtest"
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }
