@@ -69,8 +69,8 @@ help: ## Show the targets.
 	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*?##/ { printf "  %-12s %s\n", $$1, $$2 } /^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)
 
 .PHONY: run
-run: envtest ## Run the local environment: API server, managers, samples (ARGS=--once to exit after printing).
-	go run ./test/localenv $(ARGS)
+run: envtest $(CAPI_MANAGER) ## Run the local environment: API server, Cluster API's core manager, our managers, samples (ARGS=--once to exit after printing).
+	CAPI_MANAGER=$(CAPI_MANAGER) go run ./test/localenv $(ARGS)
 
 .PHONY: test
 test: $(TEST_DEPS) $(OLDEST_ENVTEST) ## Run every test: unit, fuzz seed corpora, envtest suites.

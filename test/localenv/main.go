@@ -2,12 +2,13 @@
 // machine with nothing installed. It runs a real kube-apiserver and etcd
 // (envtest) with CAPI's and the project's CRDs and webhooks, the Equinix Metal
 // API simulator seeded with a small world, and both managers (IPAM and
-// CAPP); applies the sample pools and claims of config/samples/ipam and the
-// demo machine of config/samples/localenv; prints what every claim and the
-// machine's networks got, and the machine's device as the simulator shows
-// it; plays the machine's node reporting its network configured; and writes
-// a kubeconfig so kubectl can look around. With --once it exits after
-// printing.
+// CAPP) and Cluster API's own core manager; applies the sample pools and
+// claims of config/samples/ipam and the demo cluster of
+// config/samples/localenv, whose MachineDeployment the core manager turns
+// into machines; prints what every claim and each machine's networks got,
+// and each machine's device as the simulator shows it; plays each machine's
+// node reporting its network configured; and writes a kubeconfig so kubectl
+// and clusterctl can look around. With --once it exits after printing.
 package main
 
 import (
@@ -24,6 +25,7 @@ import (
 	"os/signal"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -76,13 +78,13 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *once, *kubeconfig, os.Stdout); err != nil {
+	if err := run(ctx, *once, *kubeconfig, logs, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "localenv:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, once bool, kubeconfig string, out io.Writer) (err error) {
+func run(ctx context.Context, once bool, kubeconfig string, logs, out io.Writer) (err error) {
 	fmt.Fprintln(out, "Starting kube-apiserver and etcd ...")
 	env, err := testenv.Start(testenv.Options{Webhooks: true, CAPPCRDs: true})
 	if err != nil {
@@ -114,6 +116,11 @@ func run(ctx context.Context, once bool, kubeconfig string, out io.Writer) (err 
 		return fmt.Errorf("starting the CAPP manager: %w", err)
 	}
 	defer stopCAPP()
+	stopCore, err := env.StartCAPICore(logs)
+	if err != nil {
+		return fmt.Errorf("starting Cluster API's core manager: %w", err)
+	}
+	defer stopCore()
 
 	applied, err := apply(ctx, env.Client, simURL, filepath.Join(env.Root, "config", "samples", "ipam"), filepath.Join(env.Root, "config", "samples", "localenv"))
 	if err != nil {
@@ -122,7 +129,11 @@ func run(ctx context.Context, once bool, kubeconfig string, out io.Writer) (err 
 	if err := printClaims(ctx, env.Client, applied["IPAddressClaim"], out); err != nil {
 		return err
 	}
-	machines, err := printMachines(ctx, env.Client, applied["PacketMachine"], out)
+	keys, err := deploymentMachines(ctx, env.Client, applied["MachineDeployment"], out)
+	if err != nil {
+		return err
+	}
+	machines, err := printMachines(ctx, env.Client, keys, out)
 	if err != nil {
 		return err
 	}
@@ -143,6 +154,8 @@ func run(ctx context.Context, once bool, kubeconfig string, out io.Writer) (err 
 		return fmt.Errorf("writing the kubeconfig: %w", err)
 	}
 	fmt.Fprintf(out, "\nkubeconfig: %s\n  kubectl --kubeconfig %s get metalvrfippools,globalmetalvrfippools,ipaddressclaims,ipaddresses.ipam.cluster.x-k8s.io -A\n", kubeconfig, kubeconfig)
+	fmt.Fprintf(out, "  kubectl --kubeconfig %s get cluster-api -A   # Clusters, Machines, PacketMachines, ...\n", kubeconfig)
+	fmt.Fprintf(out, "  go run sigs.k8s.io/cluster-api/cmd/clusterctl describe cluster demo --kubeconfig %s --show-conditions all\n", kubeconfig)
 	for _, pm := range machines {
 		fmt.Fprintf(out, "  kubectl --kubeconfig %s get secret -n %s %s -o jsonpath='{.data.%s}' | base64 -d   # rendered user-data\n",
 			kubeconfig, pm.Namespace, pm.Status.UserDataSecretName, cappcontrollers.UserDataKey)
@@ -190,27 +203,55 @@ func apply(ctx context.Context, c client.Client, simURL string, dirs ...string) 
 	return applied, nil
 }
 
-// create creates obj, after pointing a credentials Secret at the simulator
-// or giving a PacketMachine its owning Machine.
+// create creates obj, after pointing a credentials Secret at the simulator.
 func create(ctx context.Context, c client.Client, obj *unstructured.Unstructured, simURL string) error {
 	if _, found, _ := unstructured.NestedString(obj.Object, "stringData", "baseURL"); found && obj.GetKind() == "Secret" {
 		if err := unstructured.SetNestedField(obj.Object, simURL, "stringData", "baseURL"); err != nil {
 			return err
 		}
 	}
-	if obj.GetKind() == "PacketMachine" {
-		machine := &clusterv1.Machine{}
-		if err := c.Get(ctx, client.ObjectKeyFromObject(obj), machine); err != nil {
-			return fmt.Errorf("reading its Machine: %w", err)
-		}
-		obj.SetOwnerReferences([]metav1.OwnerReference{{
-			APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: machine.Name, UID: machine.UID,
-		}})
-	}
 	if err := c.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
 	return nil
+}
+
+// deploymentMachines waits until Cluster API's core manager has made every
+// replica of the MachineDeployments a Machine with its PacketMachine, prints
+// which, and returns the PacketMachines' keys.
+func deploymentMachines(ctx context.Context, c client.Client, deployments []client.ObjectKey, out io.Writer) ([]client.ObjectKey, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	table := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(table, "\nMACHINEDEPLOYMENT\tMACHINE\tPACKETMACHINE")
+	var keys []client.ObjectKey
+	for _, key := range deployments {
+		md := &clusterv1.MachineDeployment{}
+		machines := &clusterv1.MachineList{}
+		if err := poll(ctx, func() bool {
+			if c.Get(ctx, key, md) != nil || c.List(ctx, machines, client.InNamespace(key.Namespace),
+				client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: key.Name}) != nil {
+				return false
+			}
+			made := 0
+			for _, m := range machines.Items {
+				if m.Spec.InfrastructureRef.Name != "" {
+					made++
+				}
+			}
+			return made == int(ptr.Deref(md.Spec.Replicas, 0))
+		}); err != nil {
+			return nil, fmt.Errorf("MachineDeployment %s: Cluster API's core manager made %d of its Machines: %w",
+				key, len(machines.Items), err)
+		}
+		slices.SortFunc(machines.Items, func(a, b clusterv1.Machine) int { return strings.Compare(a.Name, b.Name) })
+		for _, m := range machines.Items {
+			pm := client.ObjectKey{Namespace: m.Namespace, Name: m.Spec.InfrastructureRef.Name}
+			fmt.Fprintf(table, "%s\t%s\t%s\n", key, m.Name, pm.Name)
+			keys = append(keys, pm)
+		}
+	}
+	return keys, table.Flush()
 }
 
 // printClaims waits for every claim to be bound and prints what it got.
