@@ -299,7 +299,8 @@ func pickReservation(tagged []metalv1.IPReservation, host string) (keep metalv1.
 	slices.SortStableFunc(sorted, func(a, b metalv1.IPReservation) int { return a.GetCreatedAt().Compare(b.GetCreatedAt()) })
 	i := slices.IndexFunc(sorted, func(r metalv1.IPReservation) bool { return host != "" && r.GetAddress() == host })
 	i = max(i, 0)
-	return sorted[i], slices.Delete(sorted, i, i+1)
+	keep = sorted[i]
+	return keep, slices.Delete(sorted, i, i+1)
 }
 
 // endpointTag identifies the reservation of pc's endpoint.
