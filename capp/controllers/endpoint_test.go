@@ -26,9 +26,9 @@ func TestPlanEndpoint(t *testing.T) {
 		{name: "CPEM without a host reserves", spec: infrav1.PacketClusterSpec{VIPManager: infrav1.VIPManagerCPEM, Metro: "da"}, reserve: true},
 		{name: "no vipManager is CPEM", spec: infrav1.PacketClusterSpec{Metro: "da"}, reserve: true},
 		{
-			name:    "a host set by the user is used, default port named",
-			spec:    infrav1.PacketClusterSpec{Metro: "da", ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "192.0.2.10"}},
-			reason:  infrav1.ControlPlaneEndpointSetByUserReason, messageHas: "192.0.2.10:6443", wantSuccess: true,
+			name:   "a host set by the user is used, default port named",
+			spec:   infrav1.PacketClusterSpec{Metro: "da", ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "192.0.2.10"}},
+			reason: infrav1.ControlPlaneEndpointSetByUserReason, messageHas: "192.0.2.10:6443", wantSuccess: true,
 		},
 		{
 			name:   "KUBE_VIP without a host names the field",
