@@ -53,8 +53,9 @@ type PacketClusterReconciler struct {
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=packetclusters,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=packetclusters/status,verbs=get;update;patch
 
-// SetupWithManager registers the reconciler; a Cluster's pause and unpause
-// wake its PacketCluster.
+// SetupWithManager registers the reconciler. A Cluster's creation, pause
+// and unpause wake its PacketCluster: one labelled with its cluster's name
+// before the Cluster exists waits for it.
 func (r *PacketClusterReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, options controller.Options) error {
 	log := ctrl.LoggerFrom(ctx)
 	r.backoff = newBackoff()
@@ -64,7 +65,9 @@ func (r *PacketClusterReconciler) SetupWithManager(ctx context.Context, mgr ctrl
 		WithEventFilter(predicates.ResourceHasFilterLabel(mgr.GetScheme(), log, r.WatchFilterValue)).
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(
 			util.ClusterToInfrastructureMapFunc(ctx, infrav1.GroupVersion.WithKind("PacketCluster"), mgr.GetClient(), &infrav1.PacketCluster{})),
-			builder.WithPredicates(predicates.ClusterPausedTransitions(mgr.GetScheme(), log))).
+			builder.WithPredicates(predicates.Any(mgr.GetScheme(), log,
+				predicates.ClusterCreateNotPaused(mgr.GetScheme(), log),
+				predicates.ClusterPausedTransitions(mgr.GetScheme(), log)))).
 		Complete(r)
 }
 

@@ -52,6 +52,10 @@ func clusterCondition(pc *infrav1.PacketCluster, t string) func() *metav1.Condit
 	}
 }
 
+func provisioned(pc *infrav1.PacketCluster) func() *bool {
+	return func() *bool { return getCluster(pc).Status.Initialization.Provisioned }
+}
+
 // reservationsOf are the simulator's public IPv4 reservations carrying the
 // PacketCluster's tag.
 func reservationsOf(pc *infrav1.PacketCluster) []metalv1.IPReservation {
@@ -69,7 +73,10 @@ var _ = Describe("A PacketCluster", func() {
 		pc := packetCluster(ns, nil)
 
 		By("reserving a public IPv4 address in the metro and making it the endpoint")
-		Eventually(clusterCondition(pc, infrav1.ReadyCondition)).Should(haveCondition(metav1.ConditionTrue, infrav1.ControlPlaneEndpointReservedReason, ""))
+		Eventually(clusterCondition(pc, infrav1.ControlPlaneEndpointReadyCondition)).Should(haveCondition(metav1.ConditionTrue, infrav1.ControlPlaneEndpointReservedReason, ""))
+		Eventually(clusterCondition(pc, infrav1.ReadyCondition)).Should(HaveField("Status", metav1.ConditionTrue))
+		// Conditions are patched apart from the rest of the status.
+		Eventually(provisioned(pc)).Should(HaveValue(BeTrue()))
 		pc = getCluster(pc)
 		Expect(pc.Finalizers).To(ContainElement(infrav1.ClusterFinalizer))
 		res := reservationsOf(pc)
@@ -103,16 +110,18 @@ var _ = Describe("A PacketCluster", func() {
 		stopCAPP, err = env.StartCAPP(ctx, cappOptions())
 		Expect(err).NotTo(HaveOccurred())
 		Eventually(func() string { return getCluster(pc).Spec.ControlPlaneEndpoint.Host }).Should(Equal(res[0].GetAddress()))
-		Eventually(clusterCondition(pc, infrav1.ReadyCondition)).Should(haveCondition(metav1.ConditionTrue, infrav1.ControlPlaneEndpointReservedReason, res[0].GetId()))
+		Eventually(clusterCondition(pc, infrav1.ControlPlaneEndpointReadyCondition)).Should(haveCondition(metav1.ConditionTrue, infrav1.ControlPlaneEndpointReservedReason, res[0].GetId()))
 		Expect(getCluster(pc).Annotations).To(HaveKeyWithValue(infrav1.EndpointReservationAnnotation, res[0].GetId()))
 		Expect(reservationsOf(pc)).To(HaveLen(1))
 		Expect(metalSim.Calls(sim.OpRequestIPReservation)).To(Equal(reserves), "a second address was reserved")
 
 		By("releasing the reservation, and only then letting the PacketCluster go")
-		metalSim.FailNext(sim.OpDeleteIPAddress, 2, 503, 0)
+		metalSim.FailNext(sim.OpDeleteIPAddress, 1000, 503, 0)
 		Expect(k8s.Delete(ctx, pc)).To(Succeed())
 		Eventually(clusterCondition(pc, infrav1.DeletingCondition)).Should(haveCondition(metav1.ConditionTrue, infrav1.ReleasingEndpointReason, "retrying"))
-		Expect(getCluster(pc).Finalizers).To(ContainElement(infrav1.ClusterFinalizer))
+		Consistently(func() []string { return getCluster(pc).Finalizers }, "2s").Should(ContainElement(infrav1.ClusterFinalizer))
+		Expect(reservationsOf(pc)).To(HaveLen(1))
+		metalSim.ClearFaults()
 		Eventually(gone(pc)).Should(BeTrue())
 		_, err = metalAPI.GetIPReservation(ctx, res[0].GetId())
 		Expect(err).To(MatchError(ContainSubstring("404")))
@@ -124,10 +133,11 @@ var _ = Describe("A PacketCluster", func() {
 		pc := packetCluster(ns, func(pc *infrav1.PacketCluster) {
 			pc.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: userEndpoint}
 		})
-		Eventually(clusterCondition(pc, infrav1.ReadyCondition)).Should(haveCondition(metav1.ConditionTrue, infrav1.ControlPlaneEndpointSetByUserReason, ""))
+		Eventually(clusterCondition(pc, infrav1.ControlPlaneEndpointReadyCondition)).Should(haveCondition(metav1.ConditionTrue, infrav1.ControlPlaneEndpointSetByUserReason, ""))
+		Eventually(clusterCondition(pc, infrav1.ReadyCondition)).Should(HaveField("Status", metav1.ConditionTrue))
+		Eventually(provisioned(pc)).Should(HaveValue(BeTrue()))
 		pc = getCluster(pc)
 		Expect(pc.Spec.ControlPlaneEndpoint).To(Equal(clusterv1.APIEndpoint{Host: userEndpoint, Port: 6443}))
-		Expect(pc.Status.Initialization.Provisioned).To(HaveValue(BeTrue()))
 		Expect(pc.Annotations).NotTo(HaveKey(infrav1.EndpointReservationAnnotation))
 		Expect(reservationsOf(pc)).To(BeEmpty())
 		Expect(metalSim.Calls(sim.OpRequestIPReservation)).To(Equal(reserves))
@@ -150,7 +160,9 @@ var _ = Describe("A PacketCluster", func() {
 		base := pc.DeepCopy()
 		pc.Spec.ControlPlaneEndpoint.Host = userEndpoint
 		Expect(k8s.Patch(ctx, pc, client.MergeFrom(base))).To(Succeed())
-		Eventually(clusterCondition(pc, infrav1.ReadyCondition)).Should(haveCondition(metav1.ConditionTrue, infrav1.ControlPlaneEndpointSetByUserReason, userEndpoint+":6443"))
+		Eventually(clusterCondition(pc, infrav1.ControlPlaneEndpointReadyCondition)).Should(haveCondition(metav1.ConditionTrue, infrav1.ControlPlaneEndpointSetByUserReason, userEndpoint+":6443"))
+		Eventually(clusterCondition(pc, infrav1.ReadyCondition)).Should(HaveField("Status", metav1.ConditionTrue))
+		Eventually(provisioned(pc)).Should(HaveValue(BeTrue()))
 	})
 
 	It("names the missing credentials Secret, and goes at once since it never reserved anything", func() {
