@@ -129,7 +129,6 @@ func (s *Server) createPublicIP(r *request, projectID string, body []byte) (repl
 // public or a VRF reservation, rendered as the API's model of its kind.
 type ipReservationItem struct {
 	seq    int64
-	kind   metalv1.FindIPReservationsTypesParameterInner
 	public *publicIP
 	vrf    *reservation
 }
