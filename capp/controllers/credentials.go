@@ -33,37 +33,61 @@ type metalAccess struct {
 	project string
 }
 
-// metalFor returns the Metal API access of the machine: the credentials
-// Secret its PacketCluster names, or the manager's environment, scoped to
-// the machine's project (spec.project, else the PacketCluster's).
+// credentials gives the Metal client of a cluster, the same way to the
+// PacketMachine and PacketCluster reconcilers: the credentials Secret the
+// PacketCluster names, or the manager's environment.
+type credentials struct {
+	// reader reads the Secret uncached.
+	reader client.Reader
+	cache  *metal.ClientCache
+	getenv func(string) string
+}
+
+// client returns the Metal client of pc's spec.credentialsRef (a Secret in
+// namespace), or of the manager's environment when pc names none or is nil,
+// and names where the credentials came from, for messages. A problem only
+// the user can fix is a *setupError.
+func (c credentials) client(ctx context.Context, namespace string, pc *infrav1.PacketCluster) (*metal.Client, string, error) {
+	if pc == nil || pc.Spec.CredentialsRef == nil {
+		source := "the manager's environment (" + metal.EnvAPIKey + ")"
+		mc, err := c.cache.FromEnv(c.getenv)
+		if err != nil {
+			return nil, source, &setupError{infrav1.NoCredentialsReason, fmt.Sprintf(
+				"no Metal API credentials: set spec.credentialsRef on the PacketCluster, or %s in the manager's environment", metal.EnvAPIKey)}
+		}
+		return mc, source, nil
+	}
+	key := client.ObjectKey{Namespace: namespace, Name: pc.Spec.CredentialsRef.Name}
+	source := fmt.Sprintf("Secret %s (PacketCluster %s spec.credentialsRef)", key.Name, pc.Name)
+	secret := &corev1.Secret{}
+	if err := c.reader.Get(ctx, key, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, source, &setupError{infrav1.CredentialsSecretNotFoundReason, source + " not found"}
+		}
+		return nil, source, fmt.Errorf("reading %s: %w", source, err)
+	}
+	mc, err := c.cache.ForSecret(secret)
+	if err != nil {
+		return nil, source, &setupError{infrav1.InvalidCredentialsReason, fmt.Sprintf("%s: %v", source, err)}
+	}
+	return mc, source, nil
+}
+
+// metalFor returns the Metal API access of the machine: its cluster's
+// credentials, scoped to the machine's project (spec.project, else the
+// PacketCluster's).
 func (r *PacketMachineReconciler) metalFor(ctx context.Context, s *machineScope) (*metalAccess, error) {
 	pm := s.PacketMachine
 	pc, err := r.packetCluster(ctx, s)
 	if err != nil {
 		return nil, err
 	}
-	access := &metalAccess{cluster: pc}
-	var c *metal.Client
-	if pc != nil && pc.Spec.CredentialsRef != nil {
-		key := client.ObjectKey{Namespace: pm.Namespace, Name: pc.Spec.CredentialsRef.Name}
-		access.source = fmt.Sprintf("Secret %s (PacketCluster %s spec.credentialsRef)", key.Name, pc.Name)
-		secret := &corev1.Secret{}
-		if err := r.APIReader.Get(ctx, key, secret); err != nil {
-			if apierrors.IsNotFound(err) {
-				return nil, &setupError{infrav1.CredentialsSecretNotFoundReason, access.source + " not found"}
-			}
-			return nil, fmt.Errorf("reading %s: %w", access.source, err)
-		}
-		if c, err = r.Credentials.ForSecret(secret); err != nil {
-			return nil, &setupError{infrav1.InvalidCredentialsReason, fmt.Sprintf("%s: %v", access.source, err)}
-		}
-	} else {
-		access.source = "the manager's environment (" + metal.EnvAPIKey + ")"
-		if c, err = r.Credentials.FromEnv(r.Getenv); err != nil {
-			return nil, &setupError{infrav1.NoCredentialsReason, fmt.Sprintf(
-				"no Metal API credentials: set spec.credentialsRef on the PacketCluster, or %s in the manager's environment", metal.EnvAPIKey)}
-		}
+	creds := credentials{reader: r.APIReader, cache: r.Credentials, getenv: r.Getenv}
+	c, source, err := creds.client(ctx, pm.Namespace, pc)
+	if err != nil {
+		return nil, err
 	}
+	access := &metalAccess{cluster: pc, source: source}
 	project := pm.Spec.Project
 	if project == "" && pc != nil {
 		project = pc.Spec.ProjectID

@@ -18,17 +18,31 @@ var (
 		Name: "capp_device_steps_total",
 		Help: "Device steps sent to the Metal API, by step (create, disbond, assign_vlans, delete) and outcome (success, error).",
 	}, []string{"step", "outcome"})
+	// endpointSteps counts the Metal API steps taken for the clusters'
+	// endpoints, by step: reserve, release.
+	endpointSteps = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "capp_endpoint_reservation_steps_total",
+		Help: "Control-plane endpoint reservation steps sent to the Metal API, by step (reserve, release) and outcome (success, error).",
+	}, []string{"step", "outcome"})
 )
 
 func init() {
-	metrics.Registry.MustRegister(deviceCreationsInFlight, deviceSteps)
+	metrics.Registry.MustRegister(deviceCreationsInFlight, deviceSteps, endpointSteps)
 }
 
-// countStep records a step sent to the Metal API and how it went.
+// countStep records a device step sent to the Metal API and how it went.
 func countStep(step string, err error) {
-	outcome := "success"
+	deviceSteps.WithLabelValues(step, outcome(err)).Inc()
+}
+
+// countEndpointStep records an endpoint step and how it went.
+func countEndpointStep(step string, err error) {
+	endpointSteps.WithLabelValues(step, outcome(err)).Inc()
+}
+
+func outcome(err error) string {
 	if err != nil {
-		outcome = "error"
+		return "error"
 	}
-	deviceSteps.WithLabelValues(step, outcome).Inc()
+	return "success"
 }

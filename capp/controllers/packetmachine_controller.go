@@ -198,13 +198,13 @@ func (r *PacketMachineReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	return r.reconcileNormal(ctx, s)
 }
 
-// phase is one step of a machine's life. It records what it observed in the
+// phase is one step of an object's life. It records what it observed in the
 // scope; done false stops the run, and result says when to look again.
-type phase func(context.Context, *machineScope) (result ctrl.Result, done bool, err error)
+type phase[S any] func(context.Context, S) (result ctrl.Result, done bool, err error)
 
 // reconcileNormal runs the phases in order until one is not done.
 func (r *PacketMachineReconciler) reconcileNormal(ctx context.Context, s *machineScope) (ctrl.Result, error) {
-	return runPhases(ctx, s, []phase{
+	return runPhases(ctx, s, &s.observations, []phase[*machineScope]{
 		r.reconcileIPAddresses,
 		r.reconcileBootstrapData,
 		r.reconcileDevice,
@@ -218,21 +218,23 @@ func (r *PacketMachineReconciler) reconcileNormal(ctx context.Context, s *machin
 // then the machine.
 func (r *PacketMachineReconciler) reconcileDelete(ctx context.Context, s *machineScope) (ctrl.Result, error) {
 	s.deleting = true
-	return runPhases(ctx, s, []phase{
+	return runPhases(ctx, s, &s.observations, []phase[*machineScope]{
 		r.deleteDevice,
 		r.releaseIPAddresses,
 		r.removeFinalizer,
 	})
 }
 
-func runPhases(ctx context.Context, s *machineScope, phases []phase) (ctrl.Result, error) {
+// runPhases runs phases in order until one is not done, and records in o
+// where the run stopped.
+func runPhases[S any](ctx context.Context, s S, o *observations, phases []phase[S]) (ctrl.Result, error) {
 	for i, p := range phases {
 		result, done, err := p(ctx, s)
 		if err != nil || !done {
-			s.stoppedAt, s.failed = i, err != nil
+			o.stop(i, err != nil)
 			return result, err
 		}
 	}
-	s.stoppedAt = len(phases)
+	o.stop(len(phases), false)
 	return ctrl.Result{}, nil
 }

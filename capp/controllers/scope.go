@@ -37,13 +37,19 @@ type machineScope struct {
 	Device *device.Device
 	raw    *metalv1.Device
 
+	observations
+	deleting bool
+}
+
+// observations are what the phases of one reconcile observed, for the
+// function that derives the conditions from them.
+type observations struct {
 	// observed are the conditions the phases observed, by type.
 	observed map[string]observation
 	// stoppedAt is the index of the phase that stopped the run; failed is
 	// set when it stopped on an error rather than waiting.
 	stoppedAt int
 	failed    bool
-	deleting  bool
 }
 
 // observation is a condition as a phase observed it.
@@ -54,25 +60,28 @@ type observation struct {
 }
 
 // observe records a condition; setConditions writes it.
-func (s *machineScope) observe(conditionType string, status metav1.ConditionStatus, reason, message string) {
-	if s.observed == nil {
-		s.observed = map[string]observation{}
+func (o *observations) observe(conditionType string, status metav1.ConditionStatus, reason, message string) {
+	if o.observed == nil {
+		o.observed = map[string]observation{}
 	}
-	s.observed[conditionType] = observation{status: status, reason: reason, message: message}
+	o.observed[conditionType] = observation{status: status, reason: reason, message: message}
 }
+
+func (o *observations) observeTrue(conditionType, reason, message string) {
+	o.observe(conditionType, metav1.ConditionTrue, reason, message)
+}
+
+func (o *observations) observeFalse(conditionType, reason, message string) {
+	o.observe(conditionType, metav1.ConditionFalse, reason, message)
+}
+
+// stop records where a run of phases stopped, and whether on an error.
+func (o *observations) stop(at int, failed bool) { o.stoppedAt, o.failed = at, failed }
 
 // reasonChanges reports whether the condition's reason, as last written,
 // differs from reason: events are emitted on such changes only.
 func (s *machineScope) reasonChanges(conditionType, reason string) bool {
 	return conditions.GetReason(s.PacketMachine, conditionType) != reason
-}
-
-func (s *machineScope) observeTrue(conditionType, reason, message string) {
-	s.observe(conditionType, metav1.ConditionTrue, reason, message)
-}
-
-func (s *machineScope) observeFalse(conditionType, reason, message string) {
-	s.observe(conditionType, metav1.ConditionFalse, reason, message)
 }
 
 // lifecycle are the conditions of a machine's phases, in their order, each

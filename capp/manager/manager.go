@@ -76,24 +76,39 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 	if maxCreations <= 0 {
 		maxCreations = controllers.DefaultMaxDeviceCreations
 	}
-	r := &controllers.PacketMachineReconciler{
+	// One cache for both reconcilers: a cluster's machines and its
+	// PacketCluster share the client of their credentials.
+	credentials := metal.NewClientCache(metal.Config{
+		BaseURL: getenv(metal.EnvBaseURL),
+		Timeout: opts.MetalTimeout, Retry: opts.MetalRetry, Registerer: ctrlmetrics.Registry,
+	})
+	controllerOpts := controller.Options{
+		MaxConcurrentReconciles: opts.Concurrency,
+		SkipNameValidation:      ptr.To(opts.SkipControllerNameValidation),
+	}
+	cr := &controllers.PacketClusterReconciler{
 		Client:           mgr.GetClient(),
 		APIReader:        mgr.GetAPIReader(),
-		Recorder:         mgr.GetEventRecorder("packetmachine-controller"),
+		Recorder:         mgr.GetEventRecorder("packetcluster-controller"),
 		WatchFilterValue: opts.WatchFilterValue,
-		Render:           cloudinit.Options{MetadataURL: opts.MetadataURL},
-		Credentials: metal.NewClientCache(metal.Config{
-			BaseURL: getenv(metal.EnvBaseURL),
-			Timeout: opts.MetalTimeout, Retry: opts.MetalRetry, Registerer: ctrlmetrics.Registry,
-		}),
+		Credentials:      credentials,
+		Getenv:           getenv,
+	}
+	if err := cr.SetupWithManager(ctx, mgr, controllerOpts); err != nil {
+		return nil, fmt.Errorf("setting up the PacketCluster controller: %w", err)
+	}
+	r := &controllers.PacketMachineReconciler{
+		Client:            mgr.GetClient(),
+		APIReader:         mgr.GetAPIReader(),
+		Recorder:          mgr.GetEventRecorder("packetmachine-controller"),
+		WatchFilterValue:  opts.WatchFilterValue,
+		Render:            cloudinit.Options{MetadataURL: opts.MetadataURL},
+		Credentials:       credentials,
 		Getenv:            getenv,
 		Creations:         controllers.NewCreationSlots(maxCreations),
 		NodeReportTimeout: opts.NodeReportTimeout,
 	}
-	if err := r.SetupWithManager(ctx, mgr, controller.Options{
-		MaxConcurrentReconciles: opts.Concurrency,
-		SkipNameValidation:      ptr.To(opts.SkipControllerNameValidation),
-	}); err != nil {
+	if err := r.SetupWithManager(ctx, mgr, controllerOpts); err != nil {
 		return nil, fmt.Errorf("setting up the PacketMachine controller: %w", err)
 	}
 	if err := managerutil.AddProbes(mgr, nil); err != nil {

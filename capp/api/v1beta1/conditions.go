@@ -160,3 +160,41 @@ const (
 	// released.
 	ReleasingAddressesReason = "ReleasingAddresses"
 )
+
+// Condition types of a PacketCluster; it also has Ready (summarising
+// ControlPlaneEndpointReady), Deleting and CAPI's Paused.
+const (
+	// ControlPlaneEndpointReadyCondition is True once spec.controlPlaneEndpoint
+	// is set: by the user, or to the public IPv4 address the provider
+	// reserved (vipManager CPEM).
+	ControlPlaneEndpointReadyCondition = "ControlPlaneEndpointReady"
+)
+
+// Reasons of ControlPlaneEndpointReady; the credential and project reasons
+// above apply too.
+const (
+	// ControlPlaneEndpointSetByUserReason: spec.controlPlaneEndpoint.host was
+	// set by the user and is used as is.
+	ControlPlaneEndpointSetByUserReason = "ControlPlaneEndpointSetByUser"
+	// ControlPlaneEndpointReservedReason: the endpoint is a public IPv4
+	// address the provider reserved in the cluster's metro.
+	ControlPlaneEndpointReservedReason = "ControlPlaneEndpointReserved"
+	// ControlPlaneEndpointRequiredReason: the vipManager does not provide an
+	// endpoint; the user must set spec.controlPlaneEndpoint.
+	ControlPlaneEndpointRequiredReason = "ControlPlaneEndpointRequired"
+	// MetroRequiredReason: a reservation needs spec.metro, which is empty.
+	MetroRequiredReason = "MetroRequired"
+	// EndpointReservationRefusedReason: the platform refused to reserve the
+	// address; retried with backoff.
+	EndpointReservationRefusedReason = "EndpointReservationRefused"
+	// EndpointReservationNotFoundReason: the reservation behind the endpoint
+	// is gone from the platform.
+	EndpointReservationNotFoundReason = "EndpointReservationNotFound"
+)
+
+// Reasons of a PacketCluster's Deleting.
+const (
+	// ReleasingEndpointReason: waiting for the endpoint's reservation to be
+	// gone.
+	ReleasingEndpointReason = "ReleasingEndpoint"
+)

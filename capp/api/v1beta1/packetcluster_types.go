@@ -46,6 +46,22 @@ type NetworkSpec struct {
 	Assignment AssignmentType `json:"assignment,omitempty"`
 }
 
+// ClusterFinalizer lets the PacketCluster reconciler release the cluster's
+// endpoint reservation before the PacketCluster goes.
+const ClusterFinalizer = "packetcluster.infrastructure.cluster.x-k8s.io"
+
+// EndpointReservationAnnotation is set on a PacketCluster whose
+// control-plane endpoint the provider reserves (vipManager CPEM without a
+// host): before the reservation is requested it holds
+// EndpointReservationPending, then the reservation's ID. It is written with
+// the spec, so whether a reservation may exist survives a lost status write,
+// and its absence means deleting the PacketCluster releases nothing.
+const EndpointReservationAnnotation = "infrastructure.cluster.x-k8s.io/endpoint-reservation"
+
+// EndpointReservationPending is the value of EndpointReservationAnnotation
+// while the reservation's ID is not known yet.
+const EndpointReservationPending = "pending"
+
 // VIPManager names what serves a cluster's control-plane endpoint.
 type VIPManager string
 
@@ -100,8 +116,30 @@ type PacketClusterSpec struct {
 	Networks []NetworkSpec `json:"networks,omitempty"`
 }
 
+// PacketClusterInitializationStatus reports the CAPI provisioning contract.
+// +kubebuilder:validation:MinProperties=1
+type PacketClusterInitializationStatus struct {
+	// Provisioned is true once the cluster's control-plane endpoint is set:
+	// CAPI then copies it, and the failure domains, to the Cluster.
+	// +optional
+	Provisioned *bool `json:"provisioned,omitempty"`
+}
+
 // PacketClusterStatus is what the PacketCluster reconciler observed.
 type PacketClusterStatus struct {
+	// Initialization reports the CAPI provisioning contract.
+	// +optional
+	Initialization PacketClusterInitializationStatus `json:"initialization,omitempty,omitzero"`
+
+	// FailureDomains are where the cluster's machines can be placed: the
+	// cluster's facility, or else its metro.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=100
+	FailureDomains []clusterv1.FailureDomain `json:"failureDomains,omitempty"`
+
 	// Conditions of the PacketCluster.
 	// +optional
 	// +listType=map
@@ -118,6 +156,8 @@ type PacketClusterStatus struct {
 // +kubebuilder:resource:path=packetclusters,scope=Namespaced,categories=cluster-api,shortName=pcl
 // +kubebuilder:printcolumn:name="Cluster",type="string",JSONPath=".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']",description="Cluster the PacketCluster belongs to"
 // +kubebuilder:printcolumn:name="Metro",type="string",JSONPath=".spec.metro"
+// +kubebuilder:printcolumn:name="Endpoint",type="string",JSONPath=".spec.controlPlaneEndpoint.host"
+// +kubebuilder:printcolumn:name="Ready",type="string",JSONPath=".status.conditions[?(@.type==\"Ready\")].status"
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
 type PacketCluster struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -134,6 +174,14 @@ type PacketClusterList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []PacketCluster `json:"items"`
+}
+
+// GetConditions returns the cluster's conditions (CAPI's conditions.Getter).
+func (c *PacketCluster) GetConditions() []metav1.Condition { return c.Status.Conditions }
+
+// SetConditions replaces the cluster's conditions (CAPI's conditions.Setter).
+func (c *PacketCluster) SetConditions(conditions []metav1.Condition) {
+	c.Status.Conditions = conditions
 }
 
 func init() {

@@ -5,7 +5,8 @@
 //
 // A Server is an http.Handler serving /metal/v1: wrap it in an
 // httptest.Server in tests. It keeps projects, VRFs, VRF IP reservations,
-// Metal Gateways, VLANs, devices with their ports, VLAN assignment batches and
+// public IPv4 reservations (/32s from the documentation range 198.51.100.0/24,
+// a /28 per metro), Metal Gateways, VLANs, devices with their ports, VLAN assignment batches and
 // device events, and enforces the platform's rules: reservations inside a
 // VRF range, of an allowed size and not overlapping (422 otherwise); VLAN IDs
 // unique per metro; the port network types and which of them accept VLANs;

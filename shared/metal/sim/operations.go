@@ -12,6 +12,8 @@ const (
 	OpFindVrfIPReservations         Operation = "findVrfIpReservations"
 	OpFindVrfIPReservation          Operation = "findVrfIpReservation"
 	OpRequestIPReservation          Operation = "requestIPReservation"
+	OpFindIPReservations            Operation = "findIPReservations"
+	OpFindIPAddressByID             Operation = "findIPAddressById"
 	OpDeleteIPAddress               Operation = "deleteIPAddress"
 	OpFindMetalGatewaysByProject    Operation = "findMetalGatewaysByProject"
 	OpFindMetalGatewayByID          Operation = "findMetalGatewayById"

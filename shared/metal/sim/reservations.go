@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/netip"
@@ -120,18 +121,32 @@ func (s *Server) getReservation(r *request) (reply, error) {
 	return ok(s.world.apiReservation(res))
 }
 
-// POST /projects/{id}/ips. Only VRF reservations are simulated.
+// POST /projects/{id}/ips. VRF reservations and single public IPv4
+// addresses are simulated; the body's type says which.
 func (s *Server) createReservation(r *request) (reply, error) {
 	p, err := find(r, s.world.projects, "id")
 	if err != nil {
 		return reply{}, err
 	}
-	var in metalv1.VrfIpReservationCreateInput
-	if err := decode(r.Request, &in); err != nil {
+	var raw json.RawMessage
+	if err := decode(r.Request, &raw); err != nil {
 		return reply{}, err
 	}
-	if in.Type != string(metalv1.VRFIPRESERVATIONTYPE_VRF) {
-		return reply{}, errorf(http.StatusUnprocessableEntity, "type %q is not supported by the simulator, only %q", in.Type, metalv1.VRFIPRESERVATIONTYPE_VRF)
+	var kind struct {
+		Type string `json:"type"`
+	}
+	_ = json.Unmarshal(raw, &kind) // raw is valid JSON; a non-object has no type
+	switch kind.Type {
+	case string(metalv1.VRFIPRESERVATIONTYPE_VRF):
+	case string(metalv1.IPRESERVATIONTYPE_PUBLIC_IPV4):
+		return s.createPublicIP(r, p.id, raw)
+	default:
+		return reply{}, errorf(http.StatusUnprocessableEntity, "type %q is not supported by the simulator, only %q and %q",
+			kind.Type, metalv1.VRFIPRESERVATIONTYPE_VRF, metalv1.IPRESERVATIONTYPE_PUBLIC_IPV4)
+	}
+	var in metalv1.VrfIpReservationCreateInput
+	if err := json.Unmarshal(raw, &in); err != nil {
+		return reply{}, errorf(http.StatusUnprocessableEntity, "invalid request: %v", err)
 	}
 	prefix, err := reservationPrefix(in.Network, int(in.Cidr))
 	if err != nil {
@@ -153,8 +168,12 @@ func (s *Server) createReservation(r *request) (reply, error) {
 	return created(s.world.apiReservation(res))
 }
 
-// DELETE /ips/{id}
+// DELETE /ips/{id}: a public or a VRF reservation.
 func (s *Server) deleteReservation(r *request) (reply, error) {
+	if res, err := find(r, s.world.publicIPs, "id"); err == nil {
+		delete(s.world.publicIPs, res.id)
+		return noContent()
+	}
 	res, err := find(r, s.world.reservations, "id")
 	if err != nil {
 		return reply{}, err

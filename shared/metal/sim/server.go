@@ -111,6 +111,8 @@ func (s *Server) routes() {
 	s.handle("GET "+v1+"/vrfs/{id}/ips", OpFindVrfIPReservations, s.listReservations)
 	s.handle("GET "+v1+"/vrfs/{vrf}/ips/{id}", OpFindVrfIPReservation, s.getReservation)
 	s.handle("POST "+v1+"/projects/{id}/ips", OpRequestIPReservation, s.createReservation)
+	s.handle("GET "+v1+"/projects/{id}/ips", OpFindIPReservations, s.listIPReservations)
+	s.handle("GET "+v1+"/ips/{id}", OpFindIPAddressByID, s.getIPAddress)
 	s.handle("DELETE "+v1+"/ips/{id}", OpDeleteIPAddress, s.deleteReservation)
 
 	s.handle("GET "+v1+"/projects/{id}/metal-gateways", OpFindMetalGatewaysByProject, s.listGateways)

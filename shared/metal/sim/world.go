@@ -39,6 +39,7 @@ type world struct {
 	keys         map[string]string // project API key -> project ID
 	vrfs         map[string]*vrf
 	reservations map[string]*reservation
+	publicIPs    map[string]*publicIP
 	gateways     map[string]*gateway
 	vlans        map[string]*virtualNetwork
 	devices      map[string]*device
@@ -53,6 +54,7 @@ func newWorld() *world {
 		keys:         map[string]string{},
 		vrfs:         map[string]*vrf{},
 		reservations: map[string]*reservation{},
+		publicIPs:    map[string]*publicIP{},
 		gateways:     map[string]*gateway{},
 		vlans:        map[string]*virtualNetwork{},
 		devices:      map[string]*device{},
@@ -71,6 +73,7 @@ func (w *world) clone() *world {
 	c.keys = maps.Clone(w.keys)
 	c.vrfs = maps.Clone(w.vrfs)
 	c.reservations = maps.Clone(w.reservations)
+	c.publicIPs = maps.Clone(w.publicIPs)
 	c.gateways = maps.Clone(w.gateways)
 	c.vlans = maps.Clone(w.vlans)
 	c.devices = maps.Clone(w.devices)

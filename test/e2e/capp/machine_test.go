@@ -101,12 +101,16 @@ func machineFixture(ns, name string, ports []infrav1.Port) (*clusterv1.Machine, 
 
 // clusterFixture creates the namespace's Cluster and its PacketCluster in
 // the simulator's project and metro, edited by edit when not nil; a second
-// call returns the existing Cluster.
+// call returns the existing Cluster. The PacketCluster's endpoint is the
+// user's, so the machines' tests reserve no address.
 func clusterFixture(ns string, edit func(*infrav1.PacketCluster)) *clusterv1.Cluster {
 	GinkgoHelper()
 	pc := &infrav1.PacketCluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cluster", Labels: map[string]string{clusterv1.ClusterNameLabel: "cluster"}},
-		Spec:       infrav1.PacketClusterSpec{ProjectID: simtest.Project, Metro: simtest.Metro},
+		Spec: infrav1.PacketClusterSpec{
+			ProjectID: simtest.Project, Metro: simtest.Metro,
+			ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: userEndpoint, Port: 6443},
+		},
 	}
 	if edit != nil {
 		edit(pc)

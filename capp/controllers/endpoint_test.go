@@ -1,0 +1,165 @@
+package controllers
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metalv1 "github.com/equinix/equinix-sdk-go/services/metalv1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+
+	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
+)
+
+func TestPlanEndpoint(t *testing.T) {
+	tests := []struct {
+		name        string
+		spec        infrav1.PacketClusterSpec
+		annotation  string // the endpoint-reservation annotation, "" for none
+		reserve     bool
+		reason      string
+		messageHas  string
+		wantSuccess bool
+	}{
+		{name: "CPEM without a host reserves", spec: infrav1.PacketClusterSpec{VIPManager: infrav1.VIPManagerCPEM, Metro: "da"}, reserve: true},
+		{name: "no vipManager is CPEM", spec: infrav1.PacketClusterSpec{Metro: "da"}, reserve: true},
+		{
+			name:   "a host set by the user is used, default port named",
+			spec:   infrav1.PacketClusterSpec{Metro: "da", ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "192.0.2.10"}},
+			reason: infrav1.ControlPlaneEndpointSetByUserReason, messageHas: "192.0.2.10:6443", wantSuccess: true,
+		},
+		{
+			name:   "KUBE_VIP without a host names the field",
+			spec:   infrav1.PacketClusterSpec{VIPManager: infrav1.VIPManagerKubeVIP, Metro: "da"},
+			reason: infrav1.ControlPlaneEndpointRequiredReason, messageHas: "spec.controlPlaneEndpoint.host",
+		},
+		{
+			name:   "EMLB without a host names the field",
+			spec:   infrav1.PacketClusterSpec{VIPManager: infrav1.VIPManagerEMLB, Metro: "da"},
+			reason: infrav1.ControlPlaneEndpointRequiredReason, messageHas: "spec.controlPlaneEndpoint.host",
+		},
+		{
+			name:   "CPEM without a metro names spec.metro",
+			spec:   infrav1.PacketClusterSpec{VIPManager: infrav1.VIPManagerCPEM, Facility: "da11"},
+			reason: infrav1.MetroRequiredReason, messageHas: "spec.metro",
+		},
+		{
+			name:       "a reservation on record stays the source, host set or not",
+			spec:       infrav1.PacketClusterSpec{VIPManager: infrav1.VIPManagerKubeVIP, ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "198.51.100.1", Port: 6443}},
+			annotation: "some-id", reserve: true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pc := &infrav1.PacketCluster{Spec: tt.spec}
+			if tt.annotation != "" {
+				pc.Annotations = map[string]string{infrav1.EndpointReservationAnnotation: tt.annotation}
+			}
+			got := planEndpoint(pc)
+			if got.reserve != tt.reserve || got.reason != tt.reason || got.status != tt.wantSuccess {
+				t.Errorf("planEndpoint = %+v, want reserve %t reason %q status %t", got, tt.reserve, tt.reason, tt.wantSuccess)
+			}
+			if !strings.Contains(got.message, tt.messageHas) {
+				t.Errorf("message %q does not name %q", got.message, tt.messageHas)
+			}
+		})
+	}
+}
+
+func TestFailureDomains(t *testing.T) {
+	tests := []struct {
+		name, metro, facility string
+		want                  string // the failure domain's name, "" for none
+		attrs                 map[string]string
+	}{
+		{name: "metro", metro: "da", want: "da", attrs: map[string]string{"metro": "da"}},
+		{name: "facility is finer", metro: "da", facility: "da11", want: "da11", attrs: map[string]string{"metro": "da", "facility": "da11"}},
+		{name: "facility alone", facility: "da11", want: "da11", attrs: map[string]string{"facility": "da11"}},
+		{name: "neither", want: ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := failureDomains(&infrav1.PacketCluster{Spec: infrav1.PacketClusterSpec{Metro: tt.metro, Facility: tt.facility}})
+			if tt.want == "" {
+				if got != nil {
+					t.Errorf("failureDomains = %+v, want none", got)
+				}
+				return
+			}
+			if len(got) != 1 || got[0].Name != tt.want || got[0].ControlPlane == nil || !*got[0].ControlPlane {
+				t.Fatalf("failureDomains = %+v, want one named %s for the control plane", got, tt.want)
+			}
+			if len(got[0].Attributes) != len(tt.attrs) {
+				t.Errorf("attributes = %v, want %v", got[0].Attributes, tt.attrs)
+			}
+			for k, v := range tt.attrs {
+				if got[0].Attributes[k] != v {
+					t.Errorf("attributes = %v, want %v", got[0].Attributes, tt.attrs)
+				}
+			}
+		})
+	}
+}
+
+func TestPickReservation(t *testing.T) {
+	at := func(minute int) *time.Time {
+		ts := time.Date(2026, 3, 1, 12, minute, 0, 0, time.UTC)
+		return &ts
+	}
+	res := func(id, addr string, minute int) metalv1.IPReservation {
+		return metalv1.IPReservation{Id: &id, Address: &addr, CreatedAt: at(minute)}
+	}
+	tagged := []metalv1.IPReservation{res("b", "198.51.100.2", 2), res("a", "198.51.100.1", 1), res("c", "198.51.100.3", 3)}
+
+	keep, extra := pickReservation(tagged, "")
+	if keep.GetId() != "a" || len(extra) != 2 {
+		t.Errorf("without a host: keep %s, extra %d; want the oldest, a, and 2 extra", keep.GetId(), len(extra))
+	}
+	keep, extra = pickReservation(tagged, "198.51.100.3")
+	if keep.GetId() != "c" || len(extra) != 2 || extra[0].GetId() == "c" || extra[1].GetId() == "c" {
+		t.Errorf("with host .3: keep %s, extra %v; want c kept", keep.GetId(), extra)
+	}
+	if len(tagged) != 3 || tagged[0].GetId() != "b" {
+		t.Error("pickReservation changed its argument")
+	}
+}
+
+// The cluster's conditions follow from what its phases observed; Ready
+// mirrors ControlPlaneEndpointReady, and a deletion writes only Deleting.
+func TestClusterSetConditions(t *testing.T) {
+	s := &clusterScope{PacketCluster: &infrav1.PacketCluster{}}
+	s.observeFalse(infrav1.ControlPlaneEndpointReadyCondition, infrav1.ControlPlaneEndpointRequiredReason, "set it")
+	s.setConditions()
+	if c := conditions.Get(s.PacketCluster, infrav1.ReadyCondition); c == nil || c.Status != metav1.ConditionFalse {
+		t.Errorf("Ready = %+v, want False", c)
+	}
+
+	s.observations = observations{}
+	s.observeTrue(infrav1.ControlPlaneEndpointReadyCondition, infrav1.ControlPlaneEndpointReservedReason, "reserved")
+	s.setConditions()
+	if c := conditions.Get(s.PacketCluster, infrav1.ReadyCondition); c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("Ready = %+v, want True", c)
+	}
+
+	// After an error nothing was observed: the last values stay.
+	s.observations = observations{failed: true}
+	s.setConditions()
+	if c := conditions.Get(s.PacketCluster, infrav1.ControlPlaneEndpointReadyCondition); c == nil || c.Reason != infrav1.ControlPlaneEndpointReservedReason {
+		t.Errorf("ControlPlaneEndpointReady after an error = %+v, want the last value kept", c)
+	}
+
+	s.observations, s.deleting = observations{}, true
+	s.observeTrue(infrav1.DeletingCondition, infrav1.ReleasingEndpointReason, "waiting")
+	s.setConditions()
+	if c := conditions.Get(s.PacketCluster, infrav1.DeletingCondition); c == nil || c.Reason != infrav1.ReleasingEndpointReason {
+		t.Errorf("Deleting = %+v", c)
+	}
+
+	fresh := &clusterScope{PacketCluster: &infrav1.PacketCluster{}}
+	fresh.setConditions()
+	if conditions.Has(fresh.PacketCluster, infrav1.ReadyCondition) {
+		t.Error("Ready written before anything was observed")
+	}
+}

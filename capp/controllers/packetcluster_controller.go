@@ -1,0 +1,166 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util"
+	"sigs.k8s.io/cluster-api/util/finalizers"
+	"sigs.k8s.io/cluster-api/util/patch"
+	"sigs.k8s.io/cluster-api/util/paused"
+	"sigs.k8s.io/cluster-api/util/predicates"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+
+	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal"
+)
+
+// PacketClusterReconciler reconciles PacketClusters: the cluster's
+// control-plane endpoint (the user's, or a public IPv4 address it reserves)
+// and its failure domain, then CAPI's initialization.provisioned.
+//
+//	reconcileNormal
+//	  reconcileEndpoint  the user's endpoint, or a reservation adopted by tag or made
+//	reconcileDelete
+//	  releaseEndpoint    the reservation, followed until the platform has none
+//	  removeFinalizer
+type PacketClusterReconciler struct {
+	Client client.Client
+	// APIReader reads Secrets uncached.
+	APIReader client.Reader
+	Recorder  events.EventRecorder
+	// WatchFilterValue shards by the cluster.x-k8s.io/watch-filter label.
+	WatchFilterValue string
+	// Credentials gives the Metal client of a cluster.
+	Credentials *metal.ClientCache
+	// Getenv reads the manager's environment for the fallback credentials.
+	Getenv func(string) string
+
+	// backoff spaces the retries of failed Metal calls, per PacketCluster.
+	backoff *backoff
+}
+
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=packetclusters,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=packetclusters/status,verbs=get;update;patch
+
+// SetupWithManager registers the reconciler. A Cluster's creation, pause
+// and unpause wake its PacketCluster: one labelled with its cluster's name
+// before the Cluster exists waits for it.
+func (r *PacketClusterReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, options controller.Options) error {
+	log := ctrl.LoggerFrom(ctx)
+	r.backoff = newBackoff()
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&infrav1.PacketCluster{}).
+		WithOptions(options).
+		WithEventFilter(predicates.ResourceHasFilterLabel(mgr.GetScheme(), log, r.WatchFilterValue)).
+		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(
+			util.ClusterToInfrastructureMapFunc(ctx, infrav1.GroupVersion.WithKind("PacketCluster"), mgr.GetClient(), &infrav1.PacketCluster{})),
+			builder.WithPredicates(predicates.Any(mgr.GetScheme(), log,
+				predicates.ClusterCreateNotPaused(mgr.GetScheme(), log),
+				predicates.ClusterPausedTransitions(mgr.GetScheme(), log)))).
+		Complete(r)
+}
+
+// Reconcile brings a PacketCluster one step closer to its spec.
+func (r *PacketClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+	log := ctrl.LoggerFrom(ctx)
+
+	pc := &infrav1.PacketCluster{}
+	if err := r.Client.Get(ctx, req.NamespacedName, pc); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+
+	// A cluster being moved (clusterctl move pauses it) keeps its endpoint
+	// reservation, even when this copy is deleted: the cluster lives on
+	// elsewhere. The Cluster controller sets the cluster-name label; without
+	// it, or once the Cluster is gone, there is nothing to be paused by.
+	cluster, err := util.GetClusterFromMetadata(ctx, r.Client, pc.ObjectMeta)
+	if err != nil && !errors.Is(err, util.ErrNoCluster) && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, err
+	}
+	if cluster != nil {
+		log = log.WithValues("Cluster", klog.KObj(cluster))
+		ctx = ctrl.LoggerInto(ctx, log)
+		if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, cluster, pc); err != nil || isPaused || requeue {
+			return ctrl.Result{}, err
+		}
+	}
+
+	if pc.DeletionTimestamp.IsZero() {
+		if finalizerAdded, err := finalizers.EnsureFinalizer(ctx, r.Client, pc, infrav1.ClusterFinalizer); err != nil || finalizerAdded {
+			return ctrl.Result{}, err
+		}
+	}
+	s := &clusterScope{PacketCluster: pc, Cluster: cluster}
+
+	patchHelper, err := patch.NewHelper(pc, r.Client)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	defer func() {
+		s.setConditions()
+		if err := patchHelper.Patch(ctx, pc, patch.WithOwnedConditions{Conditions: clusterOwnedConditions}); err != nil {
+			reterr = kerrors.NewAggregate([]error{reterr, err})
+		}
+	}()
+
+	if !pc.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, s)
+	}
+	if cluster == nil {
+		log.Info("Waiting for the Cluster controller to set the cluster-name label")
+		return ctrl.Result{}, nil
+	}
+	return r.reconcileNormal(ctx, s)
+}
+
+// reconcileNormal publishes the failure domain, which needs nothing from
+// the platform, then runs the phases.
+func (r *PacketClusterReconciler) reconcileNormal(ctx context.Context, s *clusterScope) (ctrl.Result, error) {
+	s.PacketCluster.Status.FailureDomains = failureDomains(s.PacketCluster)
+	return runPhases(ctx, s, &s.observations, []phase[*clusterScope]{
+		r.reconcileEndpoint,
+	})
+}
+
+// reconcileDelete releases the endpoint's reservation, then lets the
+// PacketCluster go.
+func (r *PacketClusterReconciler) reconcileDelete(ctx context.Context, s *clusterScope) (ctrl.Result, error) {
+	s.deleting = true
+	return runPhases(ctx, s, &s.observations, []phase[*clusterScope]{
+		r.releaseEndpoint,
+		r.removeClusterFinalizer,
+	})
+}
+
+// removeClusterFinalizer lets the PacketCluster go, once nothing of it is
+// left on the platform; the deferred patch writes it.
+func (r *PacketClusterReconciler) removeClusterFinalizer(_ context.Context, s *clusterScope) (ctrl.Result, bool, error) {
+	controllerutil.RemoveFinalizer(s.PacketCluster, infrav1.ClusterFinalizer)
+	return ctrl.Result{}, true, nil
+}
+
+// metal returns the cluster's Metal client in its project, reading the
+// credentials once per reconcile.
+func (r *PacketClusterReconciler) metal(ctx context.Context, s *clusterScope) (*metal.Client, error) {
+	if s.client == nil {
+		pc := s.PacketCluster
+		creds := credentials{reader: r.APIReader, cache: r.Credentials, getenv: r.Getenv}
+		c, source, err := creds.client(ctx, pc.Namespace, pc)
+		if err != nil {
+			return nil, err
+		}
+		s.client, s.source = c.InProject(pc.Spec.ProjectID), source
+	}
+	return s.client, nil
+}

@@ -1,0 +1,178 @@
+package capp
+
+import (
+	"net/netip"
+
+	metalv1 "github.com/equinix/equinix-sdk-go/services/metalv1"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
+	"github.com/metal-vrf/cluster-api-metal-vrf/capp/controllers"
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal/sim"
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal/sim/simtest"
+)
+
+// userEndpoint is the control-plane endpoint the tests' clusters set
+// themselves (a documentation address the simulator never hands out).
+const userEndpoint = "192.0.2.10"
+
+// packetCluster creates the namespace's Cluster and a PacketCluster without
+// an endpoint, edited by edit when not nil, and returns the PacketCluster.
+func packetCluster(ns string, edit func(*infrav1.PacketCluster)) *infrav1.PacketCluster {
+	GinkgoHelper()
+	clusterFixture(ns, func(pc *infrav1.PacketCluster) {
+		pc.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{}
+		if edit != nil {
+			edit(pc)
+		}
+	})
+	return getCluster(&infrav1.PacketCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cluster"}})
+}
+
+func getCluster(pc *infrav1.PacketCluster) *infrav1.PacketCluster {
+	GinkgoHelper()
+	current := &infrav1.PacketCluster{}
+	Expect(k8s.Get(ctx, client.ObjectKeyFromObject(pc), current)).To(Succeed())
+	return current
+}
+
+func clusterCondition(pc *infrav1.PacketCluster, t string) func() *metav1.Condition {
+	return func() *metav1.Condition {
+		current := &infrav1.PacketCluster{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(pc), current); err != nil {
+			return nil
+		}
+		return conditions.Get(current, t)
+	}
+}
+
+func provisioned(pc *infrav1.PacketCluster) func() *bool {
+	return func() *bool { return getCluster(pc).Status.Initialization.Provisioned }
+}
+
+// reservationsOf are the simulator's public IPv4 reservations carrying the
+// PacketCluster's tag.
+func reservationsOf(pc *infrav1.PacketCluster) []metalv1.IPReservation {
+	GinkgoHelper()
+	res, err := metalAPI.ListPublicIPv4Reservations(ctx, controllers.EndpointTagPrefix+string(pc.UID))
+	Expect(err).NotTo(HaveOccurred())
+	return res
+}
+
+var _ = Describe("A PacketCluster", func() {
+	var ns string
+	BeforeEach(func() { ns = newNamespace() })
+
+	It("in CPEM mode reserves its endpoint, is provisioned with its failure domain, keeps one reservation across a restart, and releases it before it goes", func() {
+		pc := packetCluster(ns, nil)
+
+		By("reserving a public IPv4 address in the metro and making it the endpoint")
+		Eventually(clusterCondition(pc, infrav1.ControlPlaneEndpointReadyCondition)).Should(haveCondition(metav1.ConditionTrue, infrav1.ControlPlaneEndpointReservedReason, ""))
+		Eventually(clusterCondition(pc, infrav1.ReadyCondition)).Should(HaveField("Status", metav1.ConditionTrue))
+		// Conditions are patched apart from the rest of the status.
+		Eventually(provisioned(pc)).Should(HaveValue(BeTrue()))
+		pc = getCluster(pc)
+		Expect(pc.Finalizers).To(ContainElement(infrav1.ClusterFinalizer))
+		res := reservationsOf(pc)
+		Expect(res).To(HaveLen(1))
+		Expect(res[0].GetType()).To(Equal(metalv1.IPRESERVATIONTYPE_PUBLIC_IPV4))
+		Expect(res[0].Metro.GetCode()).To(Equal(simtest.Metro))
+		Expect(res[0].GetCidr()).To(BeEquivalentTo(32))
+		Expect(netip.MustParsePrefix("198.51.100.0/24").Contains(netip.MustParseAddr(res[0].GetAddress()))).To(BeTrue())
+		Expect(pc.Spec.ControlPlaneEndpoint).To(Equal(clusterv1.APIEndpoint{Host: res[0].GetAddress(), Port: 6443}))
+		Expect(pc.Annotations).To(HaveKeyWithValue(infrav1.EndpointReservationAnnotation, res[0].GetId()))
+		Expect(conditions.Get(pc, infrav1.ControlPlaneEndpointReadyCondition).Message).To(ContainSubstring(res[0].GetId()))
+
+		By("reporting provisioned and one failure domain, the metro, for the control plane")
+		Expect(pc.Status.Initialization.Provisioned).To(HaveValue(BeTrue()))
+		Expect(pc.Status.FailureDomains).To(HaveExactElements(HaveField("Name", simtest.Metro)))
+		Expect(pc.Status.FailureDomains[0].ControlPlane).To(HaveValue(BeTrue()))
+		Expect(pc.Status.FailureDomains[0].Attributes).To(HaveKeyWithValue("metro", simtest.Metro))
+
+		By("adopting the tagged reservation when a stopped manager's writes were lost, instead of reserving another")
+		stopCAPP()
+		reserves := metalSim.Calls(sim.OpRequestIPReservation)
+		lost := getCluster(pc)
+		base := lost.DeepCopy()
+		lost.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{}
+		lost.Annotations[infrav1.EndpointReservationAnnotation] = infrav1.EndpointReservationPending
+		Expect(k8s.Patch(ctx, lost, client.MergeFrom(base))).To(Succeed())
+		base = lost.DeepCopy()
+		lost.Status = infrav1.PacketClusterStatus{}
+		Expect(k8s.Status().Patch(ctx, lost, client.MergeFrom(base))).To(Succeed())
+		var err error
+		stopCAPP, err = env.StartCAPP(ctx, cappOptions())
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func() string { return getCluster(pc).Spec.ControlPlaneEndpoint.Host }).Should(Equal(res[0].GetAddress()))
+		Eventually(clusterCondition(pc, infrav1.ControlPlaneEndpointReadyCondition)).Should(haveCondition(metav1.ConditionTrue, infrav1.ControlPlaneEndpointReservedReason, res[0].GetId()))
+		Expect(getCluster(pc).Annotations).To(HaveKeyWithValue(infrav1.EndpointReservationAnnotation, res[0].GetId()))
+		Expect(reservationsOf(pc)).To(HaveLen(1))
+		Expect(metalSim.Calls(sim.OpRequestIPReservation)).To(Equal(reserves), "a second address was reserved")
+
+		By("releasing the reservation, and only then letting the PacketCluster go")
+		metalSim.FailNext(sim.OpDeleteIPAddress, 1000, 503, 0)
+		Expect(k8s.Delete(ctx, pc)).To(Succeed())
+		Eventually(clusterCondition(pc, infrav1.DeletingCondition)).Should(haveCondition(metav1.ConditionTrue, infrav1.ReleasingEndpointReason, "retrying"))
+		Consistently(func() []string { return getCluster(pc).Finalizers }, "2s").Should(ContainElement(infrav1.ClusterFinalizer))
+		Expect(reservationsOf(pc)).To(HaveLen(1))
+		metalSim.ClearFaults()
+		Eventually(gone(pc)).Should(BeTrue())
+		_, err = metalAPI.GetIPReservation(ctx, res[0].GetId())
+		Expect(err).To(MatchError(ContainSubstring("404")))
+		Expect(reservationsOf(pc)).To(BeEmpty())
+	})
+
+	It("keeps an endpoint the user set, defaulting its port, and reserves nothing", func() {
+		reserves := metalSim.Calls(sim.OpRequestIPReservation)
+		pc := packetCluster(ns, func(pc *infrav1.PacketCluster) {
+			pc.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: userEndpoint}
+		})
+		Eventually(clusterCondition(pc, infrav1.ControlPlaneEndpointReadyCondition)).Should(haveCondition(metav1.ConditionTrue, infrav1.ControlPlaneEndpointSetByUserReason, ""))
+		Eventually(clusterCondition(pc, infrav1.ReadyCondition)).Should(HaveField("Status", metav1.ConditionTrue))
+		Eventually(provisioned(pc)).Should(HaveValue(BeTrue()))
+		pc = getCluster(pc)
+		Expect(pc.Spec.ControlPlaneEndpoint).To(Equal(clusterv1.APIEndpoint{Host: userEndpoint, Port: 6443}))
+		Expect(pc.Annotations).NotTo(HaveKey(infrav1.EndpointReservationAnnotation))
+		Expect(reservationsOf(pc)).To(BeEmpty())
+		Expect(metalSim.Calls(sim.OpRequestIPReservation)).To(Equal(reserves))
+
+		Expect(k8s.Delete(ctx, pc)).To(Succeed())
+		Eventually(gone(pc)).Should(BeTrue())
+	})
+
+	It("in KUBE_VIP mode without a host says the user must set spec.controlPlaneEndpoint, and is not provisioned", func() {
+		pc := packetCluster(ns, func(pc *infrav1.PacketCluster) { pc.Spec.VIPManager = infrav1.VIPManagerKubeVIP })
+		Eventually(clusterCondition(pc, infrav1.ControlPlaneEndpointReadyCondition)).Should(
+			haveCondition(metav1.ConditionFalse, infrav1.ControlPlaneEndpointRequiredReason, "set spec.controlPlaneEndpoint.host"))
+		Eventually(clusterCondition(pc, infrav1.ReadyCondition)).Should(HaveField("Status", metav1.ConditionFalse))
+		pc = getCluster(pc)
+		Expect(pc.Status.Initialization.Provisioned).To(BeNil())
+		Expect(pc.Status.FailureDomains).To(HaveLen(1))
+		Expect(reservationsOf(pc)).To(BeEmpty())
+
+		By("taking the host once the user sets it")
+		base := pc.DeepCopy()
+		pc.Spec.ControlPlaneEndpoint.Host = userEndpoint
+		Expect(k8s.Patch(ctx, pc, client.MergeFrom(base))).To(Succeed())
+		Eventually(clusterCondition(pc, infrav1.ControlPlaneEndpointReadyCondition)).Should(haveCondition(metav1.ConditionTrue, infrav1.ControlPlaneEndpointSetByUserReason, userEndpoint+":6443"))
+		Eventually(clusterCondition(pc, infrav1.ReadyCondition)).Should(HaveField("Status", metav1.ConditionTrue))
+		Eventually(provisioned(pc)).Should(HaveValue(BeTrue()))
+	})
+
+	It("names the missing credentials Secret, and goes at once since it never reserved anything", func() {
+		pc := packetCluster(ns, func(pc *infrav1.PacketCluster) {
+			pc.Spec.CredentialsRef = &corev1.LocalObjectReference{Name: "no-such-secret"}
+		})
+		Eventually(clusterCondition(pc, infrav1.ControlPlaneEndpointReadyCondition)).Should(haveCondition(metav1.ConditionFalse,
+			infrav1.CredentialsSecretNotFoundReason, "Secret no-such-secret (PacketCluster cluster spec.credentialsRef) not found"))
+		Expect(getCluster(pc).Status.Initialization.Provisioned).To(BeNil())
+		Expect(k8s.Delete(ctx, pc)).To(Succeed())
+		Eventually(gone(pc)).Should(BeTrue())
+	})
+})
