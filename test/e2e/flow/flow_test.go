@@ -111,6 +111,12 @@ func TestMachineDeploymentWithCAPIsCoreManager(t *testing.T) {
 		return ids
 	}
 
+	cluster := &clusterv1.Cluster{}
+	g.Eventually(func() bool {
+		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: clusterName}, cluster)).To(Succeed())
+		return ptr.Deref(cluster.Status.Initialization.InfrastructureProvisioned, false)
+	}).Should(BeTrue(), "the Cluster's infrastructure (its PacketCluster) is provisioned")
+
 	for _, replicas := range []int32{3, 5} {
 		t.Logf("scaling %s to %d", deployment, replicas)
 		scale(replicas)
