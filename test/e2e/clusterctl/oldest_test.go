@@ -49,7 +49,8 @@ type provider struct {
 }
 
 // TestClusterctlInitOnOldestKubernetes installs the released components with
-// `clusterctl init --ipam metal-vrf` on a kube-apiserver of the oldest
+// `clusterctl init --ipam metal-vrf` and `clusterctl init --infrastructure
+// packet` on a kube-apiserver of the oldest
 // Kubernetes minor Cluster API supports, which serves none of the kinds that
 // arrived later (MutatingAdmissionPolicy is 1.36): clusterctl fails when one
 // of them is in the components. Then the manager, on the CRDs clusterctl
@@ -64,10 +65,16 @@ func TestClusterctlInitOnOldestKubernetes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Both providers' default components: the rule holds for each.
 	clusterctlInitOnOldest(t, env, provider{
 		Type: "IPAMProvider", Name: providerName, Label: providerLabel, Version: version,
 		ComponentsFile: "ipam-components.yaml",
 		Components:     run(t, root, nil, kustomize, "build", "config/ipam/default"),
+		Metadata:       metadata,
+	}, provider{
+		Type: "InfrastructureProvider", Name: "packet", Label: infraLabel, Version: version,
+		ComponentsFile: "infrastructure-components.yaml",
+		Components:     run(t, root, nil, kustomize, "build", "config/capp/default"),
 		Metadata:       metadata,
 	})
 
@@ -211,7 +218,7 @@ func clusterctlInitOnOldest(t *testing.T, env *testenv.Environment, providers ..
 
 	clusterctlEnv := []string{
 		"HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, ".config"),
-		"CLUSTERCTL_DISABLE_VERSIONCHECK=true", "IPAM_METAL_VRF_IMAGE=" + image,
+		"CLUSTERCTL_DISABLE_VERSIONCHECK=true", "IPAM_METAL_VRF_IMAGE=" + image, "CAPP_METAL_VRF_IMAGE=" + infraImage,
 	}
 	init := func(args ...string) {
 		t.Helper()
@@ -226,6 +233,7 @@ func clusterctlInitOnOldest(t *testing.T, env *testenv.Environment, providers ..
 			t.Fatalf("no clusterctl init flag for a provider of type %s", p.Type)
 		}
 		init(flag, p.Name)
+		finalizeNamespace(t, env, "cert-manager-test")
 	}
 
 	// clusterctl records what it installed in its inventory.
