@@ -10,7 +10,6 @@ package clusterctl
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -25,7 +24,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/metal-vrf/cluster-api-metal-vrf/test/testenv"
 )
@@ -38,13 +36,6 @@ const (
 	namespace     = "ipam-metal-vrf-system"
 	// An image that is not the default, to check the image variable.
 	image = "registry.example/metal-vrf/ipam:test"
-
-	// cert-manager's CRDs come from its Go module, at the version clusterctl
-	// v1.14.2 installs (CertManagerDefaultVersion), checked against the
-	// module's go.sum hash.
-	certManagerModule  = "github.com/cert-manager/cert-manager"
-	certManagerVersion = "v1.21.1"
-	certManagerSum     = "h1:0LttV37Q5c2CBNoHkjuI8sLKTXWZDC2SwQkxrBMKV9w="
 )
 
 func TestClusterctlInstallsTheProvider(t *testing.T) {
@@ -93,15 +84,8 @@ func TestClusterctlInstallsTheProvider(t *testing.T) {
 
 	// cert-manager's own CRDs, so that its objects are checked as strictly
 	// as a cluster with cert-manager checks them.
-	certManagerCRDs := filepath.Join(certManagerDir(t), "deploy", "crds")
-	if _, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{
-		Paths: []string{
-			filepath.Join(certManagerCRDs, "cert-manager.io_certificates.yaml"),
-			filepath.Join(certManagerCRDs, "cert-manager.io_issuers.yaml"),
-		},
-		ErrorIfPathMissing: true,
-	}); err != nil {
-		t.Fatalf("installing cert-manager's CRDs: %v", err)
+	if err := testenv.InstallCertManagerCRDs(env.Config); err != nil {
+		t.Fatal(err)
 	}
 	// testenv installed the pool CRDs from config/ipam/crd/bases; remove them
 	// so that the rendered CRDs are created, not updated.
@@ -298,22 +282,6 @@ func run(t *testing.T, dir string, env []string, name string, args ...string) []
 		t.Fatalf("%s %s: %v\n%s", filepath.Base(name), strings.Join(args, " "), err, stderr.String())
 	}
 	return out
-}
-
-// certManagerDir returns where the Go toolchain keeps cert-manager's module
-// (downloading it from the module proxy on the first run).
-func certManagerDir(t *testing.T) string {
-	t.Helper()
-	out := run(t, t.TempDir(), append(os.Environ(), "GOFLAGS=", "GOWORK=off"),
-		"go", "mod", "download", "-json", certManagerModule+"@"+certManagerVersion)
-	var mod struct{ Dir, Sum string }
-	if err := json.Unmarshal(out, &mod); err != nil {
-		t.Fatal(err)
-	}
-	if mod.Sum != certManagerSum {
-		t.Fatalf("%s@%s has hash %s, want %s", certManagerModule, certManagerVersion, mod.Sum, certManagerSum)
-	}
-	return mod.Dir
 }
 
 // deleteAndWait deletes obj and waits until it is gone.

@@ -2,7 +2,6 @@ package clusterctl
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -14,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/metal-vrf/cluster-api-metal-vrf/test/testenv"
 )
@@ -25,9 +23,6 @@ const (
 	infraLabel     = "infrastructure-packet"
 	infraNamespace = "cluster-api-provider-packet-system"
 	infraImage     = "registry.example/metal-vrf/capp:test"
-	// The Cluster API release the provider is built against (go.mod); its
-	// own providers come from that module, so no release is downloaded.
-	capiVersion = "v1.14.2"
 )
 
 // TestClusterctlInitInstallsTheInfrastructureProvider runs `clusterctl init
@@ -55,41 +50,13 @@ func TestClusterctlInitInstallsTheInfrastructureProvider(t *testing.T) {
 			t.Errorf("%s: label cluster.x-k8s.io/provider is %q in infrastructure-components.yaml, want %q", id(obj), got, infraLabel)
 		}
 	}
-	metadata, err := os.ReadFile(filepath.Join(root, "metadata.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	capiDir := strings.TrimSpace(string(run(t, root, nil, "go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/cluster-api")))
-	capiMetadata, err := os.ReadFile(filepath.Join(capiDir, "metadata.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-
 	// The local repository, <dir>/<provider label>/<version>/, and a
 	// clusterctl configuration that points every provider init needs at it.
 	home := t.TempDir()
 	repo := filepath.Join(home, "repository")
-	var config strings.Builder
-	config.WriteString("providers:\n")
-	for _, p := range []struct {
-		name, typ, label, version, file string
-		components                      []byte
-		metadata                        []byte
-	}{
-		{"cluster-api", "CoreProvider", "cluster-api", capiVersion, "core-components.yaml",
-			run(t, capiDir, nil, kustomize, "build", "core/config/default"), capiMetadata},
-		{"kubeadm", "BootstrapProvider", "bootstrap-kubeadm", capiVersion, "bootstrap-components.yaml",
-			run(t, capiDir, nil, kustomize, "build", "bootstrap/kubeadm/config/default"), capiMetadata},
-		{"kubeadm", "ControlPlaneProvider", "control-plane-kubeadm", capiVersion, "control-plane-components.yaml",
-			run(t, capiDir, nil, kustomize, "build", "controlplane/kubeadm/config/default"), capiMetadata},
-		{providerName, "IPAMProvider", providerLabel, version, "ipam-components.yaml",
-			run(t, root, nil, kustomize, "build", "config/ipam/default"), metadata},
-		{"packet", "InfrastructureProvider", infraLabel, version, "infrastructure-components.yaml", infra, metadata},
-	} {
-		dir := filepath.Join(repo, p.label, p.version)
-		write(t, filepath.Join(dir, p.file), p.components)
-		write(t, filepath.Join(dir, "metadata.yaml"), p.metadata)
-		fmt.Fprintf(&config, "- name: %s\n  type: %s\n  url: file://%s\n", p.name, p.typ, filepath.Join(dir, p.file))
+	configPath, err := testenv.WriteClusterctlRepository(root, repo, kustomize, true)
+	if err != nil {
+		t.Fatal(err)
 	}
 	// clusterctl looks for a provider's templates beside its components.
 	templates, err := filepath.Glob(filepath.Join(root, "templates", "cluster-template*.yaml"))
@@ -103,8 +70,6 @@ func TestClusterctlInitInstallsTheInfrastructureProvider(t *testing.T) {
 		}
 		write(t, filepath.Join(repo, infraLabel, version, filepath.Base(path)), data)
 	}
-	configPath := filepath.Join(home, "clusterctl.yaml")
-	write(t, configPath, []byte(config.String()))
 	kubeconfig := filepath.Join(home, "kubeconfig")
 	if err := env.WriteKubeconfig(kubeconfig); err != nil {
 		t.Fatal(err)
@@ -122,15 +87,8 @@ func TestClusterctlInitInstallsTheInfrastructureProvider(t *testing.T) {
 	// checks by creating an Issuer and a Certificate. With cert-manager's
 	// CRDs (from its module) that succeeds, so nothing is downloaded; no
 	// object here needs cert-manager to act.
-	certManagerCRDs := filepath.Join(certManagerDir(t), "deploy", "crds")
-	if _, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{
-		Paths: []string{
-			filepath.Join(certManagerCRDs, "cert-manager.io_certificates.yaml"),
-			filepath.Join(certManagerCRDs, "cert-manager.io_issuers.yaml"),
-		},
-		ErrorIfPathMissing: true,
-	}); err != nil {
-		t.Fatalf("installing cert-manager's CRDs: %v", err)
+	if err := testenv.InstallCertManagerCRDs(env.Config); err != nil {
+		t.Fatal(err)
 	}
 
 	// The command users run. On a cluster without Cluster API, init adds the
@@ -155,16 +113,8 @@ func TestClusterctlInitInstallsTheInfrastructureProvider(t *testing.T) {
 	// failurePolicy Fail) would refuse every object, dry run or not. Without
 	// them the API server still checks each object against its CRD's schema
 	// and CEL rules, which is what the templates must satisfy.
-	for _, list := range []*unstructured.UnstructuredList{
-		{Object: map[string]any{"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfigurationList"}},
-		{Object: map[string]any{"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfigurationList"}},
-	} {
-		if err := env.Client.List(ctx, list); err != nil {
-			t.Fatal(err)
-		}
-		for i := range list.Items {
-			deleteAndWait(ctx, t, env.Client, &list.Items[i])
-		}
+	if err := env.DeleteWebhookConfigurations(ctx); err != nil {
+		t.Fatal(err)
 	}
 
 	ns, err := env.NewNamespace(ctx, "flavors")

@@ -20,7 +20,6 @@ import (
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"sigs.k8s.io/cluster-api-ipam-provider-in-cluster/pkg/ipamutil"
 
@@ -176,15 +175,8 @@ func clusterctlInitOnOldest(t *testing.T, env *testenv.Environment, providers ..
 	// clusterctl checks that cert-manager works by creating a Certificate
 	// and an Issuer; with cert-manager's CRDs those are accepted, and
 	// clusterctl goes on without installing cert-manager from GitHub.
-	certManagerCRDs := filepath.Join(certManagerDir(t), "deploy", "crds")
-	if _, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{
-		Paths: []string{
-			filepath.Join(certManagerCRDs, "cert-manager.io_certificates.yaml"),
-			filepath.Join(certManagerCRDs, "cert-manager.io_issuers.yaml"),
-		},
-		ErrorIfPathMissing: true,
-	}); err != nil {
-		t.Fatalf("installing cert-manager's CRDs: %v", err)
+	if err := testenv.InstallCertManagerCRDs(env.Config); err != nil {
+		t.Fatal(err)
 	}
 
 	capiDir := strings.TrimSpace(string(run(t, root, nil, "go", "list", "-m", "-f", "{{.Dir}}", capiModule)))

@@ -7,6 +7,7 @@ package flow
 
 import (
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,37 +43,11 @@ func TestMachineDeploymentWithCAPIsCoreManager(t *testing.T) {
 	g.SetDefaultEventuallyPollingInterval(250 * time.Millisecond)
 	ctx := context.Background()
 
-	metalSim, err := simtest.Start(sim.Options{DeviceProvisionDelay: 2 * time.Second, BatchDelay: time.Second, DeviceDeprovisionDelay: time.Second}, nil)
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(metalSim.Close)
-	metalAPI, err := metal.NewClient(metal.Config{APIKey: simtest.APIKey, BaseURL: metalSim.URL, ProjectID: simtest.Project})
-	g.Expect(err).NotTo(HaveOccurred())
-
+	metalAPI := startPlatform(t, g)
 	env, err := testenv.Start(testenv.Options{Webhooks: true, CAPPCRDs: true})
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { _ = env.Stop() })
-	logs, err := os.CreateTemp("", "flow-managers-*.log")
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("the managers' logs are in %s", logs.Name())
-		} else {
-			_ = os.Remove(logs.Name())
-		}
-	})
-	stopIPAM, err := env.StartIPAM(ctx, env.IPAMOptions(4))
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(stopIPAM)
-	cappOpts := env.CAPPOptions(4, "")
-	cappOpts.Getenv = func(name string) string {
-		return map[string]string{metal.EnvAPIKey: simtest.APIKey, metal.EnvBaseURL: metalSim.URL}[name]
-	}
-	stopCAPP, err := env.StartCAPP(ctx, cappOpts)
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(stopCAPP)
-	stopCore, err := env.StartCAPICore(logs)
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(stopCore)
+	startManagers(ctx, t, g, env, metalAPI, managerLogs(t, g))
 
 	k8s := env.Client
 	ns, err := env.NewNamespace(ctx, "flow")
@@ -80,36 +55,9 @@ func TestMachineDeploymentWithCAPIsCoreManager(t *testing.T) {
 	for _, obj := range clusterObjects(ns) {
 		g.Expect(k8s.Create(ctx, obj)).To(Succeed(), "creating %T %s", obj, obj.GetName())
 	}
-
-	scale := func(replicas int32) {
-		md := &clusterv1.MachineDeployment{}
-		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: deployment}, md)).To(Succeed())
-		base := md.DeepCopy()
-		md.Spec.Replicas = ptr.To(replicas)
-		g.Expect(k8s.Patch(ctx, md, client.MergeFrom(base))).To(Succeed())
-	}
-	// provisioned are the Machines CAPI holds provisioned, with the
-	// providerID of their PacketMachine.
-	provisioned := func() []string {
-		machines := &clusterv1.MachineList{}
-		g.Expect(k8s.List(ctx, machines, client.InNamespace(ns))).To(Succeed())
-		var ids []string
-		for _, m := range machines.Items {
-			if ptr.Deref(m.Status.Initialization.InfrastructureProvisioned, false) && m.Spec.ProviderID != "" {
-				ids = append(ids, m.Spec.ProviderID)
-			}
-		}
-		return ids
-	}
-	devices := func() []string {
-		list, err := metalAPI.ListDevices(ctx, metal.DeviceFilter{Tag: device.ClusterTagPrefix + clusterName})
-		g.Expect(err).NotTo(HaveOccurred())
-		var ids []string
-		for _, d := range list {
-			ids = append(ids, device.ProviderID(d.GetId()))
-		}
-		return ids
-	}
+	scale := func(replicas int32) { scaleWorkers(ctx, g, k8s, ns, replicas) }
+	provisioned := provisionedMachines(ctx, g, k8s, ns)
+	devices := func() []string { return metalAPI.devices(ctx, g) }
 
 	cluster := &clusterv1.Cluster{}
 	g.Eventually(func() bool {
@@ -171,6 +119,91 @@ func TestMachineDeploymentWithCAPIsCoreManager(t *testing.T) {
 		return len(addresses.Items) + len(claims.Items)
 	}).Should(BeZero())
 	g.Eventually(poolUsed(ctx, k8s, ns)).Should(BeZero())
+}
+
+// platform is the Metal API simulator, with a client of its API: one
+// Equinix Metal project, whichever management cluster drives it.
+type platform struct {
+	*metal.Client
+	sim *simtest.Sim
+}
+
+func startPlatform(t *testing.T, g Gomega) *platform {
+	metalSim, err := simtest.Start(sim.Options{DeviceProvisionDelay: 2 * time.Second, BatchDelay: time.Second, DeviceDeprovisionDelay: time.Second}, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(metalSim.Close)
+	api, err := metal.NewClient(metal.Config{APIKey: simtest.APIKey, BaseURL: metalSim.URL, ProjectID: simtest.Project})
+	g.Expect(err).NotTo(HaveOccurred())
+	return &platform{Client: api, sim: metalSim}
+}
+
+// devices are the providerIDs of the cluster's devices.
+func (p *platform) devices(ctx context.Context, g Gomega) []string {
+	list, err := p.ListDevices(ctx, metal.DeviceFilter{Tag: device.ClusterTagPrefix + clusterName})
+	g.Expect(err).NotTo(HaveOccurred())
+	var ids []string
+	for _, d := range list {
+		ids = append(ids, device.ProviderID(d.GetId()))
+	}
+	return ids
+}
+
+// managerLogs is the file the core managers write to, kept when the test fails.
+func managerLogs(t *testing.T, g Gomega) *os.File {
+	logs, err := os.CreateTemp("", "flow-managers-*.log")
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the managers' logs are in %s", logs.Name())
+		} else {
+			_ = os.Remove(logs.Name())
+		}
+	})
+	return logs
+}
+
+// startManagers runs what a management cluster runs against env until the
+// test ends: our IPAM and CAPP managers (in process, CAPP on the platform)
+// and Cluster API's core manager (writing to logs).
+func startManagers(ctx context.Context, t *testing.T, g Gomega, env *testenv.Environment, p *platform, logs io.Writer) {
+	stopIPAM, err := env.StartIPAM(ctx, env.IPAMOptions(4))
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(stopIPAM)
+	cappOpts := env.CAPPOptions(4, "")
+	cappOpts.Getenv = func(name string) string {
+		return map[string]string{metal.EnvAPIKey: simtest.APIKey, metal.EnvBaseURL: p.sim.URL}[name]
+	}
+	stopCAPP, err := env.StartCAPP(ctx, cappOpts)
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(stopCAPP)
+	stopCore, err := env.StartCAPICore(logs)
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(stopCore)
+}
+
+// scaleWorkers sets the MachineDeployment's replicas.
+func scaleWorkers(ctx context.Context, g Gomega, k8s client.Client, ns string, replicas int32) {
+	md := &clusterv1.MachineDeployment{}
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: deployment}, md)).To(Succeed())
+	base := md.DeepCopy()
+	md.Spec.Replicas = ptr.To(replicas)
+	g.Expect(k8s.Patch(ctx, md, client.MergeFrom(base))).To(Succeed())
+}
+
+// provisionedMachines returns the providerIDs of the Machines CAPI holds
+// provisioned.
+func provisionedMachines(ctx context.Context, g Gomega, k8s client.Client, ns string) func() []string {
+	return func() []string {
+		machines := &clusterv1.MachineList{}
+		g.Expect(k8s.List(ctx, machines, client.InNamespace(ns))).To(Succeed())
+		var ids []string
+		for _, m := range machines.Items {
+			if ptr.Deref(m.Status.Initialization.InfrastructureProvisioned, false) && m.Spec.ProviderID != "" {
+				ids = append(ids, m.Spec.ProviderID)
+			}
+		}
+		return ids
+	}
 }
 
 // clusterObjects is a Cluster on a PacketCluster with a MachineDeployment

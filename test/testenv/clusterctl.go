@@ -1,0 +1,169 @@
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+const (
+	// cert-manager's CRDs come from its Go module, at the version clusterctl
+	// v1.14.2 installs (CertManagerDefaultVersion), checked against the
+	// module's go.sum hash.
+	certManagerModule  = "github.com/cert-manager/cert-manager"
+	certManagerVersion = "v1.21.1"
+	certManagerSum     = "h1:0LttV37Q5c2CBNoHkjuI8sLKTXWZDC2SwQkxrBMKV9w="
+
+	// The version the project's providers are published as in a local
+	// repository: any version metadata.yaml maps to the current contract.
+	localVersion = "v0.1.0"
+)
+
+// InstallCertManagerCRDs installs cert-manager's Certificate and Issuer
+// CRDs from its module. clusterctl checks that cert-manager works by
+// creating one of each; with the CRDs those are accepted, and clusterctl
+// goes on without installing cert-manager from GitHub.
+func InstallCertManagerCRDs(cfg *rest.Config) error {
+	dir, err := certManagerDir()
+	if err != nil {
+		return err
+	}
+	crds := filepath.Join(dir, "deploy", "crds")
+	if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{
+		Paths: []string{
+			filepath.Join(crds, "cert-manager.io_certificates.yaml"),
+			filepath.Join(crds, "cert-manager.io_issuers.yaml"),
+		},
+		ErrorIfPathMissing: true,
+	}); err != nil {
+		return fmt.Errorf("installing cert-manager's CRDs: %w", err)
+	}
+	return nil
+}
+
+// certManagerDir returns where the Go toolchain keeps cert-manager's module
+// (downloading it from the module proxy on the first run).
+func certManagerDir() (string, error) {
+	dir, err := os.MkdirTemp("", "cert-manager-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(dir)
+	out, err := runTool(dir, append(os.Environ(), "GOFLAGS=", "GOWORK=off"),
+		"go", "mod", "download", "-json", certManagerModule+"@"+certManagerVersion)
+	if err != nil {
+		return "", err
+	}
+	var mod struct{ Dir, Sum string }
+	if err := json.Unmarshal(out, &mod); err != nil {
+		return "", err
+	}
+	if mod.Sum != certManagerSum {
+		return "", fmt.Errorf("%s@%s has hash %s, want %s", certManagerModule, certManagerVersion, mod.Sum, certManagerSum)
+	}
+	return mod.Dir, nil
+}
+
+// WriteClusterctlRepository writes a local clusterctl repository,
+// <dir>/<provider label>/v0.1.0 (Cluster API's providers: the pinned
+// module's version), holding what `make release` publishes (the IPAM and
+// infrastructure components and metadata.yaml) and Cluster API's own core
+// components, plus the kubeadm bootstrap and control-plane ones when kubeadm
+// is set, built from the pinned module the way its release builds them. It
+// returns a clusterctl configuration naming every provider there (written
+// beside dir), for `clusterctl init --core cluster-api --infrastructure
+// packet --ipam metal-vrf`.
+func WriteClusterctlRepository(root, dir, kustomize string, kubeadm bool) (config string, err error) {
+	capiDir, err := moduleDir(root, "sigs.k8s.io/cluster-api")
+	if err != nil {
+		return "", err
+	}
+	capiVersion, err := runTool(root, nil, "go", "list", "-m", "-f", "{{.Version}}", "sigs.k8s.io/cluster-api")
+	if err != nil {
+		return "", err
+	}
+	type provider struct{ name, typ, label, version, file, dir, kustomization string }
+	capi := strings.TrimSpace(string(capiVersion))
+	providers := []provider{
+		{"cluster-api", "CoreProvider", "cluster-api", capi, "core-components.yaml", capiDir, "core/config/default"},
+		{"metal-vrf", "IPAMProvider", "ipam-metal-vrf", localVersion, "ipam-components.yaml", root, "config/ipam/default"},
+		{"packet", "InfrastructureProvider", "infrastructure-packet", localVersion, "infrastructure-components.yaml", root, "config/capp/default"},
+	}
+	if kubeadm {
+		providers = append(providers,
+			provider{"kubeadm", "BootstrapProvider", "bootstrap-kubeadm", capi, "bootstrap-components.yaml", capiDir, "bootstrap/kubeadm/config/default"},
+			provider{"kubeadm", "ControlPlaneProvider", "control-plane-kubeadm", capi, "control-plane-components.yaml", capiDir, "controlplane/kubeadm/config/default"})
+	}
+	var cfg strings.Builder
+	cfg.WriteString("providers:\n")
+	for _, p := range providers {
+		components, err := runTool(p.dir, nil, kustomize, "build", p.kustomization)
+		if err != nil {
+			return "", err
+		}
+		metadata, err := os.ReadFile(filepath.Join(p.dir, "metadata.yaml"))
+		if err != nil {
+			return "", err
+		}
+		release := filepath.Join(dir, p.label, p.version)
+		if err := os.MkdirAll(release, 0o755); err != nil {
+			return "", err
+		}
+		for name, data := range map[string][]byte{p.file: components, "metadata.yaml": metadata} {
+			if err := os.WriteFile(filepath.Join(release, name), data, 0o644); err != nil {
+				return "", err
+			}
+		}
+		fmt.Fprintf(&cfg, "- name: %s\n  type: %s\n  url: file://%s\n", p.name, p.typ, filepath.Join(release, p.file))
+	}
+	config = filepath.Join(filepath.Dir(dir), "clusterctl.yaml")
+	return config, os.WriteFile(config, []byte(cfg.String()), 0o644)
+}
+
+// DeleteWebhookConfigurations deletes every validating and mutating webhook
+// configuration: no Pod runs in envtest, so nothing serves the webhooks
+// `clusterctl init` registered (failurePolicy Fail), and they would refuse
+// every object they cover. Without them the API server still checks each
+// object against its CRD's schema and CEL rules.
+func (e *Environment) DeleteWebhookConfigurations(ctx context.Context) error {
+	for _, kind := range []string{"ValidatingWebhookConfigurationList", "MutatingWebhookConfigurationList"} {
+		list := &unstructured.UnstructuredList{Object: map[string]any{"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind}}
+		if err := e.Client.List(ctx, list); err != nil {
+			return err
+		}
+		for i := range list.Items {
+			if err := e.Client.Delete(ctx, &list.Items[i]); client.IgnoreNotFound(err) != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// runTool runs a program in dir, with env as its whole environment
+// (beside PATH) when not nil, and returns its standard output, or an error
+// showing its standard error.
+func runTool(dir string, env []string, name string, args ...string) ([]byte, error) {
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if env != nil {
+		cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+	}
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w\n%s", filepath.Base(name), strings.Join(args, " "), err, stderr.String())
+	}
+	return out, nil
+}
