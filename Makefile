@@ -161,15 +161,17 @@ $(NODE_TOOLS):
 	fi
 	@touch $@
 
-# qemu, debootstrap and e2fsprogs (mkfs.ext4 -d to build the disk without a
-# loop mount, debugfs to seed it and read it back) for the node boot test.
+# qemu, socat (which connects each of the guest's connections to the
+# simulator), debootstrap and e2fsprogs (mkfs.ext4 -d to build the disk
+# without a loop mount, debugfs to seed it and read it back) for the node
+# boot test.
 $(NODE_BOOT_TOOLS):
 	@mkdir -p $(dir $@)
-	@missing=; for tool in qemu-system-x86_64 debootstrap mkfs.ext4 debugfs; do command -v $$tool >/dev/null || missing=1; done; \
+	@missing=; for tool in qemu-system-x86_64 socat debootstrap mkfs.ext4 debugfs; do command -v $$tool >/dev/null || missing=1; done; \
 	if [ -n "$$missing" ]; then \
-		echo "installing qemu-system-x86 debootstrap e2fsprogs with apt-get (once)"; \
+		echo "installing qemu-system-x86 socat debootstrap e2fsprogs with apt-get (once)"; \
 		apt-get update -qq; \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends qemu-system-x86 debootstrap e2fsprogs >/dev/null; \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends qemu-system-x86 socat debootstrap e2fsprogs >/dev/null; \
 	fi
 	@touch $@
 

@@ -15,14 +15,11 @@ work="$(mktemp -d "${out%/}.build.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 root="$work/root"
 
+# python3-cffi-backend is listed because debootstrap does not resolve the
+# virtual package python3-cryptography depends on (python3-cffi-backend-api).
 debootstrap --variant=minbase \
-  --include=systemd-sysv,udev,cloud-init,ifupdown,vlan,ifenslave,iproute2,curl,jq,ethtool,kmod,linux-image-amd64,ca-certificates,netbase \
+  --include=systemd-sysv,udev,cloud-init,ifupdown,vlan,ifenslave,iproute2,curl,jq,ethtool,kmod,linux-image-amd64,ca-certificates,netbase,python3-cffi-backend \
   bookworm "$root" "$mirror"
-# debootstrap leaves python3-cryptography unconfigured: its dependency on the
-# virtual python3-cffi-backend-api is not resolved.
-chroot "$root" apt-get install -y -qq python3-cffi-backend >/dev/null
-chroot "$root" dpkg --configure -a
-chroot "$root" apt-get clean
 
 echo node >"$root/etc/hostname"
 printf '127.0.0.1 localhost\n' >"$root/etc/hosts"
@@ -128,7 +125,7 @@ chroot "$root" systemctl enable node-probe.service >/dev/null
 cp "$(readlink -f "$root/vmlinuz")" "$work/vmlinuz"
 cp "$(readlink -f "$root/initrd.img")" "$work/initrd.img"
 chmod 0644 "$work/vmlinuz" "$work/initrd.img"
-rm -rf "$root/var/lib/apt/lists"/* "$root/var/cache/apt"/*.bin
+rm -rf "$root/var/lib/apt/lists"/* "$root/var/cache/apt"/*.bin "$root/var/cache/apt/archives"/*.deb
 
 truncate -s 2G "$work/rootfs.img"
 mkfs.ext4 -q -F -L node -d "$root" "$work/rootfs.img"

@@ -17,9 +17,11 @@ import (
 	"github.com/metal-vrf/cluster-api-metal-vrf/capp/cloudinit"
 )
 
-// guestfwdAddr is the guest's one way out: qemu forwards its connections to
-// this address to the VM's own listener on the host's loopback, which serves
-// the simulator. Nothing else leaves the VM (restrict=on).
+// guestfwdAddr is the guest's one way out: qemu hands each of its
+// connections to this address to socat, which connects it to the VM's own
+// listener on the host's loopback, which serves the simulator. (A chardev
+// target would be one connection, made when qemu starts, for all of the
+// guest's.) Nothing else leaves the VM (restrict=on).
 const guestfwdAddr = "10.0.2.100"
 
 // bootTimeout bounds one boot, from qemu's start to the probe's power-off.
@@ -34,7 +36,7 @@ type vm struct {
 	// macs are the MACs of the device's eth0 and eth1 in the simulator.
 	macs [2]string
 	// path is the VM's way to the simulator.
-	path *nodePath
+	path  *nodePath
 	boots int
 }
 
@@ -77,7 +79,7 @@ func (v *vm) boot(kernelArgs ...string) {
 		"-drive", "file=" + v.disk + ",format=raw,if=virtio",
 		// eth0 and eth1, with the MACs of the device's ports. Only eth0's
 		// network has a way out: to the simulator.
-		"-netdev", fmt.Sprintf("user,id=n0,restrict=on,guestfwd=tcp:%s:80-tcp:%s", guestfwdAddr, v.path.addr),
+		"-netdev", fmt.Sprintf("user,id=n0,restrict=on,guestfwd=tcp:%s:80-cmd:socat - TCP:%s", guestfwdAddr, v.path.addr),
 		"-device", "virtio-net-pci,netdev=n0,mac=" + v.macs[0],
 		"-netdev", "user,id=n1,restrict=on",
 		"-device", "virtio-net-pci,netdev=n1,mac=" + v.macs[1],
@@ -86,7 +88,7 @@ func (v *vm) boot(kernelArgs ...string) {
 	out, err := exec.CommandContext(ctx, "qemu-system-x86_64", args...).CombinedOutput()
 	v.t.Logf("boot %d of device %s took %s", v.boots, v.deviceID, time.Since(start).Round(time.Second))
 	if err != nil || ctx.Err() != nil {
-		v.t.Fatalf("qemu: %v (%v): %s\nconsole:\n%s", err, ctx.Err(), out, tail(readFileOr(console), 60))
+		v.t.Fatalf("qemu: %v (%v): %s\nconsole:\n%s\ncloud-init's output:\n%s", err, ctx.Err(), out, tail(readFileOr(console), 30), tail(v.cloudInitLog(), 60))
 	}
 }
 
