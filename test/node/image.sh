@@ -117,8 +117,9 @@ Wants=cloud-final.service
 Type=oneshot
 ExecStart=/usr/local/sbin/node-probe
 
+# cloud-final comes after multi-user.target: the probe is wanted by it.
 [Install]
-WantedBy=multi-user.target
+WantedBy=cloud-final.service
 UNIT
 chroot "$root" systemctl enable node-probe.service >/dev/null
 
