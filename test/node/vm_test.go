@@ -90,6 +90,13 @@ func (v *vm) boot(kernelArgs ...string) {
 	if err != nil || ctx.Err() != nil {
 		v.t.Fatalf("qemu: %v (%v): %s\nconsole:\n%s\ncloud-init's output:\n%s", err, ctx.Err(), out, tail(readFileOr(console), 30), tail(v.cloudInitLog(), 60))
 	}
+	// What the node did, for whoever reads a run: the console from
+	// cloud-init's final stage, where the network script runs, to the probe.
+	log := readFileOr(console)
+	if i := strings.LastIndex(log, "running 'modules:final'"); i >= 0 {
+		log = log[i:]
+	}
+	v.t.Logf("boot %d of device %s, its console:\n%s", v.boots, v.deviceID, log)
 }
 
 // file is a file of the VM's disk, read back after it powered off; "" when
