@@ -112,10 +112,8 @@ func TestHybridUnbondedNode(t *testing.T) {
 		"route default via 10.60.1.1 dev bond0.1001",
 	), n.vm.cloudInitLog())
 	g.Expect(summary).NotTo(ContainElement("link eth1: in bond0"))
-	eth1, _ := s.link("eth1")
-	g.Expect(eth1.Flags).To(ContainElement("UP"))
-	bond0, _ := s.link("bond0")
-	g.Expect(bond0.Flags).To(ContainElement("LOWER_UP"))
+	g.Expect(s.link("eth1").Flags).To(ContainElement("UP"))
+	g.Expect(s.link("bond0").Flags).To(ContainElement("LOWER_UP"))
 	interfaces := n.vm.file("/etc/network/interfaces")
 	g.Expect(interfaces).To(MatchRegexp(`(?m)^\s*bond-slaves eth0$`), "eth1 is still enslaved at boot")
 	n.expectReported(g, "succeeded", 1)

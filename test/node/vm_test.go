@@ -132,7 +132,6 @@ type link struct {
 	Flags    []string `json:"flags"`
 	Master   string   `json:"master"`
 	Parent   string   `json:"link"`
-	Address  string   `json:"address"`
 	LinkInfo struct {
 		Kind string `json:"info_kind"`
 		Data struct {
@@ -169,13 +168,14 @@ func (v *vm) probe(name string) state {
 	return s
 }
 
-func (s state) link(name string) (link, bool) {
+// link is the link named name; the zero link when there is none.
+func (s state) link(name string) link {
 	for _, l := range s.Link {
 		if l.Name == name {
-			return l, true
+			return l
 		}
 	}
-	return link{}, false
+	return link{}
 }
 
 // addrs are the addresses of the interface, as address/prefix.
