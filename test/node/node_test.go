@@ -134,6 +134,7 @@ func TestNodeReportsFailure(t *testing.T) {
 	n.vm.boot()
 	s := n.vm.probe("boot.json")
 	g.Expect(s.summary()).NotTo(ContainElement(ContainSubstring("172.16.0.0/12")))
+	g.Expect(n.vm.cloudInitLog()).To(ContainSubstring("Error: Nexthop has invalid gateway."))
 	n.expectReported(g, "failed", 1)
 	n.expectCondition(g, metav1.ConditionFalse, infrav1.NodeNetworkFailedReason, "network_configuration_failed: ifup bond0.1002")
 }
