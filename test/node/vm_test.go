@@ -91,10 +91,16 @@ func (v *vm) boot(kernelArgs ...string) {
 		v.t.Fatalf("qemu: %v (%v): %s\nconsole:\n%s\ncloud-init's output:\n%s", err, ctx.Err(), out, tail(readFileOr(console), 30), tail(v.cloudInitLog(), 60))
 	}
 	// What the node did, for whoever reads a run: the console from
-	// cloud-init's final stage, where the network script runs, to the probe.
+	// cloud-init's final stage, where the network script runs, through the
+	// probe's output, to the power-off.
 	log := readFileOr(console)
 	if i := strings.LastIndex(log, "running 'modules:final'"); i >= 0 {
 		log = log[i:]
+	}
+	if i := strings.Index(log, "node-probe: network state"); i >= 0 {
+		if j := strings.Index(log[i:], "Stopped"); j >= 0 {
+			log = log[:strings.LastIndex(log[:i+j], "\n")+1]
+		}
 	}
 	v.t.Logf("boot %d of device %s, its console:\n%s", v.boots, v.deviceID, log)
 }
