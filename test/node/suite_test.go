@@ -24,7 +24,7 @@ import (
 )
 
 // metadataURL is where the rendered script reads its metadata: the address
-// qemu's guestfwd rule sends to the simulator (see vm.go).
+// qemu's guestfwd rule sends to the simulator (see vm_test.go).
 const metadataURL = "http://" + guestfwdAddr + "/metadata"
 
 var (

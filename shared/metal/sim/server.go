@@ -62,8 +62,8 @@ type Server struct {
 	faults  map[Operation][]*fault
 	// batchFaults are the platform errors the next batches fail with.
 	batchFaults []string
-	calls   map[Operation]int
-	answers map[Operation]map[int]int // status -> count
+	calls       map[Operation]int
+	answers     map[Operation]map[int]int // status -> count
 	// nodes maps the source addresses of nodes to their devices, for the
 	// metadata service.
 	nodes map[netip.Addr]string
