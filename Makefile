@@ -42,6 +42,10 @@ TEST_DEPS := envtest $(INCLUSTER_MANAGER) $(GOTESTSUM)
 NODE_TOOLS := $(BIN)/.node-tools
 TEST_DEPS += $(NODE_TOOLS)
 test bench: export REQUIRE_NODE_TOOLS := 1
+# The node boot test (test/node) boots a Debian image built from Debian's
+# packages with debootstrap, once, under qemu's software emulation.
+NODE_IMAGE := $(BIN)/node
+NODE_BOOT_TOOLS := $(BIN)/.node-boot-tools
 # The clusterctl packaging test (test/e2e/clusterctl) renders config/ipam with
 # kustomize and installs it with clusterctl.
 TEST_DEPS += $(KUSTOMIZE) $(CLUSTERCTL)
@@ -75,6 +79,10 @@ run: envtest $(CAPI_MANAGER) ## Run the local environment: API server, Cluster A
 .PHONY: test
 test: $(TEST_DEPS) $(OLDEST_ENVTEST) ## Run every test: unit, fuzz seed corpora, envtest suites.
 	INCLUSTER_MANAGER=$(INCLUSTER_MANAGER) $(GOTESTSUM) --format pkgname-and-test-fails -- $(TEST_FLAGS) ./...
+
+.PHONY: test-node
+test-node: envtest $(NODE_IMAGE)/rootfs.img ## Boot the rendered node configuration in Debian VMs under qemu (image built once into bin/node).
+	REQUIRE_NODE_BOOT=1 NODE_IMAGE=$(NODE_IMAGE) go test -count=1 -timeout 40m -v ./test/node/
 
 .PHONY: bench
 bench: $(TEST_DEPS) ## Run the benchmarks (allocator; claims and CAPP machines against a real API server).
@@ -195,3 +203,21 @@ $(NODE_TOOLS):
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends cloud-init shellcheck ifupdown iproute2 >/dev/null; \
 	fi
 	@touch $@
+
+# qemu, socat (which connects each of the guest's connections to the
+# simulator), debootstrap and e2fsprogs (mkfs.ext4 -d to build the disk
+# without a loop mount, debugfs to seed it and read it back) for the node
+# boot test.
+$(NODE_BOOT_TOOLS):
+	@mkdir -p $(dir $@)
+	@missing=; for tool in qemu-system-x86_64 socat debootstrap mkfs.ext4 debugfs; do command -v $$tool >/dev/null || missing=1; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing qemu-system-x86 socat debootstrap e2fsprogs with apt-get (once)"; \
+		apt-get update -qq; \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends qemu-system-x86 socat debootstrap e2fsprogs >/dev/null; \
+	fi
+	@touch $@
+
+$(NODE_IMAGE)/rootfs.img: test/node/image.sh | $(NODE_BOOT_TOOLS)
+	@echo "building the Debian node image with debootstrap (once; cached in $(NODE_IMAGE))"
+	test/node/image.sh $(NODE_IMAGE)
