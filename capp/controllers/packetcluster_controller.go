@@ -2,17 +2,12 @@ package controllers
 
 import (
 	"context"
-	"errors"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/klog/v2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
-	"sigs.k8s.io/cluster-api/util/finalizers"
 	"sigs.k8s.io/cluster-api/util/patch"
-	"sigs.k8s.io/cluster-api/util/paused"
 	"sigs.k8s.io/cluster-api/util/predicates"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -73,33 +68,14 @@ func (r *PacketClusterReconciler) SetupWithManager(ctx context.Context, mgr ctrl
 
 // Reconcile brings a PacketCluster one step closer to its spec.
 func (r *PacketClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
-	log := ctrl.LoggerFrom(ctx)
-
 	pc := &infrav1.PacketCluster{}
 	if err := r.Client.Get(ctx, req.NamespacedName, pc); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 
-	// A cluster being moved (clusterctl move pauses it) keeps its endpoint
-	// reservation, even when this copy is deleted: the cluster lives on
-	// elsewhere. The Cluster controller sets the cluster-name label; without
-	// it, or once the Cluster is gone, there is nothing to be paused by.
-	cluster, err := util.GetClusterFromMetadata(ctx, r.Client, pc.ObjectMeta)
-	if err != nil && !errors.Is(err, util.ErrNoCluster) && !apierrors.IsNotFound(err) {
+	ctx, cluster, stop, err := startReconcile(ctx, r.Client, pc, infrav1.ClusterFinalizer)
+	if stop || err != nil {
 		return ctrl.Result{}, err
-	}
-	if cluster != nil {
-		log = log.WithValues("Cluster", klog.KObj(cluster))
-		ctx = ctrl.LoggerInto(ctx, log)
-		if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, cluster, pc); err != nil || isPaused || requeue {
-			return ctrl.Result{}, err
-		}
-	}
-
-	if pc.DeletionTimestamp.IsZero() {
-		if finalizerAdded, err := finalizers.EnsureFinalizer(ctx, r.Client, pc, infrav1.ClusterFinalizer); err != nil || finalizerAdded {
-			return ctrl.Result{}, err
-		}
 	}
 	s := &clusterScope{PacketCluster: pc, Cluster: cluster}
 
@@ -118,7 +94,7 @@ func (r *PacketClusterReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		return r.reconcileDelete(ctx, s)
 	}
 	if cluster == nil {
-		log.Info("Waiting for the Cluster controller to set the cluster-name label")
+		ctrl.LoggerFrom(ctx).Info("Waiting for the Cluster controller to set the cluster-name label")
 		return ctrl.Result{}, nil
 	}
 	return r.reconcileNormal(ctx, s)

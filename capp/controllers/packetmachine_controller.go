@@ -19,10 +19,8 @@ package controllers
 
 import (
 	"context"
-	"errors"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/events"
@@ -30,9 +28,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
-	"sigs.k8s.io/cluster-api/util/finalizers"
 	"sigs.k8s.io/cluster-api/util/patch"
-	"sigs.k8s.io/cluster-api/util/paused"
 	"sigs.k8s.io/cluster-api/util/predicates"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -137,35 +133,16 @@ func (r *PacketMachineReconciler) SetupWithManager(ctx context.Context, mgr ctrl
 
 // Reconcile brings a PacketMachine one step closer to its spec.
 func (r *PacketMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
-	log := ctrl.LoggerFrom(ctx)
-
 	pm := &infrav1.PacketMachine{}
 	if err := r.Client.Get(ctx, req.NamespacedName, pm); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 
-	// A machine being moved (clusterctl move pauses the cluster) or paused
-	// by hand is left alone, even when it is deleted: its device and claims
-	// must not be released under a machine that lives on elsewhere.
-	// Without the cluster-name label, or once the Cluster is gone, there is
-	// nothing to be paused by.
-	cluster, err := util.GetClusterFromMetadata(ctx, r.Client, pm.ObjectMeta)
-	if err != nil && !errors.Is(err, util.ErrNoCluster) && !apierrors.IsNotFound(err) {
+	ctx, cluster, stop, err := startReconcile(ctx, r.Client, pm, infrav1.MachineFinalizer)
+	if stop || err != nil {
 		return ctrl.Result{}, err
 	}
-	if cluster != nil {
-		log = log.WithValues("Cluster", klog.KObj(cluster))
-		ctx = ctrl.LoggerInto(ctx, log)
-		if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, cluster, pm); err != nil || isPaused || requeue {
-			return ctrl.Result{}, err
-		}
-	}
-
-	if pm.DeletionTimestamp.IsZero() {
-		if finalizerAdded, err := finalizers.EnsureFinalizer(ctx, r.Client, pm, infrav1.MachineFinalizer); err != nil || finalizerAdded {
-			return ctrl.Result{}, err
-		}
-	}
+	log := ctrl.LoggerFrom(ctx)
 
 	machine, err := util.GetOwnerMachine(ctx, r.Client, pm.ObjectMeta)
 	if err != nil {

@@ -1,0 +1,42 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util"
+	"sigs.k8s.io/cluster-api/util/finalizers"
+	"sigs.k8s.io/cluster-api/util/paused"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// startReconcile is what both reconcilers do before their scope: read the
+// object's Cluster (by its cluster-name label), leave the object alone while
+// the Cluster is paused (clusterctl move pauses it: what the object holds,
+// a device, claims, an endpoint, must not be released under an object that
+// lives on elsewhere, even when this copy is deleted), and give a live
+// object its finalizer. Without the label, or once the Cluster is gone, there
+// is nothing to be paused by. stop reports that the reconcile ends here.
+func startReconcile(ctx context.Context, c client.Client, obj paused.ConditionSetter, finalizer string) (_ context.Context, _ *clusterv1.Cluster, stop bool, _ error) {
+	cluster, err := util.GetClusterFromMetadata(ctx, c, metav1.ObjectMeta{Namespace: obj.GetNamespace(), Labels: obj.GetLabels()})
+	if err != nil && !errors.Is(err, util.ErrNoCluster) && !apierrors.IsNotFound(err) {
+		return ctx, nil, true, err
+	}
+	if cluster != nil {
+		ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("Cluster", klog.KObj(cluster)))
+		if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, c, cluster, obj); err != nil || isPaused || requeue {
+			return ctx, cluster, true, err
+		}
+	}
+	if obj.GetDeletionTimestamp().IsZero() {
+		if finalizerAdded, err := finalizers.EnsureFinalizer(ctx, c, obj, finalizer); err != nil || finalizerAdded {
+			return ctx, cluster, true, err
+		}
+	}
+	return ctx, cluster, false, nil
+}
