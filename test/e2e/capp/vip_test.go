@@ -167,4 +167,3 @@ var _ = Describe("A PacketCluster with a control-plane VIP from an IPAM pool", f
 		Eventually(vipPoolUsed).WithArguments(ns).Should(Equal(0))
 	})
 })
-
