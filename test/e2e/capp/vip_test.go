@@ -117,7 +117,7 @@ var _ = Describe("A PacketCluster with a control-plane VIP from an IPAM pool", f
 		pc = getCluster(pc)
 		Expect(pc.Spec.ControlPlaneEndpoint).To(Equal(clusterv1.APIEndpoint{Host: "10.60.0.200", Port: 6443}))
 		Expect(pc.Status.VIP).To(Equal("10.60.0.200"))
-		Expect(vipPoolUsed(ns)).To(Equal(1))
+		Eventually(vipPoolUsed).WithArguments(ns).Should(Equal(1), "the pool counts the VIP")
 		Expect(reservationsOf(pc)).To(BeEmpty())
 
 		bond0 := twoPortsThreeNetworks()[:1]
