@@ -26,6 +26,7 @@ func main() {
 	fs.StringVar(&opts.MetadataURL, "metadata-url", cloudinit.DefaultMetadataURL, "Metadata service the nodes' network script reads its interfaces and user_state_url from.")
 	fs.IntVar(&opts.MaxDeviceCreations, "max-device-creations", controllers.DefaultMaxDeviceCreations, "Devices in creation at once; machines beyond it wait (the platform answers more than about five in flight with 429).")
 	fs.DurationVar(&opts.NodeReportTimeout, "node-report-timeout", controllers.DefaultNodeReportTimeout, "How long after its device is active a node may take to report its network configuration before NodeNetworkConfigured turns False with reason Timeout.")
+	fs.StringVar(&opts.KubeVIPImage, "kube-vip-image", cloudinit.DefaultKubeVIPImage, "kube-vip image the control-plane nodes of a PacketCluster with spec.vip run to announce the VIP.")
 	managerutil.Main(func(ctx context.Context, cfg *rest.Config) (ctrl.Manager, error) {
 		return manager.New(ctx, cfg, opts)
 	})

@@ -53,13 +53,14 @@ func joinAddrs(addrs []netip.Addr) string {
 var RunCommand = []string{ScriptPath}
 
 // UserData is the device's user-data: bootstrap, a CAPI bootstrap
-// cloud-config, with the network configuration of networks merged in.
-func UserData(bootstrap []byte, networks []Network, opts Options) ([]byte, error) {
+// cloud-config, with the network configuration of networks and the extra
+// files (kube-vip's static pod on a control-plane node) merged in.
+func UserData(bootstrap []byte, networks []Network, opts Options, extra ...File) ([]byte, error) {
 	files, err := Files(networks, opts)
 	if err != nil {
 		return nil, err
 	}
-	return Merge(bootstrap, files, RunCommand)
+	return Merge(bootstrap, append(files, extra...), RunCommand)
 }
 
 const cloudConfigHeader = "#cloud-config"
@@ -101,7 +102,7 @@ func Merge(bootstrap []byte, files []File, command []string) ([]byte, error) {
 		if path := stringField(entry, "path"); path != "" {
 			for _, f := range files {
 				if f.Path == path {
-					return nil, fmt.Errorf("the bootstrap data already writes %s, which the network configuration writes", path)
+					return nil, fmt.Errorf("the bootstrap data already writes %s, which the provider writes", path)
 				}
 			}
 		}

@@ -24,7 +24,8 @@ func UserDataSecretName(machine string) string { return machine + "-user-data" }
 const UserDataKey = "value"
 
 // reconcileBootstrapData merges the Machine's bootstrap data with the node's
-// network configuration into the user-data Secret, owned by the
+// network configuration (and, on a control-plane machine of a cluster with
+// a VIP, kube-vip's static pod) into the user-data Secret, owned by the
 // PacketMachine and named in its status. It needs the addresses, so it runs
 // after reconcileIPAddresses; it waits for the bootstrap provider through
 // the watch on the Machine.
@@ -44,7 +45,16 @@ func (r *PacketMachineReconciler) reconcileBootstrapData(ctx context.Context, s 
 	if format := string(bootstrap.Data["format"]); format != "" && format != "cloud-config" {
 		return r.bootstrapDataInvalid(s, fmt.Errorf("bootstrap data Secret %s has format %q; only cloud-config can carry the network configuration", *dataSecretName, format))
 	}
-	userData, err := cloudinit.UserData(bootstrap.Data[UserDataKey], s.Networks, r.Render)
+	kubeVIP, reason, wait, err := r.kubeVIPFiles(ctx, s)
+	if err != nil {
+		return ctrl.Result{}, false, err
+	}
+	if wait != "" {
+		r.kubeVIPWaitEvent(s, reason, wait)
+		s.observeFalse(infrav1.BootstrapDataRenderedCondition, reason, wait)
+		return ctrl.Result{}, false, nil
+	}
+	userData, err := cloudinit.UserData(bootstrap.Data[UserDataKey], s.Networks, r.Render, kubeVIP...)
 	if err != nil {
 		return r.bootstrapDataInvalid(s, fmt.Errorf("bootstrap data Secret %s: %w", *dataSecretName, err))
 	}

@@ -31,9 +31,11 @@ const (
 )
 
 // endpointPlan is where a PacketCluster's endpoint comes from, decided from
-// its spec and annotations alone: reserve, or else the condition to report.
+// its spec and annotations alone: reserve, the VIP of spec.vip, or else
+// the condition to report.
 type endpointPlan struct {
 	reserve bool
+	vip     bool
 	status  bool
 	reason  string
 	message string
@@ -41,12 +43,16 @@ type endpointPlan struct {
 
 // planEndpoint decides where the endpoint comes from. Once a reservation
 // may exist (the annotation is set) the cluster stays on it, whatever the
-// spec says since; otherwise a host set by the user wins, and only CPEM
-// reserves one.
+// spec says since; then KUBE_VIP with spec.vip claims the VIP (which fills
+// the host); otherwise a host set by the user wins, and only CPEM reserves
+// one.
 func planEndpoint(pc *infrav1.PacketCluster) endpointPlan {
 	ep := pc.Spec.ControlPlaneEndpoint
 	if _, managed := pc.Annotations[infrav1.EndpointReservationAnnotation]; managed {
 		return endpointPlan{reserve: true}
+	}
+	if pc.Spec.VIP != nil && pc.Spec.VIPManager == infrav1.VIPManagerKubeVIP {
+		return endpointPlan{vip: true}
 	}
 	if ep.Host != "" {
 		return endpointPlan{status: true, reason: infrav1.ControlPlaneEndpointSetByUserReason, message: fmt.Sprintf(
@@ -55,7 +61,7 @@ func planEndpoint(pc *infrav1.PacketCluster) endpointPlan {
 	switch pc.Spec.VIPManager {
 	case infrav1.VIPManagerKubeVIP:
 		return endpointPlan{reason: infrav1.ControlPlaneEndpointRequiredReason, message: "vipManager KUBE_VIP does not reserve an address: " +
-			"set spec.controlPlaneEndpoint.host to the address kube-vip announces"}
+			"set spec.vip to claim one from an IPAM pool, or spec.controlPlaneEndpoint.host to the address kube-vip announces"}
 	case infrav1.VIPManagerEMLB:
 		return endpointPlan{reason: infrav1.ControlPlaneEndpointRequiredReason, message: "vipManager EMLB: the Equinix Metal Load Balancer " +
 			"is gone with the platform; set spec.controlPlaneEndpoint.host, or use vipManager CPEM"}
@@ -67,14 +73,18 @@ func planEndpoint(pc *infrav1.PacketCluster) endpointPlan {
 	return endpointPlan{reserve: true}
 }
 
-// reconcileEndpoint sets spec.controlPlaneEndpoint: the user's, or a
-// public IPv4 address reserved in the cluster's metro. The reservation is
+// reconcileEndpoint sets spec.controlPlaneEndpoint: the user's, the VIP
+// claimed for spec.vip, or a public IPv4 address reserved in the cluster's
+// metro. The reservation is
 // adopted by tag when one exists (a reserve whose answer was lost, a
 // restart), so the cluster never holds two. Done once the endpoint is set.
 func (r *PacketClusterReconciler) reconcileEndpoint(ctx context.Context, s *clusterScope) (ctrl.Result, bool, error) {
 	pc := s.PacketCluster
 	const cond = infrav1.ControlPlaneEndpointReadyCondition
 	plan := planEndpoint(pc)
+	if plan.vip {
+		return r.reconcileVIP(ctx, s)
+	}
 	if !plan.reserve {
 		if !plan.status {
 			s.observeFalse(cond, plan.reason, plan.message)

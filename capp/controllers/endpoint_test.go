@@ -19,6 +19,7 @@ func TestPlanEndpoint(t *testing.T) {
 		spec        infrav1.PacketClusterSpec
 		annotation  string // the endpoint-reservation annotation, "" for none
 		reserve     bool
+		vip         bool
 		reason      string
 		messageHas  string
 		wantSuccess bool
@@ -34,6 +35,12 @@ func TestPlanEndpoint(t *testing.T) {
 			name:   "KUBE_VIP without a host names the field",
 			spec:   infrav1.PacketClusterSpec{VIPManager: infrav1.VIPManagerKubeVIP, Metro: "da"},
 			reason: infrav1.ControlPlaneEndpointRequiredReason, messageHas: "spec.controlPlaneEndpoint.host",
+		},
+		{
+			name: "KUBE_VIP with spec.vip claims it, the host it filled in or not",
+			spec: infrav1.PacketClusterSpec{VIPManager: infrav1.VIPManagerKubeVIP, VIP: &infrav1.ControlPlaneVIP{VXLAN: 1000},
+				ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "10.60.0.200", Port: 6443}},
+			vip: true,
 		},
 		{
 			name:   "EMLB without a host names the field",
@@ -58,8 +65,8 @@ func TestPlanEndpoint(t *testing.T) {
 				pc.Annotations = map[string]string{infrav1.EndpointReservationAnnotation: tt.annotation}
 			}
 			got := planEndpoint(pc)
-			if got.reserve != tt.reserve || got.reason != tt.reason || got.status != tt.wantSuccess {
-				t.Errorf("planEndpoint = %+v, want reserve %t reason %q status %t", got, tt.reserve, tt.reason, tt.wantSuccess)
+			if got.reserve != tt.reserve || got.vip != tt.vip || got.reason != tt.reason || got.status != tt.wantSuccess {
+				t.Errorf("planEndpoint = %+v, want reserve %t vip %t reason %q status %t", got, tt.reserve, tt.vip, tt.reason, tt.wantSuccess)
 			}
 			if !strings.Contains(got.message, tt.messageHas) {
 				t.Errorf("message %q does not name %q", got.message, tt.messageHas)

@@ -3,9 +3,11 @@ package controllers
 import (
 	"context"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/events"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/patch"
 	"sigs.k8s.io/cluster-api/util/predicates"
@@ -21,13 +23,16 @@ import (
 )
 
 // PacketClusterReconciler reconciles PacketClusters: the cluster's
-// control-plane endpoint (the user's, or a public IPv4 address it reserves)
-// and its failure domain, then CAPI's initialization.provisioned.
+// control-plane endpoint (the user's, a VIP it claims from an IPAM pool, or
+// a public IPv4 address it reserves) and its failure domain, then CAPI's
+// initialization.provisioned.
 //
 //	reconcileNormal
-//	  reconcileEndpoint  the user's endpoint, or a reservation adopted by tag or made
+//	  reconcileEndpoint  the user's endpoint, the VIP's claim (KUBE_VIP with
+//	                     spec.vip), or a reservation adopted by tag or made
 //	reconcileDelete
 //	  releaseEndpoint    the reservation, followed until the platform has none
+//	  releaseVIP         the VIP's claim, followed until it is gone
 //	  removeFinalizer
 type PacketClusterReconciler struct {
 	Client client.Client
@@ -41,6 +46,9 @@ type PacketClusterReconciler struct {
 	// Getenv reads the manager's environment for the fallback credentials.
 	Getenv func(string) string
 
+	// ipamInstalled is false when the cluster had no IPAddressClaim API at
+	// start: a PacketCluster with spec.vip then says so in a condition.
+	ipamInstalled bool
 	// backoff spaces the retries of failed Metal calls, per PacketCluster.
 	backoff *backoff
 }
@@ -50,11 +58,13 @@ type PacketClusterReconciler struct {
 
 // SetupWithManager registers the reconciler. A Cluster's creation, pause
 // and unpause wake its PacketCluster: one labelled with its cluster's name
-// before the Cluster exists waits for it.
+// before the Cluster exists waits for it. The VIP's claim is watched
+// through its controller owner reference, so its binding and its deletion
+// wake the PacketCluster.
 func (r *PacketClusterReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, options controller.Options) error {
 	log := ctrl.LoggerFrom(ctx)
 	r.backoff = newBackoff()
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&infrav1.PacketCluster{}).
 		WithOptions(options).
 		WithEventFilter(predicates.ResourceHasFilterLabel(mgr.GetScheme(), log, r.WatchFilterValue)).
@@ -62,8 +72,16 @@ func (r *PacketClusterReconciler) SetupWithManager(ctx context.Context, mgr ctrl
 			util.ClusterToInfrastructureMapFunc(ctx, infrav1.GroupVersion.WithKind("PacketCluster"), mgr.GetClient(), &infrav1.PacketCluster{})),
 			builder.WithPredicates(predicates.Any(mgr.GetScheme(), log,
 				predicates.ClusterCreateNotPaused(mgr.GetScheme(), log),
-				predicates.ClusterPausedTransitions(mgr.GetScheme(), log)))).
-		Complete(r)
+				predicates.ClusterPausedTransitions(mgr.GetScheme(), log))))
+	_, err := mgr.GetRESTMapper().RESTMapping(ipamv1.GroupVersion.WithKind("IPAddressClaim").GroupKind(), ipamv1.GroupVersion.Version)
+	switch {
+	case err == nil:
+		r.ipamInstalled = true
+		b = b.Owns(&ipamv1.IPAddressClaim{})
+	case !meta.IsNoMatchError(err):
+		return err
+	}
+	return b.Complete(r)
 }
 
 // Reconcile brings a PacketCluster one step closer to its spec.
@@ -109,12 +127,13 @@ func (r *PacketClusterReconciler) reconcileNormal(ctx context.Context, s *cluste
 	})
 }
 
-// reconcileDelete releases the endpoint's reservation, then lets the
-// PacketCluster go.
+// reconcileDelete releases the endpoint's reservation and the VIP's claim,
+// then lets the PacketCluster go.
 func (r *PacketClusterReconciler) reconcileDelete(ctx context.Context, s *clusterScope) (ctrl.Result, error) {
 	s.deleting = true
 	return runPhases(ctx, s, &s.observations, []phase[*clusterScope]{
 		r.releaseEndpoint,
+		r.releaseVIP,
 		r.removeClusterFinalizer,
 	})
 }

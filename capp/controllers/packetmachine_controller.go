@@ -72,6 +72,9 @@ type PacketMachineReconciler struct {
 	Creations *CreationSlots
 	// NodeReportTimeout is how long a node may take to report.
 	NodeReportTimeout time.Duration
+	// KubeVIPImage is the kube-vip image of the control-plane nodes of a
+	// cluster with a VIP; empty means cloudinit.DefaultKubeVIPImage.
+	KubeVIPImage string
 
 	// ipamInstalled is false when the cluster had no IPAddressClaim API at
 	// start: machines that need claims then say so in a condition.
@@ -92,7 +95,8 @@ type PacketMachineReconciler struct {
 
 // SetupWithManager registers the reconciler. Claims are watched through
 // their controller owner reference, so a claim getting bound (or going away)
-// wakes its machine. When the IPAddressClaim API is missing, the manager
+// wakes its machine; a PacketCluster's VIP getting bound wakes its
+// machines, whose control-plane user-data carries it. When the IPAddressClaim API is missing, the manager
 // still starts and the machines that need claims report it.
 func (r *PacketMachineReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, options controller.Options) error {
 	log := ctrl.LoggerFrom(ctx)
@@ -115,6 +119,8 @@ func (r *PacketMachineReconciler) SetupWithManager(ctx context.Context, mgr ctrl
 			util.MachineToInfrastructureMapFunc(infrav1.GroupVersion.WithKind("PacketMachine")))).
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(clusterToMachines),
 			builder.WithPredicates(predicates.ClusterPausedTransitions(mgr.GetScheme(), log))).
+		Watches(&infrav1.PacketCluster{}, handler.EnqueueRequestsFromMapFunc(r.packetClusterToMachines),
+			builder.WithPredicates(vipChanged)).
 		WatchesRawSource(source.Channel(r.Creations.Wakeups(), &handler.EnqueueRequestForObject{}))
 
 	_, err = mgr.GetRESTMapper().RESTMapping(ipamv1.GroupVersion.WithKind("IPAddressClaim").GroupKind(), ipamv1.GroupVersion.Version)

@@ -39,6 +39,9 @@ type Options struct {
 	// NodeReportTimeout is how long a node may take to report its network
 	// configuration; 0 means controllers.DefaultNodeReportTimeout.
 	NodeReportTimeout time.Duration
+	// KubeVIPImage is the kube-vip image of the control-plane nodes of a
+	// cluster with a VIP; empty means cloudinit.DefaultKubeVIPImage.
+	KubeVIPImage string
 	// Getenv reads the fallback credentials (METAL_API_KEY or
 	// PACKET_API_KEY, METAL_API_URL); os.Getenv when nil.
 	Getenv func(string) string
@@ -107,6 +110,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		Getenv:            getenv,
 		Creations:         controllers.NewCreationSlots(maxCreations),
 		NodeReportTimeout: opts.NodeReportTimeout,
+		KubeVIPImage:      opts.KubeVIPImage,
 	}
 	if err := r.SetupWithManager(ctx, mgr, controllerOpts); err != nil {
 		return nil, fmt.Errorf("setting up the PacketMachine controller: %w", err)

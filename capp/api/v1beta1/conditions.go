@@ -51,6 +51,10 @@ const (
 	BootstrapDataInvalidReason = "BootstrapDataInvalid"
 	// BootstrapDataRenderedReason: the user-data Secret is current.
 	BootstrapDataRenderedReason = "BootstrapDataRendered"
+	// VIPNetworkMissingReason: a control-plane machine of a cluster with a
+	// VIP has no network on the VLAN (the PacketCluster's spec.vip.vxlan)
+	// whose sub-interface kube-vip would announce it on.
+	VIPNetworkMissingReason = "VIPNetworkMissing"
 )
 
 // Condition types of the device and the node, and the summary.
@@ -165,8 +169,8 @@ const (
 // ControlPlaneEndpointReady), Deleting and CAPI's Paused.
 const (
 	// ControlPlaneEndpointReadyCondition is True once spec.controlPlaneEndpoint
-	// is set: by the user, or to the public IPv4 address the provider
-	// reserved (vipManager CPEM).
+	// is set: by the user, to the public IPv4 address the provider reserved
+	// (vipManager CPEM), or to the VIP claimed from spec.vip's pool.
 	ControlPlaneEndpointReadyCondition = "ControlPlaneEndpointReady"
 )
 
@@ -190,6 +194,15 @@ const (
 	// EndpointReservationNotFoundReason: the reservation behind the endpoint
 	// is gone from the platform.
 	EndpointReservationNotFoundReason = "EndpointReservationNotFound"
+	// WaitingForVIPReason: the IPAddressClaim of spec.vip is not bound yet
+	// (on a PacketMachine's BootstrapDataRendered: its PacketCluster's VIP).
+	WaitingForVIPReason = "WaitingForVIP"
+	// VIPClaimedReason: the endpoint is the VIP bound to the claim of
+	// spec.vip.
+	VIPClaimedReason = "VIPClaimed"
+	// VIPAddressInvalidReason: the address bound to the claim of spec.vip
+	// cannot be the endpoint (not an address, or another host is set).
+	VIPAddressInvalidReason = "VIPAddressInvalid"
 )
 
 // Reasons of a PacketCluster's Deleting.
@@ -197,4 +210,7 @@ const (
 	// ReleasingEndpointReason: waiting for the endpoint's reservation to be
 	// gone.
 	ReleasingEndpointReason = "ReleasingEndpoint"
+	// ReleasingVIPReason: waiting for the IPAddressClaim of spec.vip to be
+	// gone.
+	ReleasingVIPReason = "ReleasingVIP"
 )

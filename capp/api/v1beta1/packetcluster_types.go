@@ -62,6 +62,32 @@ const EndpointReservationAnnotation = "infrastructure.cluster.x-k8s.io/endpoint-
 // while the reservation's ID is not known yet.
 const EndpointReservationPending = "pending"
 
+// VIPClaimProtectionFinalizer keeps the IPAddressClaim of a cluster's
+// control-plane VIP, and so its address, while the control-plane nodes may
+// still announce it. Only the PacketCluster reconciler removes it, when the
+// PacketCluster is deleted (CAPI deletes it after the cluster's machines).
+const VIPClaimProtectionFinalizer = "packetcluster.infrastructure.cluster.x-k8s.io/vip-claim-protection"
+
+// ControlPlaneVIP is a control-plane endpoint claimed from an IPAM pool and
+// announced by kube-vip, in ARP mode, on the control-plane nodes' VLAN
+// sub-interface of the network with vxlan.
+type ControlPlaneVIP struct {
+	// AddressFromPool is the IPAM pool (any kind: InClusterIPPool,
+	// GlobalInClusterIPPool, VRFIPPool, ...) the VIP is claimed from. It
+	// should be a pool of the VLAN's subnet that the machines' own addresses
+	// are not taken from, or one that leaves the VIP out of theirs.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="has(self.apiGroup) && self.apiGroup != ''",message="apiGroup is required, e.g. ipam.cluster.x-k8s.io"
+	AddressFromPool corev1.TypedLocalObjectReference `json:"addressFromPool"`
+
+	// VXLAN is the VLAN whose sub-interface serves the VIP: every
+	// control-plane machine needs a network with this vxlan.
+	// +required
+	// +kubebuilder:validation:Minimum=2
+	// +kubebuilder:validation:Maximum=3999
+	VXLAN int32 `json:"vxlan"`
+}
+
 // VIPManager names what serves a cluster's control-plane endpoint.
 type VIPManager string
 
@@ -73,6 +99,10 @@ const (
 )
 
 // PacketClusterSpec is the Equinix Metal side of a Cluster.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.vip) || self.vipManager == 'KUBE_VIP'",message="vip needs vipManager KUBE_VIP: kube-vip announces it"
+// +kubebuilder:validation:XValidation:rule="oldSelf.hasValue() || !has(self.vip) || !has(self.controlPlaneEndpoint) || !has(self.controlPlaneEndpoint.host) || size(self.controlPlaneEndpoint.host) == 0",optionalOldSelf=true,message="controlPlaneEndpoint.host must be empty with vip: the VIP claimed from the pool fills it"
+// +kubebuilder:validation:XValidation:rule="!oldSelf.hasValue() || has(self.vip) == has(oldSelf.value().vip) && (!has(self.vip) || self.vip == oldSelf.value().vip)",optionalOldSelf=true,message="vip is immutable: the cluster's endpoint cannot move"
 type PacketClusterSpec struct {
 	// ProjectID is the Equinix Metal project the cluster's devices live in.
 	// +required
@@ -114,6 +144,14 @@ type PacketClusterSpec struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=64
 	Networks []NetworkSpec `json:"networks,omitempty"`
+
+	// VIP is the control-plane endpoint claimed from an IPAM pool, with
+	// vipManager KUBE_VIP: the PacketCluster owns the claim, sets
+	// controlPlaneEndpoint to its address, and the control-plane machines'
+	// user-data runs kube-vip to announce it. Released when the PacketCluster
+	// is deleted.
+	// +optional
+	VIP *ControlPlaneVIP `json:"vip,omitempty"`
 }
 
 // PacketClusterInitializationStatus reports the CAPI provisioning contract.
@@ -140,6 +178,12 @@ type PacketClusterStatus struct {
 	// +kubebuilder:validation:MaxItems=100
 	FailureDomains []clusterv1.FailureDomain `json:"failureDomains,omitempty"`
 
+	// VIP is the control-plane VIP bound to the cluster's claim (spec.vip),
+	// once it is valid: what the control-plane machines' kube-vip announces.
+	// +optional
+	// +kubebuilder:validation:MaxLength=39
+	VIP string `json:"vip,omitempty"`
+
 	// Conditions of the PacketCluster.
 	// +optional
 	// +listType=map
@@ -157,6 +201,7 @@ type PacketClusterStatus struct {
 // +kubebuilder:printcolumn:name="Cluster",type="string",JSONPath=".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']",description="Cluster the PacketCluster belongs to"
 // +kubebuilder:printcolumn:name="Metro",type="string",JSONPath=".spec.metro"
 // +kubebuilder:printcolumn:name="Endpoint",type="string",JSONPath=".spec.controlPlaneEndpoint.host"
+// +kubebuilder:printcolumn:name="VIP",type="string",JSONPath=".status.vip",description="Control-plane VIP claimed from spec.vip's pool"
 // +kubebuilder:printcolumn:name="Ready",type="string",JSONPath=".status.conditions[?(@.type==\"Ready\")].status"
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
 type PacketCluster struct {

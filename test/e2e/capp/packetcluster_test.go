@@ -146,10 +146,10 @@ var _ = Describe("A PacketCluster", func() {
 		Eventually(gone(pc)).Should(BeTrue())
 	})
 
-	It("in KUBE_VIP mode without a host says the user must set spec.controlPlaneEndpoint, and is not provisioned", func() {
+	It("in KUBE_VIP mode without a host or a VIP says the user must set spec.vip or spec.controlPlaneEndpoint, and is not provisioned", func() {
 		pc := packetCluster(ns, func(pc *infrav1.PacketCluster) { pc.Spec.VIPManager = infrav1.VIPManagerKubeVIP })
 		Eventually(clusterCondition(pc, infrav1.ControlPlaneEndpointReadyCondition)).Should(
-			haveCondition(metav1.ConditionFalse, infrav1.ControlPlaneEndpointRequiredReason, "set spec.controlPlaneEndpoint.host"))
+			haveCondition(metav1.ConditionFalse, infrav1.ControlPlaneEndpointRequiredReason, "set spec.vip to claim one from an IPAM pool, or spec.controlPlaneEndpoint.host"))
 		Eventually(clusterCondition(pc, infrav1.ReadyCondition)).Should(HaveField("Status", metav1.ConditionFalse))
 		pc = getCluster(pc)
 		Expect(pc.Status.Initialization.Provisioned).To(BeNil())

@@ -1,0 +1,124 @@
+package cloudinit
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/netip"
+	"regexp"
+	"text/template"
+)
+
+// KubeVIPManifestPath is where kubelet finds kube-vip's static pod: kubeadm
+// starts the pods of this directory before it waits for the API server
+// behind the VIP.
+const KubeVIPManifestPath = "/etc/kubernetes/manifests/kube-vip.yaml"
+
+// DefaultKubeVIPImage is the kube-vip release the control-plane nodes run,
+// pinned so a node's user-data does not change under it. It is an image
+// reference only: the nodes pull it, nothing here or in the tests does.
+const DefaultKubeVIPImage = "ghcr.io/kube-vip/kube-vip:v0.8.9"
+
+// KubeVIP is what a control-plane node's kube-vip announces, and where.
+type KubeVIP struct {
+	// Address is the VIP.
+	Address netip.Addr
+	// Interface is the VLAN sub-interface kube-vip announces the VIP on
+	// with ARP (NDP for IPv6): "<port>.<vlan>".
+	Interface string
+	// Port is the API server's port behind the VIP.
+	Port int32
+	// Image is kube-vip's container image.
+	Image string
+}
+
+// imagePattern keeps the image reference safe to write into the manifest
+// unquoted: registry, path, tag and digest characters only.
+var imagePattern = regexp.MustCompile(`^[a-z0-9][a-zA-Z0-9._/:@-]*$`)
+
+// interfacePattern is a VLAN sub-interface of a port: "<port>.<vlan>".
+var interfacePattern = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_-]*\.[0-9]+$`)
+
+func (v KubeVIP) validate() error {
+	var errs []error
+	if !v.Address.IsValid() || v.Address.Zone() != "" {
+		errs = append(errs, fmt.Errorf("VIP %q is not an IP address", v.Address))
+	}
+	if !interfacePattern.MatchString(v.Interface) || len(v.Interface) > maxVLANInterfaceName {
+		errs = append(errs, fmt.Errorf("interface %q is not a VLAN sub-interface name of at most %d characters", v.Interface, maxVLANInterfaceName))
+	}
+	if v.Port < 1 || v.Port > 65535 {
+		errs = append(errs, fmt.Errorf("port %d is not a TCP port", v.Port))
+	}
+	if !imagePattern.MatchString(v.Image) {
+		errs = append(errs, fmt.Errorf("image %q is not an image reference", v.Image))
+	}
+	return errors.Join(errs...)
+}
+
+// kubeVIPManifest is kube-vip's static pod in ARP mode for the control
+// plane only (no Services). Leader election picks the one node that
+// answers for the VIP. kube-vip reaches the API server with admin.conf,
+// which names the VIP itself; the hostAlias lets it reach the node's own
+// API server as "kubernetes" (a name in its certificate) instead, while
+// the VIP is not up yet.
+var kubeVIPManifest = template.Must(template.New("kube-vip").Parse(`apiVersion: v1
+kind: Pod
+metadata:
+  name: kube-vip
+  namespace: kube-system
+spec:
+  containers:
+    - name: kube-vip
+      image: {{ .Image }}
+      imagePullPolicy: IfNotPresent
+      args:
+        - manager
+      env:
+        - name: vip_arp
+          value: "true"
+        - name: cp_enable
+          value: "true"
+        - name: cp_namespace
+          value: kube-system
+        - name: vip_leaderelection
+          value: "true"
+        - name: vip_interface
+          value: "{{ .Interface }}"
+        - name: vip_address
+          value: "{{ .Address }}"
+        - name: vip_subnet
+          value: "{{ .Address.BitLen }}"
+        - name: port
+          value: "{{ .Port }}"
+      securityContext:
+        capabilities:
+          add:
+            - NET_ADMIN
+            - NET_RAW
+      volumeMounts:
+        - name: kubeconfig
+          mountPath: /etc/kubernetes/admin.conf
+  hostAliases:
+    - hostnames:
+        - kubernetes
+      ip: 127.0.0.1
+  hostNetwork: true
+  volumes:
+    - name: kubeconfig
+      hostPath:
+        path: /etc/kubernetes/admin.conf
+`))
+
+// KubeVIPFile is the write_files entry of kube-vip's static pod announcing
+// v.Address on v.Interface.
+func KubeVIPFile(v KubeVIP) (File, error) {
+	if err := v.validate(); err != nil {
+		return File{}, fmt.Errorf("kube-vip: %w", err)
+	}
+	var out bytes.Buffer
+	if err := kubeVIPManifest.Execute(&out, v); err != nil {
+		return File{}, err
+	}
+	return File{Path: KubeVIPManifestPath, Permissions: "0600", Content: out.String()}, nil
+}

@@ -1,0 +1,111 @@
+package controllers
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
+	"github.com/metal-vrf/cluster-api-metal-vrf/capp/cloudinit"
+)
+
+// kubeVIPFiles are the files a control-plane machine of a cluster with a
+// VIP (vipManager KUBE_VIP, spec.vip) adds to its user-data: kube-vip's
+// static pod, announcing the PacketCluster's VIP on the machine's
+// sub-interface of spec.vip.vxlan. Other machines add none. wait, when not
+// empty, is why the user-data cannot be rendered yet, for
+// BootstrapDataRendered, with its reason.
+func (r *PacketMachineReconciler) kubeVIPFiles(ctx context.Context, s *machineScope) (files []cloudinit.File, reason, wait string, err error) {
+	if !util.IsControlPlaneMachine(s.Machine) {
+		return nil, "", "", nil
+	}
+	pc, err := r.packetCluster(ctx, s)
+	if err != nil {
+		if serr, ok := errors.AsType[*setupError](err); ok {
+			return nil, serr.reason, serr.message, nil
+		}
+		return nil, "", "", err
+	}
+	if pc.Spec.VIP == nil || pc.Spec.VIPManager != infrav1.VIPManagerKubeVIP {
+		return nil, "", "", nil
+	}
+	vxlan := int(pc.Spec.VIP.VXLAN)
+	i := slices.IndexFunc(s.Networks, func(n cloudinit.Network) bool { return n.VLAN == vxlan })
+	if i < 0 {
+		return nil, infrav1.VIPNetworkMissingReason, fmt.Sprintf("the control-plane machine has no network with vxlan %d "+
+			"(PacketCluster %s spec.vip.vxlan) in spec.ports[].networks: kube-vip announces the VIP on its sub-interface", vxlan, pc.Name), nil
+	}
+	if pc.Status.VIP == "" {
+		return nil, infrav1.WaitingForVIPReason, fmt.Sprintf("waiting for PacketCluster %s's VIP (spec.vip) to be bound", pc.Name), nil
+	}
+	vip, err := netip.ParseAddr(pc.Status.VIP)
+	if err != nil {
+		return nil, infrav1.BootstrapDataInvalidReason, fmt.Sprintf("PacketCluster %s status.vip: %v", pc.Name, err), nil
+	}
+	n := s.Networks[i]
+	f, err := cloudinit.KubeVIPFile(cloudinit.KubeVIP{
+		Address: vip,
+		// The port's name as Equinix Metal knows it, which is the node's
+		// name for bond0; a NIC's may differ on the node.
+		Interface: n.Interface(n.Port),
+		Port:      cmp.Or(pc.Spec.ControlPlaneEndpoint.Port, defaultAPIServerPort),
+		Image:     cmp.Or(r.KubeVIPImage, cloudinit.DefaultKubeVIPImage),
+	})
+	if err != nil {
+		return nil, infrav1.BootstrapDataInvalidReason, err.Error(), nil
+	}
+	return []cloudinit.File{f}, "", "", nil
+}
+
+// packetClusterToMachines maps a PacketCluster with spec.vip to its
+// cluster's PacketMachines, whose control-plane user-data carries its VIP.
+func (r *PacketMachineReconciler) packetClusterToMachines(ctx context.Context, o client.Object) []reconcile.Request {
+	cluster := o.GetLabels()[clusterv1.ClusterNameLabel]
+	if cluster == "" {
+		return nil
+	}
+	machines := &infrav1.PacketMachineList{}
+	if err := r.Client.List(ctx, machines, client.InNamespace(o.GetNamespace()), client.MatchingLabels{clusterv1.ClusterNameLabel: cluster}); err != nil {
+		return nil
+	}
+	requests := make([]reconcile.Request, len(machines.Items))
+	for i, m := range machines.Items {
+		requests[i] = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&m)}
+	}
+	return requests
+}
+
+// vipChanged lets through the PacketCluster events that change what its
+// control-plane machines render: its VIP set or changed.
+var vipChanged = predicate.Funcs{
+	CreateFunc:  func(e event.CreateEvent) bool { return vipOf(e.Object) != "" },
+	UpdateFunc:  func(e event.UpdateEvent) bool { return vipOf(e.ObjectOld) != vipOf(e.ObjectNew) },
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}
+
+func vipOf(o client.Object) string {
+	if pc, ok := o.(*infrav1.PacketCluster); ok {
+		return pc.Status.VIP
+	}
+	return ""
+}
+
+// kubeVIPWaitEvent reports a control-plane machine missing the VIP's VLAN
+// when the condition turns so: only a new machine can fix it.
+func (r *PacketMachineReconciler) kubeVIPWaitEvent(s *machineScope, reason, message string) {
+	if reason == infrav1.VIPNetworkMissingReason && s.reasonChanges(infrav1.BootstrapDataRenderedCondition, reason) {
+		r.Recorder.Eventf(s.PacketMachine, nil, corev1.EventTypeWarning, reason, "RenderUserData", "%s", message)
+	}
+}
