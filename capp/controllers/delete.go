@@ -24,6 +24,10 @@ func (r *PacketMachineReconciler) deleteDevice(ctx context.Context, s *machineSc
 	if pm.Spec.ProviderID == "" && !createMayHaveRun(pm) {
 		return ctrl.Result{}, true, nil
 	}
+	if wait := r.backoff.waiting(pm.UID); wait > 0 {
+		s.backingOff = true
+		return ctrl.Result{RequeueAfter: wait}, false, nil
+	}
 	access, err := r.access(ctx, s)
 	if err != nil {
 		if serr, ok := errors.AsType[*setupError](err); ok {
@@ -58,7 +62,7 @@ func (r *PacketMachineReconciler) deleteDevice(ctx context.Context, s *machineSc
 func (r *PacketMachineReconciler) deleteFailed(ctx context.Context, s *machineScope, what string, err error) (ctrl.Result, bool, error) {
 	ctrl.LoggerFrom(ctx).Info("Metal API call failed", "call", what, "error", err.Error())
 	s.observeTrue(infrav1.DeletingCondition, infrav1.DeletingDeviceReason, fmt.Sprintf("%s: %v (retrying)", what, err))
-	return ctrl.Result{RequeueAfter: r.backoff.next(s.PacketMachine.UID)}, false, nil
+	return ctrl.Result{RequeueAfter: r.retryAfter(s)}, false, nil
 }
 
 // removeFinalizer lets the machine go, once its device and claims are gone;

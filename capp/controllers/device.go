@@ -29,6 +29,11 @@ import (
 func (r *PacketMachineReconciler) reconcileDevice(ctx context.Context, s *machineScope) (ctrl.Result, bool, error) {
 	pm := s.PacketMachine
 	const cond = infrav1.DeviceReadyCondition
+	if wait := r.backoff.waiting(pm.UID); wait > 0 {
+		// The last Metal call failed: its condition stands until the retry.
+		s.backingOff = true
+		return ctrl.Result{RequeueAfter: wait}, false, nil
+	}
 	access, err := r.access(ctx, s)
 	if err != nil {
 		return r.setupFailed(s, cond, err)
@@ -41,7 +46,7 @@ func (r *PacketMachineReconciler) reconcileDevice(ctx context.Context, s *machin
 			s.observeFalse(cond, infrav1.ProjectNotFoundReason, fmt.Sprintf(
 				"project %s (spec.project, or the PacketCluster's spec.projectID) does not exist or %s cannot reach it: %v",
 				access.project, access.source, err))
-			return ctrl.Result{RequeueAfter: r.backoff.next(pm.UID)}, false, nil
+			return ctrl.Result{RequeueAfter: r.retryAfter(s)}, false, nil
 		}
 		return r.metalFailed(ctx, s, cond, access, "reading the device", err)
 	}
@@ -76,7 +81,6 @@ func (r *PacketMachineReconciler) reconcileDevice(ctx context.Context, s *machin
 			return r.createFailed(ctx, s, access, err)
 		}
 	}
-	r.backoff.reset(pm.UID)
 	s.Device, s.raw = dev, raw
 	if pm.Spec.ProviderID == "" {
 		pm.Spec.ProviderID = device.ProviderID(dev.ID)
@@ -140,7 +144,7 @@ func (r *PacketMachineReconciler) createFailed(ctx context.Context, s *machineSc
 	if rerr, ok := errors.AsType[*device.ReservationError](err); ok {
 		s.observeFalse(cond, infrav1.HardwareReservationUnavailableReason,
 			fmt.Sprintf("spec.hardwareReservationID %q: %v", pm.Spec.HardwareReservationID, rerr))
-		return ctrl.Result{RequeueAfter: r.backoff.next(pm.UID)}, false, nil
+		return ctrl.Result{RequeueAfter: r.retryAfter(s)}, false, nil
 	}
 	if metal.IsUnprocessable(err) {
 		msg := fmt.Sprintf("the platform refused to create the device (plan %q, operating system %q, metro %q, facility %q, hardwareReservationID %q): %s",
@@ -150,7 +154,7 @@ func (r *PacketMachineReconciler) createFailed(ctx context.Context, s *machineSc
 			r.Recorder.Eventf(pm, nil, corev1.EventTypeWarning, infrav1.DeviceCreateFailedReason, "CreateDevice", "%s", msg)
 		}
 		s.observeFalse(cond, infrav1.DeviceCreateFailedReason, msg)
-		return ctrl.Result{RequeueAfter: r.backoff.next(pm.UID)}, false, nil
+		return ctrl.Result{RequeueAfter: r.retryAfter(s)}, false, nil
 	}
 	return r.metalFailed(ctx, s, cond, access, "creating the device", err)
 }
@@ -206,7 +210,6 @@ func (r *PacketMachineReconciler) setupFailed(s *machineScope, conditionType str
 // metalFailed reports a failed Metal call on a condition and retries with
 // backoff. The error's text is the client's, which never holds the token.
 func (r *PacketMachineReconciler) metalFailed(ctx context.Context, s *machineScope, conditionType string, access *metalAccess, what string, err error) (ctrl.Result, bool, error) {
-	pm := s.PacketMachine
 	reason, msg := infrav1.MetalAPIErrorReason, fmt.Sprintf("%s: %v (retrying)", what, err)
 	switch {
 	case metal.IsUnauthorized(err):
@@ -216,7 +219,7 @@ func (r *PacketMachineReconciler) metalFailed(ctx context.Context, s *machineSco
 	}
 	ctrl.LoggerFrom(ctx).Info("Metal API call failed", "call", what, "error", err.Error())
 	s.observeFalse(conditionType, reason, msg)
-	return ctrl.Result{RequeueAfter: r.backoff.next(pm.UID)}, false, nil
+	return ctrl.Result{RequeueAfter: r.retryAfter(s)}, false, nil
 }
 
 // machineAddresses are the machine's addresses: the VLAN addresses, then
@@ -261,4 +264,12 @@ func provisioned(pm *infrav1.PacketMachine) {
 func projectRefused(err error) bool {
 	apiErr, ok := errors.AsType[*metal.APIError](err)
 	return ok && (apiErr.StatusCode == http.StatusNotFound || apiErr.StatusCode == http.StatusForbidden)
+}
+
+// retryAfter records a failed Metal call of the machine and returns how long
+// to wait before the next: the backoff grows until a reconcile makes its
+// Metal calls without a failure.
+func (r *PacketMachineReconciler) retryAfter(s *machineScope) time.Duration {
+	s.metalFailed = true
+	return r.backoff.next(s.PacketMachine.UID)
 }

@@ -85,6 +85,10 @@ func (r *PacketClusterReconciler) reconcileEndpoint(ctx context.Context, s *clus
 	if plan.vip {
 		return r.reconcileVIP(ctx, s)
 	}
+	if wait := r.backoff.waiting(pc.UID); plan.reserve && wait > 0 {
+		// The last Metal call failed: its condition stands until the retry.
+		return ctrl.Result{RequeueAfter: wait}, false, nil
+	}
 	if !plan.reserve {
 		if !plan.status {
 			s.observeFalse(cond, plan.reason, plan.message)
@@ -234,6 +238,9 @@ func (r *PacketClusterReconciler) releaseEndpoint(ctx context.Context, s *cluste
 	const cond = infrav1.DeletingCondition
 	if _, managed := pc.Annotations[infrav1.EndpointReservationAnnotation]; !managed {
 		return ctrl.Result{}, true, nil
+	}
+	if wait := r.backoff.waiting(pc.UID); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, false, nil
 	}
 	c, err := r.metal(ctx, s)
 	if err != nil {

@@ -124,16 +124,46 @@ func provisioningPoll(age time.Duration) time.Duration {
 	return min(max(age/4, minPoll), maxPoll)
 }
 
-// backoff spaces the retries of a machine's failed Metal calls: minPoll,
-// doubling up to retryMax, reset once a call succeeds.
+// backoff spaces the retries of an object's failed Metal calls: minPoll,
+// doubling up to retryMax, reset once a call succeeds. A reconcile that an
+// unrelated event brings early (a claim's update, the object's own status
+// write) makes no Metal call before the wait is over: waiting tells how much
+// of it is left.
 type backoff struct {
 	limiter workqueue.TypedRateLimiter[types.UID]
+
+	mu    sync.Mutex
+	until map[types.UID]time.Time
 }
 
 func newBackoff() *backoff {
-	return &backoff{limiter: workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](minPoll, retryMax)}
+	return &backoff{
+		limiter: workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](minPoll, retryMax),
+		until:   map[types.UID]time.Time{},
+	}
 }
 
-func (b *backoff) next(machine types.UID) time.Duration { return b.limiter.When(machine) }
+// next records a failure and returns how long to wait before the next try.
+func (b *backoff) next(obj types.UID) time.Duration {
+	d := b.limiter.When(obj)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.until[obj] = time.Now().Add(d)
+	return d
+}
 
-func (b *backoff) reset(machine types.UID) { b.limiter.Forget(machine) }
+// reset forgets the failures after a success.
+func (b *backoff) reset(obj types.UID) {
+	b.limiter.Forget(obj)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.until, obj)
+}
+
+// waiting is what is left of the wait after the last failure, 0 when the
+// object may call the Metal API again.
+func (b *backoff) waiting(obj types.UID) time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return max(time.Until(b.until[obj]), 0)
+}

@@ -70,3 +70,27 @@ func TestProvisioningPoll(t *testing.T) {
 		}
 	}
 }
+
+func TestBackoff(t *testing.T) {
+	b := newBackoff()
+	if w := b.waiting("m"); w != 0 {
+		t.Fatalf("waiting before any failure = %s", w)
+	}
+	first := b.next("m")
+	if w := b.waiting("m"); w <= 0 || w > first {
+		t.Errorf("waiting after a failure = %s, want (0, %s]", w, first)
+	}
+	if second := b.next("m"); second <= first {
+		t.Errorf("the second wait %s does not grow from %s", second, first)
+	}
+	if w := b.waiting("other"); w != 0 {
+		t.Errorf("another object waits %s", w)
+	}
+	b.reset("m")
+	if w := b.waiting("m"); w != 0 {
+		t.Errorf("waiting after a reset = %s", w)
+	}
+	if again := b.next("m"); again != first {
+		t.Errorf("the wait after a reset = %s, want %s again", again, first)
+	}
+}

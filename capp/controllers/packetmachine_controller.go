@@ -187,6 +187,7 @@ type phase[S any] func(context.Context, S) (result ctrl.Result, done bool, err e
 
 // reconcileNormal runs the phases in order until one is not done.
 func (r *PacketMachineReconciler) reconcileNormal(ctx context.Context, s *machineScope) (ctrl.Result, error) {
+	defer r.resetBackoff(s)
 	return runPhases(ctx, s, &s.observations, []phase[*machineScope]{
 		r.reconcileIPAddresses,
 		r.reconcileBootstrapData,
@@ -196,11 +197,20 @@ func (r *PacketMachineReconciler) reconcileNormal(ctx context.Context, s *machin
 	})
 }
 
+// resetBackoff forgets the machine's failed Metal calls once a reconcile
+// made its calls without a failure.
+func (r *PacketMachineReconciler) resetBackoff(s *machineScope) {
+	if !s.metalFailed && !s.backingOff {
+		r.backoff.reset(s.PacketMachine.UID)
+	}
+}
+
 // reconcileDelete lets the machine go in the opposite order: the device
 // first, followed until the platform has none, then the addresses it used,
 // then the machine.
 func (r *PacketMachineReconciler) reconcileDelete(ctx context.Context, s *machineScope) (ctrl.Result, error) {
 	s.deleting = true
+	defer r.resetBackoff(s)
 	return runPhases(ctx, s, &s.observations, []phase[*machineScope]{
 		r.deleteDevice,
 		r.releaseIPAddresses,

@@ -39,6 +39,10 @@ type machineScope struct {
 
 	observations
 	deleting bool
+	// metalFailed is set when a Metal call failed in this reconcile, and
+	// backingOff when it made none because an earlier one had failed: the
+	// backoff is reset only after a reconcile with neither.
+	metalFailed, backingOff bool
 }
 
 // observations are what the phases of one reconcile observed, for the
