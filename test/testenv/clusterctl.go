@@ -167,3 +167,20 @@ func runTool(dir string, env []string, name string, args ...string) ([]byte, err
 	}
 	return out, nil
 }
+
+// Tool is the path of a program `make test` builds into bin/tools and names
+// in $envVar (e.g. CLUSTERCTL for clusterctl).
+func Tool(envVar, name string) (string, error) {
+	path := os.Getenv(envVar)
+	if path == "" {
+		root, err := repoRoot()
+		if err != nil {
+			return "", err
+		}
+		path = filepath.Join(root, "bin", "tools", name)
+	}
+	if _, err := os.Stat(path); err != nil {
+		return "", fmt.Errorf("%s not found at %s: run 'make test', which builds it into bin/tools and sets $%s", name, path, envVar)
+	}
+	return path, nil
+}

@@ -20,10 +20,8 @@ import (
 
 var _ = Describe("The CAPP CRDs", func() {
 	It("carry the contract label CAPI resolves versions by, and upstream's short names and category", func() {
-		kustomize := os.Getenv("KUSTOMIZE")
-		if kustomize == "" {
-			kustomize = filepath.Join(env.Root, "bin", "tools", "kustomize")
-		}
+		kustomize, err := testenv.Tool("KUSTOMIZE", "kustomize")
+		Expect(err).NotTo(HaveOccurred())
 		out, err := exec.Command(kustomize, "build", filepath.Join(env.Root, "config", "capp", "crd")).Output()
 		Expect(err).NotTo(HaveOccurred(), "kustomize build config/capp/crd (make test builds kustomize)")
 		crds, err := testenv.DecodeObjects(bytes.NewReader(out))

@@ -254,13 +254,9 @@ func checkWiring(t *testing.T, objs []*unstructured.Unstructured) {
 // bin/tools, and fails the test when there is none.
 func tool(t *testing.T, env, name string) string {
 	t.Helper()
-	path := os.Getenv(env)
-	if path == "" {
-		wd, _ := os.Getwd()
-		path = filepath.Join(wd, "..", "..", "..", "bin", "tools", name)
-	}
-	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("%s not found at %s: run 'make test', which builds it into bin/tools and sets $%s", name, path, env)
+	path, err := testenv.Tool(env, name)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return path
 }

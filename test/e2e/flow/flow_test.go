@@ -292,13 +292,9 @@ func poolUsed(ctx context.Context, k8s client.Client, ns string) func() int64 {
 // in $env.
 func tool(t *testing.T, env, name string) string {
 	t.Helper()
-	path := os.Getenv(env)
-	if path == "" {
-		wd, _ := os.Getwd()
-		path = filepath.Join(wd, "..", "..", "..", "bin", "tools", name)
-	}
-	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("%s not found at %s: run 'make test', which builds it and sets $%s", name, path, env)
+	path, err := testenv.Tool(env, name)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return path
 }
