@@ -178,7 +178,8 @@ var _ = Describe("A PacketMachine's device", func() {
 		Eventually(condition(pm, infrav1.VLANsAttachedCondition)).Should(
 			haveCondition(metav1.ConditionTrue, infrav1.VLANsAttachedReason, "bond0: 1001, 1002; eth1: 1003"))
 		Expect(condition(pm, infrav1.DeviceReadyCondition)()).To(haveCondition(metav1.ConditionTrue, infrav1.DeviceActiveReason, id))
-		Expect(get(pm).Status.Initialization.Provisioned).To(Equal(ptr.To(true)))
+		// Conditions are patched apart from the rest of the status.
+		Eventually(func() *bool { return get(pm).Status.Initialization.Provisioned }).Should(Equal(ptr.To(true)))
 		dev, err = metalAPI.GetDevice(ctx, id)
 		Expect(err).NotTo(HaveOccurred())
 		bond0, _ := vlansOf(dev, "bond0")
