@@ -231,16 +231,11 @@ func (r *PacketMachineReconciler) releaseIPAddresses(ctx context.Context, s *mac
 			continue
 		}
 		remaining++
-		base := claim.DeepCopy()
-		if controllerutil.RemoveFinalizer(claim, infrav1.IPClaimProtectionFinalizer) {
-			if err := r.Client.Patch(ctx, claim, client.MergeFrom(base)); err != nil {
-				return ctrl.Result{}, false, fmt.Errorf("releasing IPAddressClaim %s: %w", claim.Name, err)
-			}
+		deleted, err := releaseClaim(ctx, r.Client, claim, infrav1.IPClaimProtectionFinalizer)
+		if err != nil {
+			return ctrl.Result{}, false, err
 		}
-		if claim.DeletionTimestamp.IsZero() {
-			if err := r.Client.Delete(ctx, claim); client.IgnoreNotFound(err) != nil {
-				return ctrl.Result{}, false, fmt.Errorf("deleting IPAddressClaim %s: %w", claim.Name, err)
-			}
+		if deleted {
 			r.Recorder.Eventf(pm, nil, corev1.EventTypeNormal, "IPAddressClaimReleased", "ReleaseIPAddress", "Released IPAddressClaim %s", claim.Name)
 		}
 	}

@@ -161,16 +161,11 @@ func (r *PacketClusterReconciler) releaseVIP(ctx context.Context, s *clusterScop
 	if !metav1.IsControlledBy(claim, pc) {
 		return ctrl.Result{}, true, nil
 	}
-	base := claim.DeepCopy()
-	if controllerutil.RemoveFinalizer(claim, infrav1.VIPClaimProtectionFinalizer) {
-		if err := r.Client.Patch(ctx, claim, client.MergeFrom(base)); err != nil {
-			return ctrl.Result{}, false, fmt.Errorf("releasing IPAddressClaim %s: %w", claim.Name, err)
-		}
+	deleted, err := releaseClaim(ctx, r.Client, claim, infrav1.VIPClaimProtectionFinalizer)
+	if err != nil {
+		return ctrl.Result{}, false, err
 	}
-	if claim.DeletionTimestamp.IsZero() {
-		if err := r.Client.Delete(ctx, claim); client.IgnoreNotFound(err) != nil {
-			return ctrl.Result{}, false, fmt.Errorf("deleting IPAddressClaim %s: %w", claim.Name, err)
-		}
+	if deleted {
 		r.Recorder.Eventf(pc, nil, corev1.EventTypeNormal, "VIPClaimReleased", "ReleaseVIP", "Released IPAddressClaim %s", claim.Name)
 	}
 	// The claim's deletion, once its IPAM provider has let the address go,
