@@ -59,7 +59,7 @@ func certManagerDir() (string, error) {
 		return "", err
 	}
 	defer os.RemoveAll(dir)
-	out, err := runTool(dir, append(os.Environ(), "GOFLAGS=", "GOWORK=off"),
+	out, err := RunTool(dir, append(os.Environ(), "GOFLAGS=", "GOWORK=off"),
 		"go", "mod", "download", "-json", certManagerModule+"@"+certManagerVersion)
 	if err != nil {
 		return "", err
@@ -88,7 +88,7 @@ func WriteClusterctlRepository(root, dir, kustomize string, kubeadm bool) (confi
 	if err != nil {
 		return "", err
 	}
-	capiVersion, err := runTool(root, nil, "go", "list", "-m", "-f", "{{.Version}}", "sigs.k8s.io/cluster-api")
+	capiVersion, err := RunTool(root, nil, "go", "list", "-m", "-f", "{{.Version}}", "sigs.k8s.io/cluster-api")
 	if err != nil {
 		return "", err
 	}
@@ -107,7 +107,7 @@ func WriteClusterctlRepository(root, dir, kustomize string, kubeadm bool) (confi
 	var cfg strings.Builder
 	cfg.WriteString("providers:\n")
 	for _, p := range providers {
-		components, err := runTool(p.dir, nil, kustomize, "build", p.kustomization)
+		components, err := RunTool(p.dir, nil, kustomize, "build", p.kustomization)
 		if err != nil {
 			return "", err
 		}
@@ -150,10 +150,10 @@ func (e *Environment) DeleteWebhookConfigurations(ctx context.Context) error {
 	return nil
 }
 
-// runTool runs a program in dir, with env as its whole environment
+// RunTool runs a program in dir, with env as its whole environment
 // (beside PATH) when not nil, and returns its standard output, or an error
 // showing its standard error.
-func runTool(dir string, env []string, name string, args ...string) ([]byte, error) {
+func RunTool(dir string, env []string, name string, args ...string) ([]byte, error) {
 	cmd := exec.Command(name, args...)
 	cmd.Dir = dir
 	var stderr bytes.Buffer

@@ -12,7 +12,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -266,16 +265,9 @@ func tool(t *testing.T, env, name string) string {
 // program fails.
 func run(t *testing.T, dir string, env []string, name string, args ...string) []byte {
 	t.Helper()
-	cmd := exec.Command(name, args...)
-	cmd.Dir = dir
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if env != nil {
-		cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
-	}
-	out, err := cmd.Output()
+	out, err := testenv.RunTool(dir, env, name, args...)
 	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", filepath.Base(name), strings.Join(args, " "), err, stderr.String())
+		t.Fatal(err)
 	}
 	return out
 }
