@@ -12,6 +12,7 @@ import (
 var (
 	opFindIPReservations = operation{name: "findIPReservations"}
 	opFindIPAddressByID  = operation{name: "findIPAddressById"}
+	opCreateIPAssignment = operation{name: "createIPAssignment"}
 )
 
 // ReservePublicIPv4 reserves one public IPv4 address (a /32) in metro, in the
@@ -91,4 +92,15 @@ func (c *Client) GetIPReservation(ctx context.Context, id string) (*metalv1.IPRe
 		return nil, fmt.Errorf("metal %s: %s is not a public IP reservation", opFindIPAddressByID.name, id)
 	}
 	return got.IPReservation, nil
+}
+
+// AssignIPAddress routes address, a reserved public IPv4 address of the
+// device's project and metro, to the device. The create is not repeated on
+// failure: a lost answer may have assigned it, which the reservation's
+// assignments show.
+func (c *Client) AssignIPAddress(ctx context.Context, deviceID, address string) (*metalv1.IPAssignment, error) {
+	return call(ctx, c, opCreateIPAssignment, func(ctx context.Context) (*metalv1.IPAssignment, *http.Response, error) {
+		return c.api.DevicesApi.CreateIPAssignment(ctx, deviceID).
+			IPAssignmentInput(metalv1.IPAssignmentInput{Address: address}).Execute()
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"strings"
 	"testing"
 
 	metalv1 "github.com/equinix/equinix-sdk-go/services/metalv1"
@@ -125,4 +126,69 @@ func TestPublicIPv4ReservationRefused(t *testing.T) {
 func errors422(err error) bool {
 	apiErr, ok := errors.AsType[*metal.APIError](err)
 	return metal.IsUnprocessable(err) && ok && len(apiErr.Messages) > 0
+}
+
+// An elastic address is routed to one device at a time, in its metro; the
+// reservation shows where it is routed, and a device's deletion frees it.
+func TestIPAssignments(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	ctx := context.Background()
+	res, err := e.client.ReservePublicIPv4(ctx, "da", []string{"cluster:a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	elsewhere, err := e.client.ReservePublicIPv4(ctx, "ny", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, second := e.device(t, "cp-1"), e.device(t, "cp-2")
+
+	a, err := e.client.AssignIPAddress(ctx, first.GetId(), res.GetAddress()+"/32")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.GetAddress() != res.GetAddress() || !strings.HasSuffix(a.AssignedTo.GetHref(), first.GetId()) || a.GetManagement() {
+		t.Errorf("assignment = address %s to %s management %t", a.GetAddress(), a.AssignedTo.GetHref(), a.GetManagement())
+	}
+	got, err := e.client.GetIPReservation(ctx, res.GetId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if as := got.GetAssignments(); len(as) != 1 || as[0].GetId() != a.GetId() {
+		t.Errorf("reservation lists assignments %v, want %s", as, a.GetId())
+	}
+	dev, err := e.client.GetDevice(ctx, first.GetId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(dev.GetIpAddresses()); n != len(first.GetIpAddresses())+1 {
+		t.Errorf("device has %d addresses after the assignment, want %d", n, len(first.GetIpAddresses())+1)
+	}
+
+	refused := []struct {
+		name, device, address string
+	}{
+		{"already routed", second.GetId(), res.GetAddress()},
+		{"routed here already", first.GetId(), res.GetAddress()},
+		{"other metro", first.GetId(), elsewhere.GetAddress()},
+		{"not reserved", first.GetId(), "203.0.113.7"},
+	}
+	for _, c := range refused {
+		if _, err := e.client.AssignIPAddress(ctx, c.device, c.address); !metal.IsUnprocessable(err) {
+			t.Errorf("%s: assigning %s = %v, want unprocessable", c.name, c.address, err)
+		}
+	}
+	if err := e.client.DeleteIPReservation(ctx, res.GetId()); !metal.IsUnprocessable(err) {
+		t.Errorf("deleting an assigned reservation = %v, want unprocessable", err)
+	}
+
+	if err := e.client.DeleteDevice(ctx, first.GetId()); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := e.client.GetIPReservation(ctx, res.GetId()); err != nil || len(got.GetAssignments()) != 0 {
+		t.Errorf("after the device's deletion the reservation lists %v (%v), want no assignment", got.GetAssignments(), err)
+	}
+	if _, err := e.client.AssignIPAddress(ctx, second.GetId(), res.GetAddress()); err != nil {
+		t.Errorf("assigning the freed address to another device: %v", err)
+	}
 }

@@ -128,6 +128,11 @@ func (w *world) removeDevice(d *device) {
 			delete(w.batches, id)
 		}
 	}
+	for _, res := range w.publicIPs {
+		if res.assignment != nil && res.assignment.deviceID == d.id {
+			res.assignment = nil
+		}
+	}
 	delete(w.devices, d.id)
 }
 
@@ -243,7 +248,7 @@ func (w *world) apiDevice(d *device) metalv1.Device {
 		Project:            projectRef(d.projectID),
 		ProjectLite:        &metalv1.DeviceProjectLite{Href: href("projects", d.projectID)},
 		NetworkPorts:       render(d.ports, func(id string) metalv1.Port { return w.apiPort(w.ports[id], includes{}) }),
-		IpAddresses:        d.apiAddresses(),
+		IpAddresses:        append(d.apiAddresses(), w.assignedTo(d.id)...),
 		ProvisioningEvents: provisioning,
 		CreatedAt:          &d.created,
 		UpdatedAt:          &d.updated,

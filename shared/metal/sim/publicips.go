@@ -10,6 +10,7 @@ import (
 	"time"
 
 	metalv1 "github.com/equinix/equinix-sdk-go/services/metalv1"
+	"github.com/google/uuid"
 )
 
 // publicBlock is where the simulator's public IPv4 addresses come from: a
@@ -37,6 +38,16 @@ type publicIP struct {
 	tags       []string
 	details    string
 	customdata map[string]any
+	// assignment is the address's assignment to a device; a /32 is
+	// routed to one device at a time. Nil while unassigned.
+	assignment *ipAssignment
+}
+
+// ipAssignment routes a reserved address to a device.
+type ipAssignment struct {
+	id       string
+	deviceID string
+	created  time.Time
 }
 
 // addPublicIP gives res the first free address of its metro's block and
@@ -87,7 +98,78 @@ func apiPublicIP(res *publicIP) metalv1.IPReservation {
 	if res.details != "" {
 		out.Details = &res.details
 	}
+	if res.assignment != nil {
+		out.Assignments = []metalv1.IPAssignment{apiAssignment(res)}
+	}
 	return out
+}
+
+// apiAssignment renders the assignment of res the way the API answers for
+// an elastic address: public, not a management address of the device.
+func apiAssignment(res *publicIP) metalv1.IPAssignment {
+	a := res.assignment
+	return metalv1.IPAssignment{
+		Id:            &a.id,
+		Href:          metalv1.PtrString(href("ips", a.id)),
+		Address:       metalv1.PtrString(res.addr.String()),
+		Network:       metalv1.PtrString(res.addr.String()),
+		Gateway:       metalv1.PtrString(res.addr.String()),
+		Cidr:          metalv1.PtrInt32(32),
+		Netmask:       metalv1.PtrString("255.255.255.255"),
+		AddressFamily: metalv1.PtrInt32(4),
+		Public:        metalv1.PtrBool(true),
+		Management:    metalv1.PtrBool(false),
+		Manageable:    metalv1.PtrBool(true),
+		Enabled:       metalv1.PtrBool(true),
+		AssignedTo:    ref("devices", a.deviceID),
+		ParentBlock:   &metalv1.ParentBlock{Network: metalv1.PtrString(res.addr.String()), Cidr: metalv1.PtrInt32(32), Href: metalv1.PtrString(href("ips", res.id))},
+		CreatedAt:     &a.created,
+	}
+}
+
+// assignedTo is the rendering of every address assigned to the device.
+func (w *world) assignedTo(deviceID string) []metalv1.IPAssignment {
+	var out []metalv1.IPAssignment
+	for _, res := range sorted(w.publicIPs, func(res *publicIP) bool {
+		return res.assignment != nil && res.assignment.deviceID == deviceID
+	}) {
+		out = append(out, apiAssignment(res))
+	}
+	return out
+}
+
+// POST /devices/{id}/ips {"address"}: routes a reserved public address of
+// the device's project and metro to the device. An address already routed
+// (to this device or another) is refused: it has to be unassigned first.
+func (s *Server) createIPAssignment(r *request) (reply, error) {
+	d, err := find(r, s.world.devices, "id")
+	if err != nil {
+		return reply{}, err
+	}
+	var in metalv1.IPAssignmentInput
+	if err := decode(r.Request, &in); err != nil {
+		return reply{}, err
+	}
+	addr, err := netip.ParseAddr(strings.TrimSuffix(in.Address, "/32"))
+	if err != nil {
+		return reply{}, errorf(http.StatusUnprocessableEntity, "address %q is not an IPv4 address or /32", in.Address)
+	}
+	if d.state == metalv1.DEVICESTATE_DEPROVISIONING {
+		return reply{}, errorf(http.StatusUnprocessableEntity, "device %s is being deprovisioned", d.id)
+	}
+	reserved := sorted(s.world.publicIPs, func(res *publicIP) bool { return res.projectID == d.projectID && res.addr == addr })
+	if len(reserved) == 0 {
+		return reply{}, errorf(http.StatusUnprocessableEntity, "address %s is not reserved in the device's project", addr)
+	}
+	res := reserved[0]
+	switch {
+	case res.metro != d.metro:
+		return reply{}, errorf(http.StatusUnprocessableEntity, "address %s is reserved in metro %s, the device is in metro %s", addr, res.metro, d.metro)
+	case res.assignment != nil:
+		return reply{}, errorf(http.StatusUnprocessableEntity, "address %s is already assigned to device %s", addr, res.assignment.deviceID)
+	}
+	res.assignment = &ipAssignment{id: uuid.NewString(), deviceID: d.id, created: r.now}
+	return created(apiAssignment(res))
 }
 
 // createPublicIP serves POST /projects/{id}/ips for type public_ipv4. Only

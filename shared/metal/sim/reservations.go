@@ -171,6 +171,9 @@ func (s *Server) createReservation(r *request) (reply, error) {
 // DELETE /ips/{id}: a public or a VRF reservation.
 func (s *Server) deleteReservation(r *request) (reply, error) {
 	if res, err := find(r, s.world.publicIPs, "id"); err == nil {
+		if a := res.assignment; a != nil {
+			return reply{}, errorf(http.StatusUnprocessableEntity, "address %s is assigned to device %s: unassign it before deleting the reservation", res.addr, a.deviceID)
+		}
 		delete(s.world.publicIPs, res.id)
 		return noContent()
 	}
