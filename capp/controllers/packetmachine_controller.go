@@ -10,6 +10,8 @@
 //	  reconcileBootstrapData bootstrap data + network configuration -> Secret
 //	  reconcileDevice        the device: adopted by tag or created, until active
 //	  reconcilePorts         NICs out of the bond, one VLAN batch per port
+//	  reconcileEndpointAddress the cluster's reserved endpoint routed to the
+//	                         first control-plane device (vipManager CPEM)
 //	  reconcileNodeReport    the node's user state: its network configured
 //	reconcileDelete
 //	  deleteDevice           the device, followed until the platform has none
@@ -193,6 +195,7 @@ func (r *PacketMachineReconciler) reconcileNormal(ctx context.Context, s *machin
 		r.reconcileBootstrapData,
 		r.reconcileDevice,
 		r.reconcilePorts,
+		r.reconcileEndpointAddress,
 		r.reconcileNodeReport,
 	})
 }

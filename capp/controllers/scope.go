@@ -93,12 +93,16 @@ func (s *machineScope) reasonChanges(conditionType, reason string) bool {
 var lifecycle = []struct {
 	conditionType string
 	waitingFor    string
+	// optional conditions apply to some machines only: they appear once
+	// their phase observed them, never as waiting.
+	optional bool
 }{
-	{infrav1.IPAddressClaimedCondition, "the networks' addresses (IPAddressClaimed)"},
-	{infrav1.BootstrapDataRenderedCondition, "the user-data (BootstrapDataRendered)"},
-	{infrav1.DeviceReadyCondition, "the device (DeviceReady)"},
-	{infrav1.VLANsAttachedCondition, "the VLANs (VLANsAttached)"},
-	{infrav1.NodeNetworkConfiguredCondition, "the node's report (NodeNetworkConfigured)"},
+	{infrav1.IPAddressClaimedCondition, "the networks' addresses (IPAddressClaimed)", false},
+	{infrav1.BootstrapDataRenderedCondition, "the user-data (BootstrapDataRendered)", false},
+	{infrav1.DeviceReadyCondition, "the device (DeviceReady)", false},
+	{infrav1.VLANsAttachedCondition, "the VLANs (VLANsAttached)", false},
+	{infrav1.ControlPlaneEndpointAssignedCondition, "the endpoint's address (ControlPlaneEndpointAssigned)", true},
+	{infrav1.NodeNetworkConfiguredCondition, "the node's report (NodeNetworkConfigured)", false},
 }
 
 // ownedConditions are the conditions this reconciler writes: the patch
@@ -109,6 +113,7 @@ var ownedConditions = []string{
 	infrav1.BootstrapDataRenderedCondition,
 	infrav1.DeviceReadyCondition,
 	infrav1.VLANsAttachedCondition,
+	infrav1.ControlPlaneEndpointAssignedCondition,
 	infrav1.NodeNetworkConfiguredCondition,
 	infrav1.ReadyCondition,
 	infrav1.DeletingCondition,
@@ -131,6 +136,8 @@ func (s *machineScope) setConditions() {
 		o, ok := s.observed[c.conditionType]
 		switch {
 		case ok:
+		case c.optional:
+			continue
 		case waitingFor != "" && !s.failed:
 			o = observation{status: metav1.ConditionFalse, reason: infrav1.WaitingForPreviousReason, message: "waiting for " + waitingFor}
 		default:
@@ -146,9 +153,13 @@ func (s *machineScope) setConditions() {
 		}
 	}
 	types := make(conditions.ForConditionTypes, len(lifecycle))
+	var optional conditions.IgnoreTypesIfMissing
 	for i, c := range lifecycle {
 		types[i] = c.conditionType
+		if c.optional {
+			optional = append(optional, c.conditionType)
+		}
 	}
 	// The summary cannot fail on a type list without negative polarity.
-	_ = conditions.SetSummaryCondition(pm, pm, infrav1.ReadyCondition, types)
+	_ = conditions.SetSummaryCondition(pm, pm, infrav1.ReadyCondition, types, optional)
 }

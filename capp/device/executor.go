@@ -26,6 +26,8 @@ type API interface {
 	DisbondPort(ctx context.Context, portID string, bulk bool) (*metalv1.Port, error)
 	CreateVLANAssignmentBatch(ctx context.Context, portID string, changes []metal.VLANAssignment) (*metalv1.PortVlanAssignmentBatch, error)
 	ListVLANAssignmentBatches(ctx context.Context, portID string) ([]metalv1.PortVlanAssignmentBatch, error)
+	GetIPReservation(ctx context.Context, id string) (*metalv1.IPReservation, error)
+	AssignIPAddress(ctx context.Context, deviceID, address string) (*metalv1.IPAssignment, error)
 }
 
 var _ API = (*metal.Client)(nil)

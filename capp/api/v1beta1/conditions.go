@@ -71,6 +71,12 @@ const (
 	// network configuration through the metadata service's user state.
 	NodeNetworkConfiguredCondition = "NodeNetworkConfigured"
 
+	// ControlPlaneEndpointAssignedCondition says whether the address the
+	// provider reserved as the cluster's endpoint (vipManager CPEM) is routed
+	// to a control-plane device. Only control-plane machines of such
+	// clusters have it.
+	ControlPlaneEndpointAssignedCondition = "ControlPlaneEndpointAssigned"
+
 	// ReadyCondition summarises the conditions above (CAPI's Ready).
 	ReadyCondition = "Ready"
 
@@ -203,6 +209,19 @@ const (
 	// VIPAddressInvalidReason: the address bound to the claim of spec.vip
 	// cannot be the endpoint (not an address, or another host is set).
 	VIPAddressInvalidReason = "VIPAddressInvalid"
+)
+
+// Reasons of ControlPlaneEndpointAssigned.
+const (
+	// EndpointAssignedReason: the endpoint's address is routed to this
+	// machine's device.
+	EndpointAssignedReason = "EndpointAssigned"
+	// EndpointAssignedElsewhereReason: another control-plane device has the
+	// address; the cloud provider moves it when that one fails.
+	EndpointAssignedElsewhereReason = "EndpointAssignedElsewhere"
+	// EndpointAssignRefusedReason: the platform refused to route the address
+	// to the device; retried with backoff.
+	EndpointAssignRefusedReason = "EndpointAssignRefused"
 )
 
 // Reasons of a PacketCluster's Deleting.

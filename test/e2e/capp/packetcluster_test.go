@@ -1,7 +1,9 @@
 package capp
 
 import (
+	"net/http"
 	"net/netip"
+	"path"
 
 	metalv1 "github.com/equinix/equinix-sdk-go/services/metalv1"
 	. "github.com/onsi/ginkgo/v2"
@@ -14,6 +16,7 @@ import (
 
 	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/capp/controllers"
+	"github.com/metal-vrf/cluster-api-metal-vrf/capp/device"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal/sim"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal/sim/simtest"
 )
@@ -174,5 +177,67 @@ var _ = Describe("A PacketCluster", func() {
 		Expect(getCluster(pc).Status.Initialization.Provisioned).To(BeNil())
 		Expect(k8s.Delete(ctx, pc)).To(Succeed())
 		Eventually(gone(pc)).Should(BeTrue())
+	})
+})
+
+var _ = Describe("The endpoint a CPEM PacketCluster reserved", func() {
+	It("is routed to the first active control-plane device only, retried when refused, and freed with that device", func() {
+		ns := newNamespace()
+		pc := packetCluster(ns, nil)
+		Eventually(clusterCondition(pc, infrav1.ControlPlaneEndpointReadyCondition)).Should(haveCondition(metav1.ConditionTrue, infrav1.ControlPlaneEndpointReservedReason, ""))
+		res := reservationsOf(getCluster(pc))
+		Expect(res).To(HaveLen(1))
+		endpoint := res[0].GetAddress()
+		ports := []infrav1.Port{{Name: "bond0", Networks: []infrav1.Network{{VXLAN: simtest.NodesVXLAN, Address: "10.60.5.5/24"}}}}
+		routedTo := func() []string {
+			got, err := metalAPI.GetIPReservation(ctx, res[0].GetId())
+			Expect(err).NotTo(HaveOccurred())
+			var ids []string
+			for _, a := range got.GetAssignments() {
+				ids = append(ids, path.Base(a.AssignedTo.GetHref()))
+			}
+			return ids
+		}
+
+		By("routing it to the first control-plane device, after the platform refused once")
+		metalSim.FailNext(sim.OpCreateIPAssignment, 1, http.StatusUnprocessableEntity, 0)
+		first, firstPM := machineFixture(ns, "cp-1", ports)
+		controlPlane(first)
+		setBootstrapData(first, bootstrapData)
+		Eventually(condition(firstPM, infrav1.ControlPlaneEndpointAssignedCondition)).Should(
+			haveCondition(metav1.ConditionFalse, infrav1.EndpointAssignRefusedReason, "the platform refused to route the endpoint "+endpoint))
+		Eventually(condition(firstPM, infrav1.ControlPlaneEndpointAssignedCondition)).Should(
+			haveCondition(metav1.ConditionTrue, infrav1.EndpointAssignedReason, endpoint))
+		firstDevice := device.DeviceID(get(firstPM).Spec.ProviderID)
+		Expect(routedTo()).To(Equal([]string{firstDevice}))
+		Expect(metalSim.Calls(sim.OpCreateIPAssignment)).To(Equal(2))
+		Eventually(func() []clusterv1.MachineAddress { return get(firstPM).Status.Addresses }).Should(
+			ContainElement(clusterv1.MachineAddress{Type: clusterv1.MachineExternalIP, Address: endpoint}))
+
+		By("leaving it where it is for a second control-plane machine, and out of a worker's way")
+		second, secondPM := machineFixture(ns, "cp-2", ports)
+		controlPlane(second)
+		worker, workerPM := machineFixture(ns, "worker", ports)
+		setBootstrapData(second, bootstrapData)
+		setBootstrapData(worker, bootstrapData)
+		Eventually(condition(secondPM, infrav1.ControlPlaneEndpointAssignedCondition)).Should(
+			haveCondition(metav1.ConditionTrue, infrav1.EndpointAssignedElsewhereReason, firstDevice))
+		Eventually(condition(workerPM, infrav1.VLANsAttachedCondition)).Should(HaveField("Status", metav1.ConditionTrue))
+		Consistently(condition(workerPM, infrav1.ControlPlaneEndpointAssignedCondition), "2s").Should(BeNil())
+		Expect(routedTo()).To(Equal([]string{firstDevice}))
+		Expect(metalSim.Calls(sim.OpCreateIPAssignment)).To(Equal(2))
+
+		By("freeing it with the first device; the cluster then releases the reservation")
+		for _, pm := range []*infrav1.PacketMachine{firstPM, secondPM, workerPM} {
+			Expect(k8s.Delete(ctx, pm)).To(Succeed())
+		}
+		Eventually(deviceGone(firstDevice)).Should(BeTrue())
+		Expect(routedTo()).To(BeEmpty())
+		for _, pm := range []*infrav1.PacketMachine{firstPM, secondPM, workerPM} {
+			Eventually(gone(pm)).Should(BeTrue())
+		}
+		Expect(k8s.Delete(ctx, getCluster(pc))).To(Succeed())
+		Eventually(gone(pc)).Should(BeTrue())
+		Expect(reservationsOf(pc)).To(BeEmpty())
 	})
 })
