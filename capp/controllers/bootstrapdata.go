@@ -1,12 +1,15 @@
 package controllers
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -54,7 +57,18 @@ func (r *PacketMachineReconciler) reconcileBootstrapData(ctx context.Context, s 
 		s.observeFalse(infrav1.BootstrapDataRenderedCondition, reason, wait)
 		return ctrl.Result{}, false, nil
 	}
-	userData, err := cloudinit.UserData(bootstrap.Data[UserDataKey], s.Networks, r.Render, kubeVIP...)
+	data, err := r.expandUpstream(ctx, s, bootstrap.Data[UserDataKey])
+	if err != nil {
+		if serr, ok := errors.AsType[*setupError](err); ok {
+			s.observeFalse(infrav1.BootstrapDataRenderedCondition, serr.reason, serr.message)
+			return ctrl.Result{RequeueAfter: noCredentials}, false, nil
+		}
+		if terr, ok := errors.AsType[*cloudinit.UpstreamTemplateError](err); ok {
+			return r.bootstrapDataInvalid(s, fmt.Errorf("bootstrap data Secret %s: %w", *dataSecretName, terr))
+		}
+		return ctrl.Result{}, false, err
+	}
+	userData, err := cloudinit.UserData(data, s.Networks, r.Render, kubeVIP...)
 	if err != nil {
 		return r.bootstrapDataInvalid(s, fmt.Errorf("bootstrap data Secret %s: %w", *dataSecretName, err))
 	}
@@ -80,6 +94,32 @@ func (r *PacketMachineReconciler) reconcileBootstrapData(ctx context.Context, s 
 	s.UserData = userData
 	s.observeTrue(infrav1.BootstrapDataRenderedCondition, infrav1.BootstrapDataRenderedReason, "")
 	return ctrl.Result{}, true, nil
+}
+
+// expandUpstream fills in the values of bootstrap data written for upstream
+// CAPP (see cloudinit.ExpandUpstream): the Machine's Kubernetes version, and
+// on a control-plane machine the PacketCluster's endpoint host and, only when the data
+// asks for it, the Metal API token of the cluster's credentials, as
+// upstream gave them.
+func (r *PacketMachineReconciler) expandUpstream(ctx context.Context, s *machineScope, data []byte) ([]byte, error) {
+	values := cloudinit.UpstreamValues{KubernetesVersion: s.Machine.Spec.Version}
+	if util.IsControlPlaneMachine(s.Machine) && bytes.Contains(data, []byte("{{")) {
+		pc, err := r.packetCluster(ctx, s)
+		if err != nil {
+			return nil, err
+		}
+		values.ControlPlaneEndpoint = pc.Spec.ControlPlaneEndpoint.Host
+		if bytes.Contains(data, []byte(".apiKey")) {
+			creds := credentials{reader: r.APIReader, cache: r.Credentials, getenv: r.Getenv}
+			c, _, err := creds.client(ctx, s.PacketMachine.Namespace, pc)
+			if err != nil {
+				return nil, err
+			}
+			values.APIKey = c.APIKey()
+		}
+	}
+	out, _, err := cloudinit.ExpandUpstream(data, values)
+	return out, err
 }
 
 // bootstrapDataInvalid reports bootstrap data that cannot be merged; only a

@@ -189,6 +189,11 @@ func (c *Client) InProject(projectID string) *Client {
 	return &scoped
 }
 
+// APIKey is the client's token, for the one caller that must hand it on:
+// bootstrap data written for upstream CAPP asks for it ({{ .apiKey }}) to
+// configure the cloud provider on control-plane nodes.
+func (c *Client) APIKey() string { return c.api.GetConfig().DefaultHeader["X-Auth-Token"] }
+
 // ProjectID is the project the client's project-level operations act in.
 func (c *Client) ProjectID() string { return c.projectID }
 

@@ -72,7 +72,7 @@ func WriteTemp(t T, name, content string) string {
 }
 
 // instanceData is what a node's Jinja user-data is rendered with.
-const instanceData = `{"ds":{"meta_data":{"local_hostname":"node-a","instance_id":"d-1"}},"v1":{"local_hostname":"node-a"}}`
+const instanceData = `{"ds":{"meta_data":{"local_hostname":"node-a","instance_id":"d-1"}},"v1":{"local_hostname":"node-a","instance_id":"d-1"}}`
 
 // CloudInitSchema renders user-data as cloud-init does on the node (through
 // Jinja when it starts with "## template: jinja") and validates the result

@@ -5,6 +5,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -12,7 +13,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
+	"github.com/metal-vrf/cluster-api-metal-vrf/capp/controllers"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal/sim/simtest"
+	"github.com/metal-vrf/cluster-api-metal-vrf/test/nodetools"
 )
 
 // upstreamObjects are infrastructure objects in the shape upstream CAPP
@@ -89,5 +92,56 @@ var _ = Describe("Upstream CAPP's infrastructure objects", func() {
 		Expect(getCluster(pc).Spec.ControlPlaneEndpoint.Host).NotTo(BeEmpty())
 		Expect(k8s.Delete(ctx, getCluster(pc))).To(Succeed())
 		Eventually(gone(pc)).Should(BeTrue())
+	})
+})
+
+// upstreamBootstrap is bootstrap data in the shape upstream CAPP's cluster
+// templates give their KubeadmControlPlane: a Go template with the
+// endpoint, the token and the Kubernetes version, and cloud-init's Jinja
+// escaped from it.
+const upstreamBootstrap = `## template: jinja
+#cloud-config
+write_files:
+- path: /etc/kubeadm-extra.yaml
+  content: |
+    provider-id: equinixmetal://{{ ` + "`{{ v1.instance_id }}`" + ` }}
+runcmd:
+- ip addr add {{ .controlPlaneEndpoint }} dev lo
+- |
+  echo 'cloud-sa.json={"apiKey": "{{ .apiKey }}"}' > /tmp/cpem
+- echo {{ .kubernetesVersion }}
+- kubeadm init
+`
+
+var _ = Describe("Bootstrap data written for upstream CAPP", func() {
+	It("gets upstream's template values on a control-plane machine, and a worker asking for the endpoint is told why not", func() {
+		ns := newNamespace()
+		cp, cpm := machineFixture(ns, "cp", nil)
+		controlPlane(cp)
+		worker, wpm := machineFixture(ns, "worker", nil)
+		for _, m := range []*clusterv1.Machine{cp, worker} {
+			base := m.DeepCopy()
+			m.Spec.Version = "v1.34.1"
+			Expect(k8s.Patch(ctx, m, client.MergeFrom(base))).To(Succeed())
+			setBootstrapData(m, upstreamBootstrap)
+		}
+
+		Eventually(condition(cpm, infrav1.BootstrapDataRenderedCondition)).Should(
+			haveCondition(metav1.ConditionTrue, infrav1.BootstrapDataRenderedReason, ""))
+		secret := &corev1.Secret{}
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.UserDataSecretName(cpm.Name)}, secret)).To(Succeed())
+		userData := string(secret.Data[controllers.UserDataKey])
+		nodetools.CloudInitSchema(GinkgoT(), secret.Data[controllers.UserDataKey])
+		Expect(userData).To(HavePrefix("## template: jinja\n#cloud-config\n"))
+		Expect(userData).To(ContainSubstring("provider-id: equinixmetal://{{ v1.instance_id }}"))
+		Expect(userData).To(ContainSubstring("ip addr add " + userEndpoint + " dev lo"))
+		Expect(userData).To(ContainSubstring(`{"apiKey": "` + simtest.APIKey + `"}`))
+		Expect(userData).To(ContainSubstring("echo v1.34.1"))
+		Expect(userData).NotTo(ContainSubstring("{{ ."))
+
+		Eventually(condition(wpm, infrav1.BootstrapDataRenderedCondition)).Should(
+			haveCondition(metav1.ConditionFalse, infrav1.BootstrapDataInvalidReason, "{{ .controlPlaneEndpoint }}"))
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.UserDataSecretName(wpm.Name)}, &corev1.Secret{})).
+			To(MatchError(ContainSubstring("not found")))
 	})
 })
