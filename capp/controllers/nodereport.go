@@ -3,9 +3,11 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -20,8 +22,15 @@ import (
 func (r *PacketMachineReconciler) reconcileNodeReport(ctx context.Context, s *machineScope) (ctrl.Result, bool, error) {
 	pm := s.PacketMachine
 	const cond = infrav1.NodeNetworkConfiguredCondition
-	if c := conditions.Get(pm, cond); c != nil && c.Reason == infrav1.NodeNetworkConfiguredReason {
+	if c := conditions.Get(pm, cond); c != nil && c.Status == metav1.ConditionTrue {
 		s.observeTrue(cond, c.Reason, c.Message)
+		return ctrl.Result{}, true, nil
+	}
+	if !slices.Contains(s.raw.GetTags(), deviceTag(pm)) {
+		// Only a device this provider created runs its network script; one
+		// adopted by its ID after an upgrade from upstream CAPP never reports.
+		s.observeTrue(cond, infrav1.NodeReportNotExpectedReason, fmt.Sprintf(
+			"device %s was not created by this provider (it lacks the tag %s): its node runs no network script to report", s.Device.ID, deviceTag(pm)))
 		return ctrl.Result{}, true, nil
 	}
 	events, err := s.access.executor.Events(ctx, s.Device.ID)

@@ -3,6 +3,8 @@ package controllers
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,6 +25,9 @@ import (
 // object its finalizer. Without the label, or once the Cluster is gone, there
 // is nothing to be paused by. stop reports that the reconcile ends here.
 func startReconcile(ctx context.Context, c client.Client, obj paused.ConditionSetter, finalizer string) (_ context.Context, _ *clusterv1.Cluster, stop bool, _ error) {
+	if err := dropUpstreamConditions(ctx, c, obj); err != nil {
+		return ctx, nil, true, err
+	}
 	cluster, err := util.GetClusterFromMetadata(ctx, c, metav1.ObjectMeta{Namespace: obj.GetNamespace(), Labels: obj.GetLabels()})
 	if err != nil && !errors.Is(err, util.ErrNoCluster) && !apierrors.IsNotFound(err) {
 		return ctx, nil, true, err
@@ -39,4 +44,23 @@ func startReconcile(ctx context.Context, c client.Client, obj paused.ConditionSe
 		}
 	}
 	return ctx, cluster, false, nil
+}
+
+// dropUpstreamConditions removes the conditions upstream CAPP (v1beta1
+// conditions) left on an object it reconciled before an upgrade: they have
+// no reason, which our schema requires, so any status write carrying them
+// back would be refused. Every condition this provider writes has one.
+func dropUpstreamConditions(ctx context.Context, c client.Client, obj paused.ConditionSetter) error {
+	current := obj.GetConditions()
+	kept := slices.DeleteFunc(slices.Clone(current), func(cond metav1.Condition) bool { return cond.Reason == "" })
+	if len(kept) == len(current) {
+		return nil
+	}
+	base := obj.DeepCopyObject().(client.Object)
+	obj.SetConditions(kept)
+	if err := c.Status().Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("removing the conditions upstream CAPP left: %w", err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Removed the conditions upstream CAPP left", "count", len(current)-len(kept))
+	return nil
 }

@@ -7,6 +7,7 @@ package testenv
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -47,6 +48,10 @@ type Options struct {
 	// CAPPCRDs installs the CAPP CRDs (PacketCluster, PacketMachine,
 	// PacketMachineTemplate) from config/capp, for StartCAPP.
 	CAPPCRDs bool
+	// UpstreamCAPPCRDs installs upstream CAPP v0.9.0's CRDs (from its module,
+	// test/tools/capp-upstream) instead of ours, as on a management cluster
+	// that runs the retired provider; UpgradeCAPPCRDs then replaces them.
+	UpstreamCAPPCRDs bool
 	// NoAdmissionPolicy leaves out the release-finalizer admission policy,
 	// which is otherwise installed wherever the API server serves
 	// MutatingAdmissionPolicy: claims then take the path of a management
@@ -110,6 +115,13 @@ func Start(opts Options) (*Environment, error) {
 	}
 	if opts.CAPPCRDs {
 		crds = append(crds, filepath.Join(root, "config", "capp", "crd", "bases"))
+	}
+	if opts.UpstreamCAPPCRDs {
+		dir, err := upstreamCAPPDir(root)
+		if err != nil {
+			return nil, err
+		}
+		crds = append(crds, filepath.Join(dir, "config", "crd", "bases"))
 	}
 	if opts.Empty {
 		crds = nil
@@ -378,6 +390,32 @@ func repoRoot() (string, error) {
 		}
 		dir = parent
 	}
+}
+
+// UpgradeCAPPCRDs replaces the CAPP CRDs on the API server with ours, as
+// `clusterctl upgrade apply` does with a provider's new components.
+func (e *Environment) UpgradeCAPPCRDs() error {
+	_, err := envtest.InstallCRDs(e.Config, envtest.CRDInstallOptions{
+		Paths:              []string{filepath.Join(e.Root, "config", "capp", "crd", "bases")},
+		ErrorIfPathMissing: true,
+	})
+	return err
+}
+
+// upstreamCAPPDir downloads (once) upstream CAPP's module at the version
+// pinned in test/tools/capp-upstream and returns where it is.
+func upstreamCAPPDir(root string) (string, error) {
+	cmd := exec.Command("go", "mod", "download", "-json", "sigs.k8s.io/cluster-api-provider-packet")
+	cmd.Dir = filepath.Join(root, "test", "tools", "capp-upstream")
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("downloading upstream CAPP's module: %w", err)
+	}
+	var mod struct{ Dir, Error string }
+	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
+		return "", fmt.Errorf("downloading upstream CAPP's module: %s%v", mod.Error, err)
+	}
+	return mod.Dir, nil
 }
 
 // moduleDir returns where the Go toolchain keeps a dependency's source, so the

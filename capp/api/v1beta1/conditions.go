@@ -155,6 +155,9 @@ const (
 	WaitingForNodeReason = "WaitingForNode"
 	// NodeNetworkConfiguredReason: the node reported success.
 	NodeNetworkConfiguredReason = "NodeNetworkConfigured"
+	// NodeReportNotExpectedReason: the device was created by upstream CAPP,
+	// whose user-data has no network script to report.
+	NodeReportNotExpectedReason = "NodeReportNotExpected"
 	// NodeNetworkFailedReason: the node reported a failure; the message is
 	// the node's.
 	NodeNetworkFailedReason = "NodeNetworkFailed"
