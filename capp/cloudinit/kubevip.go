@@ -6,7 +6,11 @@ import (
 	"fmt"
 	"net/netip"
 	"regexp"
+	"strings"
 	"text/template"
+
+	"go.yaml.in/yaml/v3"
+	"k8s.io/apimachinery/pkg/util/version"
 )
 
 // KubeVIPManifestPath is where kubelet finds kube-vip's static pod: kubeadm
@@ -30,6 +34,51 @@ type KubeVIP struct {
 	Port int32
 	// Image is kube-vip's container image.
 	Image string
+	// SuperAdmin gives kube-vip super-admin.conf instead of admin.conf, on
+	// the node that runs kubeadm init of Kubernetes 1.29 or later: there
+	// admin.conf gets its rights only at the end of kubeadm init, which
+	// cannot end while the VIP it waits for is not announced. The user-data
+	// then returns kube-vip to admin.conf once kubeadm init is done
+	// (KubeVIPRestoreCommand).
+	SuperAdmin bool
+}
+
+// superAdminSince is the first Kubernetes minor whose kubeadm init writes
+// super-admin.conf and binds admin.conf's group only at its end.
+var superAdminSince = version.MajorMinor(1, 29)
+
+// KubeVIPRestoreCommand runs after the bootstrap's commands on a node whose
+// kube-vip started with super-admin.conf: kubelet restarts the static pod
+// with admin.conf, so the super-admin credentials are used only during
+// kubeadm init.
+var KubeVIPRestoreCommand = []string{"sed", "-i", "s#path: " + superAdminConf + "#path: " + adminConf + "#", KubeVIPManifestPath}
+
+const (
+	adminConf      = "/etc/kubernetes/admin.conf"
+	superAdminConf = "/etc/kubernetes/super-admin.conf"
+)
+
+// NeedsSuperAdmin tells whether kube-vip on a node with this bootstrap data
+// and Kubernetes version needs super-admin.conf: the node runs kubeadm init
+// (the first control-plane node) of Kubernetes 1.29 or later. A version
+// that does not parse is taken as a current one.
+func NeedsSuperAdmin(bootstrap []byte, kubernetesVersion string) bool {
+	if v, err := version.ParseGeneric(kubernetesVersion); err == nil && v.LessThan(superAdminSince) {
+		return false
+	}
+	_, body := splitHeader(bootstrap)
+	var cfg struct {
+		RunCmd []any `yaml:"runcmd"`
+	}
+	if err := yaml.Unmarshal(body, &cfg); err != nil {
+		return false
+	}
+	for _, c := range cfg.RunCmd {
+		if line := fmt.Sprint(c); strings.Contains(line, "kubeadm init") {
+			return true
+		}
+	}
+	return false
 }
 
 // imagePattern keeps the image reference safe to write into the manifest
@@ -107,7 +156,7 @@ spec:
   volumes:
     - name: kubeconfig
       hostPath:
-        path: /etc/kubernetes/admin.conf
+        path: {{ if .SuperAdmin }}/etc/kubernetes/super-admin.conf{{ else }}/etc/kubernetes/admin.conf{{ end }}
 `))
 
 // KubeVIPFile is the write_files entry of kube-vip's static pod announcing

@@ -2,6 +2,8 @@ package cloudinit
 
 import (
 	"net/netip"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -25,7 +27,7 @@ func TestKubeVIPGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "kube-vip.manifest", f.Content)
-	userData, err := UserData(bootstrap(t), cases[0].networks, Options{MetadataURL: "http://169.254.169.254/metadata"}, f)
+	userData, err := UserData(bootstrap(t), cases[0].networks, Options{MetadataURL: "http://169.254.169.254/metadata"}, Extra{Files: []File{f}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +110,7 @@ func TestKubeVIPUserDataPassesCloudInitSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	userData, err := UserData(bootstrap(t), cases[1].networks, Options{}, f)
+	userData, err := UserData(bootstrap(t), cases[1].networks, Options{}, Extra{Files: []File{f}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +138,89 @@ func TestUserDataRejectsABootstrapWritingKubeVIP(t *testing.T) {
 		t.Fatal(err)
 	}
 	bootstrap := "#cloud-config\nwrite_files:\n- path: " + KubeVIPManifestPath + "\n  content: x\n"
-	if _, err := UserData([]byte(bootstrap), cases[0].networks, Options{}, f); err == nil || !strings.Contains(err.Error(), "already writes "+KubeVIPManifestPath) {
+	if _, err := UserData([]byte(bootstrap), cases[0].networks, Options{}, Extra{Files: []File{f}}); err == nil || !strings.Contains(err.Error(), "already writes "+KubeVIPManifestPath) {
 		t.Fatalf("UserData = %v, want it to refuse a second kube-vip manifest", err)
+	}
+}
+
+func TestNeedsSuperAdmin(t *testing.T) {
+	const initData = "## template: jinja\n#cloud-config\nruncmd:\n- 'kubeadm init --config /run/kubeadm/kubeadm.yaml && echo success'\n"
+	const joinData = "## template: jinja\n#cloud-config\nruncmd:\n- kubeadm join --config /run/kubeadm/kubeadm-join-config.yaml\n"
+	cases := []struct {
+		name, data, version string
+		want                bool
+	}{
+		{"init of 1.29", initData, "v1.29.0", true},
+		{"init of 1.34", initData, "v1.34.1", true},
+		{"init of 1.28", initData, "v1.28.15", false},
+		{"init of an unknown version", initData, "", true},
+		{"join of 1.34", joinData, "v1.34.1", false},
+		{"init in a list command", "#cloud-config\nruncmd:\n- [kubeadm init, --config, x]\n", "v1.30.0", true},
+		{"no runcmd", "#cloud-config\n", "v1.34.1", false},
+		{"not YAML", "#cloud-config\n: [\n", "v1.34.1", false},
+		{"the testdata bootstrap", string(bootstrap(t)), "v1.34.1", strings.Contains(string(bootstrap(t)), "kubeadm init")},
+	}
+	for _, c := range cases {
+		if got := NeedsSuperAdmin([]byte(c.data), c.version); got != c.want {
+			t.Errorf("%s: NeedsSuperAdmin = %t, want %t", c.name, got, c.want)
+		}
+	}
+}
+
+// TestKubeVIPRestoreCommand runs the command the user-data runs after
+// kubeadm init, with the node's sed, on the super-admin manifest: the
+// result is the admin.conf manifest byte for byte.
+func TestKubeVIPRestoreCommand(t *testing.T) {
+	nodetools.Require(t, false, "sed")
+	admin, err := KubeVIPFile(kubeVIP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	superAdmin := kubeVIP
+	superAdmin.SuperAdmin = true
+	during, err := KubeVIPFile(superAdmin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{}
+	if err := sigsyaml.UnmarshalStrict([]byte(during.Content), pod); err != nil {
+		t.Fatal(err)
+	}
+	if p := pod.Spec.Volumes[0].HostPath.Path; p != "/etc/kubernetes/super-admin.conf" {
+		t.Fatalf("during kubeadm init kube-vip mounts %s", p)
+	}
+	if m := pod.Spec.Containers[0].VolumeMounts[0].MountPath; m != "/etc/kubernetes/admin.conf" {
+		t.Errorf("kube-vip reads %s, want its default admin.conf path", m)
+	}
+	manifest := nodetools.WriteTemp(t, "kube-vip.yaml", during.Content)
+	args := append(slices.Clone(KubeVIPRestoreCommand[1:len(KubeVIPRestoreCommand)-1]), manifest)
+	nodetools.Run(t, "", KubeVIPRestoreCommand[0], args...)
+	after, err := os.ReadFile(manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(after) != admin.Content {
+		t.Errorf("after the restore command the manifest is\n%s\nwant\n%s", after, admin.Content)
+	}
+}
+
+// On the kubeadm init node the restore command runs after the bootstrap's
+// commands, and the network script before them.
+func TestUserDataRunsLastCommandsAfterTheBootstrap(t *testing.T) {
+	out, err := UserData([]byte("#cloud-config\nruncmd:\n- kubeadm init\n"), cases[0].networks, Options{}, Extra{Last: [][]string{KubeVIPRestoreCommand}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		RunCmd []any `yaml:"runcmd"`
+	}
+	if err := yaml.Unmarshal(out, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.RunCmd) != 3 || cfg.RunCmd[1] != "kubeadm init" {
+		t.Fatalf("runcmd = %v", cfg.RunCmd)
+	}
+	if last, ok := cfg.RunCmd[2].([]any); !ok || len(last) != len(KubeVIPRestoreCommand) || last[0] != "sed" {
+		t.Errorf("last runcmd entry = %v, want the restore command", cfg.RunCmd[2])
 	}
 }

@@ -102,7 +102,7 @@ func TestGolden(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			golden(t, tc.name+".interfaces", Stanzas(tc.networks, identity))
-			userData, err := UserData(bootstrap(t), tc.networks, Options{MetadataURL: "http://169.254.169.254/metadata"})
+			userData, err := UserData(bootstrap(t), tc.networks, Options{MetadataURL: "http://169.254.169.254/metadata"}, Extra{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -26,7 +26,7 @@ func TestUserDataPassesCloudInitSchema(t *testing.T) {
 			"plain":         []byte("#cloud-config\nruncmd:\n  - echo bootstrap\n"),
 		} {
 			t.Run(tc.name+"/"+name, func(t *testing.T) {
-				userData, err := UserData(bootstrapData, tc.networks, Options{})
+				userData, err := UserData(bootstrapData, tc.networks, Options{}, Extra{})
 				if err != nil {
 					t.Fatal(err)
 				}

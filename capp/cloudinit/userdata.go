@@ -52,15 +52,24 @@ func joinAddrs(addrs []netip.Addr) string {
 // bootstrap's commands start kubelet.
 var RunCommand = []string{ScriptPath}
 
+// Extra is what a machine adds to its user-data besides its network
+// configuration: kube-vip's static pod on a control-plane node, and the
+// commands that must run after the bootstrap's own (kube-vip's return to
+// admin.conf once kubeadm init is done).
+type Extra struct {
+	Files []File
+	Last  [][]string
+}
+
 // UserData is the device's user-data: bootstrap, a CAPI bootstrap
-// cloud-config, with the network configuration of networks and the extra
-// files (kube-vip's static pod on a control-plane node) merged in.
-func UserData(bootstrap []byte, networks []Network, opts Options, extra ...File) ([]byte, error) {
+// cloud-config, with the network configuration of networks and extra
+// merged in.
+func UserData(bootstrap []byte, networks []Network, opts Options, extra Extra) ([]byte, error) {
 	files, err := Files(networks, opts)
 	if err != nil {
 		return nil, err
 	}
-	return Merge(bootstrap, append(files, extra...), RunCommand)
+	return Merge(bootstrap, append(files, extra.Files...), RunCommand, extra.Last...)
 }
 
 const cloudConfigHeader = "#cloud-config"
@@ -68,13 +77,13 @@ const cloudConfigHeader = "#cloud-config"
 // jinjaDelimiters start Jinja expressions, statements and comments.
 var jinjaDelimiters = []string{"{{", "{%", "{#"}
 
-// Merge adds files to the cloud-config's write_files and command in front of
-// its runcmd. Everything else of bootstrap stays as it was: its leading
+// Merge adds files to the cloud-config's write_files, first in front of its
+// runcmd and last after it. Everything else of bootstrap stays as it was: its leading
 // comment lines byte for byte (the "## template: jinja" header and
 // "#cloud-config"), its other keys, and its files and commands in their
 // order. It fails when bootstrap is not a cloud-config, when it already
 // writes one of files' paths, or when what is added would read as Jinja.
-func Merge(bootstrap []byte, files []File, command []string) ([]byte, error) {
+func Merge(bootstrap []byte, files []File, first []string, last ...[]string) ([]byte, error) {
 	header, body := splitHeader(bootstrap)
 	if !hasCloudConfigHeader(header) {
 		return nil, errors.New("the bootstrap data is not a cloud-config: its first line (after an optional '## template: jinja') must be #cloud-config")
@@ -116,11 +125,10 @@ func Merge(bootstrap []byte, files []File, command []string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}
-	for _, arg := range command {
-		cmd.Content = append(cmd.Content, scalar(arg))
+	runcmd.Content = append([]*yaml.Node{command(first)}, runcmd.Content...)
+	for _, c := range last {
+		runcmd.Content = append(runcmd.Content, command(c))
 	}
-	runcmd.Content = append([]*yaml.Node{cmd}, runcmd.Content...)
 
 	var out bytes.Buffer
 	out.Write(header)
@@ -133,6 +141,15 @@ func Merge(bootstrap []byte, files []File, command []string) ([]byte, error) {
 		return nil, err
 	}
 	return out.Bytes(), nil
+}
+
+// command is a runcmd entry: the program and its arguments, not a shell line.
+func command(args []string) *yaml.Node {
+	cmd := &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}
+	for _, arg := range args {
+		cmd.Content = append(cmd.Content, scalar(arg))
+	}
+	return cmd
 }
 
 // splitHeader splits data after its leading comment lines.

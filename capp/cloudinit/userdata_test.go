@@ -22,7 +22,7 @@ func cloudConfig(t *testing.T, data []byte) map[string]any {
 
 func TestUserDataKeepsTheBootstrapIntact(t *testing.T) {
 	in := bootstrap(t)
-	out, err := UserData(in, cases[0].networks, Options{})
+	out, err := UserData(in, cases[0].networks, Options{}, Extra{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestUserDataKeepsTheBootstrapIntact(t *testing.T) {
 func TestUserDataWithoutInternalNetworkLeavesKubeletAlone(t *testing.T) {
 	networks := []Network{cases[0].networks[0]}
 	networks[0].Internal = false
-	out, err := UserData([]byte("#cloud-config\n"), networks, Options{})
+	out, err := UserData([]byte("#cloud-config\n"), networks, Options{}, Extra{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,7 +48,7 @@ func (r *PacketMachineReconciler) reconcileBootstrapData(ctx context.Context, s 
 	if format := string(bootstrap.Data["format"]); format != "" && format != "cloud-config" {
 		return r.bootstrapDataInvalid(s, fmt.Errorf("bootstrap data Secret %s has format %q; only cloud-config can carry the network configuration", *dataSecretName, format))
 	}
-	kubeVIP, reason, wait, err := r.kubeVIPFiles(ctx, s)
+	kubeVIP, reason, wait, err := r.kubeVIP(ctx, s, bootstrap.Data[UserDataKey])
 	if err != nil {
 		return ctrl.Result{}, false, err
 	}
@@ -68,7 +68,7 @@ func (r *PacketMachineReconciler) reconcileBootstrapData(ctx context.Context, s 
 		}
 		return ctrl.Result{}, false, err
 	}
-	userData, err := cloudinit.UserData(data, s.Networks, r.Render, kubeVIP...)
+	userData, err := cloudinit.UserData(data, s.Networks, r.Render, kubeVIP)
 	if err != nil {
 		return r.bootstrapDataInvalid(s, fmt.Errorf("bootstrap data Secret %s: %w", *dataSecretName, err))
 	}

@@ -20,13 +20,24 @@ import (
 	"github.com/metal-vrf/cluster-api-metal-vrf/capp/cloudinit"
 )
 
-// kubeVIPFiles are the files a control-plane machine of a cluster with a
-// VIP (vipManager KUBE_VIP, spec.vip) adds to its user-data: kube-vip's
-// static pod, announcing the PacketCluster's VIP on the machine's
-// sub-interface of spec.vip.vxlan. Other machines add none. wait, when not
-// empty, is why the user-data cannot be rendered yet, for
+// kubeVIP is what a control-plane machine of a cluster with a VIP
+// (vipManager KUBE_VIP, spec.vip) adds to its user-data: kube-vip's static
+// pod, announcing the PacketCluster's VIP on the machine's sub-interface of
+// spec.vip.vxlan, with super-admin.conf during kubeadm init where bootstrap
+// runs it (cloudinit.NeedsSuperAdmin). Other machines add nothing. wait,
+// when not empty, is why the user-data cannot be rendered yet, for
 // BootstrapDataRendered, with its reason.
-func (r *PacketMachineReconciler) kubeVIPFiles(ctx context.Context, s *machineScope) (files []cloudinit.File, reason, wait string, err error) {
+func (r *PacketMachineReconciler) kubeVIP(ctx context.Context, s *machineScope, bootstrap []byte) (extra cloudinit.Extra, reason, wait string, err error) {
+	superAdmin := cloudinit.NeedsSuperAdmin(bootstrap, s.Machine.Spec.Version)
+	files, reason, wait, err := r.kubeVIPFiles(ctx, s, superAdmin)
+	extra.Files = files
+	if len(files) > 0 && superAdmin {
+		extra.Last = [][]string{cloudinit.KubeVIPRestoreCommand}
+	}
+	return extra, reason, wait, err
+}
+
+func (r *PacketMachineReconciler) kubeVIPFiles(ctx context.Context, s *machineScope, superAdmin bool) (files []cloudinit.File, reason, wait string, err error) {
 	if !util.IsControlPlaneMachine(s.Machine) {
 		return nil, "", "", nil
 	}
@@ -58,9 +69,10 @@ func (r *PacketMachineReconciler) kubeVIPFiles(ctx context.Context, s *machineSc
 		Address: vip,
 		// The port's name as Equinix Metal knows it, which is the node's
 		// name for bond0; a NIC's may differ on the node.
-		Interface: n.Interface(n.Port),
-		Port:      cmp.Or(pc.Spec.ControlPlaneEndpoint.Port, defaultAPIServerPort),
-		Image:     cmp.Or(r.KubeVIPImage, cloudinit.DefaultKubeVIPImage),
+		Interface:  n.Interface(n.Port),
+		Port:       cmp.Or(pc.Spec.ControlPlaneEndpoint.Port, defaultAPIServerPort),
+		Image:      cmp.Or(r.KubeVIPImage, cloudinit.DefaultKubeVIPImage),
+		SuperAdmin: superAdmin,
 	})
 	if err != nil {
 		return nil, infrav1.BootstrapDataInvalidReason, err.Error(), nil

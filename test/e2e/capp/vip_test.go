@@ -1,6 +1,8 @@
 package capp
 
 import (
+	"strings"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -148,6 +150,29 @@ var _ = Describe("A PacketCluster with a control-plane VIP from an IPAM pool", f
 		Expect(env).To(HaveKeyWithValue("port", "6443"))
 		Expect(pod.Spec.Containers[0].Image).To(Equal(cloudinit.DefaultKubeVIPImage))
 
+		Expect(pod.Spec.Volumes[0].HostPath.Path).To(Equal("/etc/kubernetes/admin.conf"), "a joining node's kube-vip")
+
+		By("giving the node that runs kubeadm init of Kubernetes 1.34 super-admin.conf until kubeadm init is done")
+		first, fpm := machineFixture(ns, "first", bond0)
+		controlPlane(first)
+		base := first.DeepCopy()
+		first.Spec.Version = "v1.34.1"
+		Expect(k8s.Patch(ctx, first, client.MergeFrom(base))).To(Succeed())
+		setBootstrapData(first, strings.ReplaceAll(bootstrapData, "kubeadm join", "kubeadm init"))
+		Eventually(condition(fpm, infrav1.BootstrapDataRenderedCondition)).Should(
+			haveCondition(metav1.ConditionTrue, infrav1.BootstrapDataRenderedReason, ""))
+		initPod := &corev1.Pod{}
+		Expect(yaml.UnmarshalStrict([]byte(userDataFiles(fpm)[cloudinit.KubeVIPManifestPath]), initPod)).To(Succeed())
+		Expect(initPod.Spec.Volumes[0].HostPath.Path).To(Equal("/etc/kubernetes/super-admin.conf"))
+		secret := &corev1.Secret{}
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.UserDataSecretName(fpm.Name)}, secret)).To(Succeed())
+		var cfg struct {
+			RunCmd []any `json:"runcmd"`
+		}
+		Expect(yaml.Unmarshal(secret.Data[controllers.UserDataKey], &cfg)).To(Succeed())
+		Expect(cfg.RunCmd).NotTo(BeEmpty())
+		Expect(cfg.RunCmd[len(cfg.RunCmd)-1]).To(BeEquivalentTo(toAny(cloudinit.KubeVIPRestoreCommand)), "the last command returns kube-vip to admin.conf")
+
 		By("giving a worker none")
 		Eventually(condition(wpm, infrav1.BootstrapDataRenderedCondition)).Should(
 			haveCondition(metav1.ConditionTrue, infrav1.BootstrapDataRenderedReason, ""))
@@ -158,7 +183,7 @@ var _ = Describe("A PacketCluster with a control-plane VIP from an IPAM pool", f
 			infrav1.VIPNetworkMissingReason, "no network with vxlan 1000 (PacketCluster cluster spec.vip.vxlan)"))
 
 		By("releasing the VIP when the PacketCluster goes")
-		for _, pm := range []*infrav1.PacketMachine{cpm, wpm, spm} {
+		for _, pm := range []*infrav1.PacketMachine{cpm, wpm, spm, fpm} {
 			Expect(k8s.Delete(ctx, pm)).To(Succeed())
 		}
 		Expect(k8s.Delete(ctx, pc)).To(Succeed())
@@ -167,3 +192,11 @@ var _ = Describe("A PacketCluster with a control-plane VIP from an IPAM pool", f
 		Eventually(vipPoolUsed).WithArguments(ns).Should(Equal(0))
 	})
 })
+
+func toAny(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
