@@ -412,8 +412,11 @@ func upstreamCAPPDir(root string) (string, error) {
 		return "", fmt.Errorf("downloading upstream CAPP's module: %w", err)
 	}
 	var mod struct{ Dir, Error string }
-	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
-		return "", fmt.Errorf("downloading upstream CAPP's module: %s%v", mod.Error, err)
+	if err := json.Unmarshal(out, &mod); err != nil {
+		return "", fmt.Errorf("reading go mod download's answer: %w", err)
+	}
+	if mod.Dir == "" {
+		return "", fmt.Errorf("downloading upstream CAPP's module: %s", mod.Error)
 	}
 	return mod.Dir, nil
 }
