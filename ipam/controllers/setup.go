@@ -18,6 +18,8 @@ import (
 
 	cappv1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/records"
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/registry"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal"
 )
 
@@ -36,6 +38,9 @@ type Options struct {
 	// Secrets, as the base Config of a metal.ClientCache: the credentials
 	// come from the Secrets.
 	Metal metal.Config
+	// Fence, when set, is asked before every allocation; an error refuses
+	// it and the claim is retried (see manager's leader election fence).
+	Fence func() error
 }
 
 // DefaultSourceResyncPeriod is how often pool sources are read again by default.
@@ -47,6 +52,7 @@ const DefaultSourceResyncPeriod = 10 * time.Minute
 // +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=ipaddressclaims,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=ipaddressclaims/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=ipaddresses,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=metalvrfipallocations,verbs=get;list;create;delete
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=packetclusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
@@ -87,7 +93,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 		metal:          metal.NewClientCache(opts.Metal),
 	}
 
-	reg := newRegistry(mgr.GetAPIReader())
+	reg := registry.New(records.New(mgr.GetClient(), mgr.GetAPIReader()), opts.Fence)
 	adapter := &ProviderAdapter{
 		client:      mgr.GetClient(),
 		reader:      mgr.GetAPIReader(),

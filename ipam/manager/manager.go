@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -65,6 +66,20 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		})
 	}
 
+	// With leader election, a replica allocates only while its lease is
+	// fresh (see fence); without, the allocation records alone keep replicas
+	// from handing out an address twice.
+	var fenceCheck func() error
+	if opts.LeaderElect {
+		lock, f, err := newFencedLock(cfg, opts.LeaderElectionNamespace, LeaderElectionID)
+		if err != nil {
+			return nil, fmt.Errorf("creating the leader election lock: %w", err)
+		}
+		mgrOpts.LeaderElectionResourceLockInterface = lock
+		mgrOpts.LeaseDuration, mgrOpts.RenewDeadline = ptr.To(leaseDuration), ptr.To(renewDeadline)
+		fenceCheck = f.check
+	}
+
 	mgr, err := ctrl.NewManager(cfg, mgrOpts)
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
@@ -76,6 +91,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		Metal: metal.Config{
 			Timeout: opts.MetalTimeout, Retry: opts.MetalRetry, Registerer: ctrlmetrics.Registry,
 		},
+		Fence: fenceCheck,
 	}); err != nil {
 		return nil, err
 	}

@@ -20,6 +20,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 	scheme.AddKnownTypes(GroupVersion,
 		&MetalVRFIPPool{}, &MetalVRFIPPoolList{},
 		&GlobalMetalVRFIPPool{}, &GlobalMetalVRFIPPoolList{},
+		&MetalVRFIPAllocation{}, &MetalVRFIPAllocationList{},
 	)
 	metav1.AddToGroupVersion(scheme, GroupVersion)
 	return nil
