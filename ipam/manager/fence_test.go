@@ -19,7 +19,7 @@ type fakeLock struct {
 
 func (l *fakeLock) Create(context.Context, resourcelock.LeaderElectionRecord) error { return l.refuse }
 func (l *fakeLock) Update(context.Context, resourcelock.LeaderElectionRecord) error { return l.refuse }
-func (l *fakeLock) Identity() string                                              { return "me" }
+func (l *fakeLock) Identity() string                                                { return "me" }
 
 func TestFence(t *testing.T) {
 	now := time.Unix(1000, 0)

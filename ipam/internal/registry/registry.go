@@ -160,27 +160,21 @@ func (r *Registry) Adopt(ctx context.Context, pool v1alpha1.Pool, claim Claim, i
 	}
 	d := ps.domain
 	holder := Holder{Pool: ps.key, Claim: claim}
-	if h, ok := d.held[ip]; ok && h.Claim.UID != claim.UID {
-		d.mu.Unlock()
-		return ps.conflict(ip, h, claim)
-	}
-	if _, ok := d.held[ip]; !ok && d.allocates {
-		// Recorded by another process, or not at all: make sure.
-		d.take(ip, holder)
+	if h, ok := d.held[ip]; (!ok || h.Claim.UID != claim.UID) && d.allocates {
+		// Memory may be stale (another process recorded or released the
+		// address): the record decides.
 		d.mu.Unlock()
 		err := r.store.Reserve(ctx, d.key, Record{Address: ip, Holder: holder})
 		d.mu.Lock()
 		var taken *TakenError
 		switch {
 		case err == nil, errors.As(err, &taken) && taken.Holder.Claim.UID == claim.UID:
+			d.take(ip, holder)
 		case errors.As(err, &taken):
-			d.held[ip] = taken.Holder
+			d.take(ip, taken.Holder)
 			d.mu.Unlock()
 			return ps.conflict(ip, taken.Holder, claim)
 		default:
-			if d.held[ip] == holder {
-				d.give(ip)
-			}
 			d.mu.Unlock()
 			return fmt.Errorf("recording address %s: %w", ip, err)
 		}
