@@ -252,6 +252,8 @@ func runModel(t *testing.T, seed uint64, steps int) {
 			switch {
 			case errors.Is(err, cidr.ErrExhausted), errors.Is(err, ErrRequestedUnavailable):
 				break
+			case errors.Is(err, ErrPoolNotReady) && c.pool.reads[p.seen[c.pool.key]].Status.VRF == nil && c.pool.latest().Spec.VRF != nil:
+				break // its VRF is not read with its credentials (now)
 			case err != nil:
 				t.Fatalf("step %d: acquire for %s: %v", step, c.Name, err)
 			case recorded[ip]:
@@ -305,6 +307,15 @@ func runModel(t *testing.T, seed uint64, steps int) {
 			mp := pools[rng.IntN(len(pools))]
 			next := mp.latest().DeepCopy()
 			next.ResourceVersion = nextRV()
+			if next.Spec.VRF != nil && rng.IntN(3) == 0 {
+				// The VRF is lost to the pool's credentials, or read again:
+				// the pool leaves its domain, or comes back.
+				if next.Status.VRF == nil {
+					next.Status.VRF = &v1alpha1.ResolvedVRF{ID: "vrf-1", ProjectID: "project-1"}
+				} else {
+					next.Status.VRF = nil
+				}
+			}
 			mp.reads = append(mp.reads, next)
 		case op < 19: // a restart: the process forgets everything and reseeds
 			*p = process{reg: New(store, nil), seen: map[poolref.Key]int{}}

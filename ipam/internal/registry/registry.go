@@ -252,10 +252,7 @@ func (r *Registry) Forget(pool v1alpha1.Pool) {
 	ps, ok := r.pools[key]
 	if ok && ps.uid == pool.GetUID() {
 		delete(r.pools, key)
-		if len(ps.domain.members) == 1 {
-			delete(r.domains, ps.domain.key)
-		}
-		delete(ps.domain.members, key)
+		r.dropMember(ps)
 	}
 	r.mu.Unlock()
 	if ok && ps.uid == pool.GetUID() {
@@ -393,7 +390,7 @@ func (r *Registry) find(pool v1alpha1.Pool) (ps, left *poolState) {
 	}
 	if ps != nil {
 		left = ps
-		delete(ps.domain.members, key)
+		r.dropMember(ps)
 	}
 	d, ok := r.domains[dkey]
 	if !ok {
@@ -404,6 +401,16 @@ func (r *Registry) find(pool v1alpha1.Pool) (ps, left *poolState) {
 	ps = &poolState{key: key, uid: pool.GetUID(), domain: d, latest: latest}
 	r.pools[key] = ps
 	return ps, left
+}
+
+// dropMember takes a pool out of its domain's members, and drops a domain
+// left without members: a pool that joins it again later finds it seeded
+// afresh, not with what it held when it left. The caller holds r.mu.
+func (r *Registry) dropMember(ps *poolState) {
+	delete(ps.domain.members, ps.key)
+	if len(ps.domain.members) == 0 && r.domains[ps.domain.key] == ps.domain {
+		delete(r.domains, ps.domain.key)
+	}
 }
 
 // seed loads the domain, then the pool, from the store, once.
