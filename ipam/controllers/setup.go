@@ -38,6 +38,8 @@ type Options struct {
 	// Secrets, as the base Config of a metal.ClientCache: the credentials
 	// come from the Secrets.
 	Metal metal.Config
+	// AllocationNamespace holds the allocation records (see ipam/internal/records).
+	AllocationNamespace string
 	// Fence, when set, is asked before every allocation; an error refuses
 	// it and the claim is retried (see manager's leader election fence).
 	Fence func() error
@@ -52,7 +54,6 @@ const DefaultSourceResyncPeriod = 10 * time.Minute
 // +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=ipaddressclaims,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=ipaddressclaims/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=ipaddresses,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=metalvrfipallocations,verbs=get;list;create;delete
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=packetclusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
@@ -93,7 +94,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 		metal:          metal.NewClientCache(opts.Metal),
 	}
 
-	reg := registry.New(records.New(mgr.GetClient(), mgr.GetAPIReader()), opts.Fence)
+	reg := registry.New(records.New(mgr.GetClient(), mgr.GetAPIReader(), opts.AllocationNamespace), opts.Fence)
 	adapter := &ProviderAdapter{
 		client:      mgr.GetClient(),
 		reader:      mgr.GetAPIReader(),

@@ -83,18 +83,26 @@ func (l *fencedLock) write(ler resourcelock.LeaderElectionRecord, do func() erro
 	return nil
 }
 
-// inClusterNamespace is where a pod finds its namespace.
-const inClusterNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+// namespaceFile is where a pod finds its namespace.
+const namespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// inClusterNamespace is the namespace of the pod the manager runs in.
+func inClusterNamespace() (string, error) {
+	data, err := os.ReadFile(namespaceFile)
+	if err != nil {
+		return "", fmt.Errorf("not running in a cluster: %w", err)
+	}
+	return strings.TrimSpace(string(data)), nil
+}
 
 // newFencedLock builds the Lease lock controller-runtime would, wrapped to
 // feed a fence, and returns both.
 func newFencedLock(cfg *rest.Config, namespace, name string) (*fencedLock, *fence, error) {
 	if namespace == "" {
-		data, err := os.ReadFile(inClusterNamespace)
-		if err != nil {
-			return nil, nil, fmt.Errorf("no leader election namespace given and not running in a cluster: %w", err)
+		var err error
+		if namespace, err = inClusterNamespace(); err != nil {
+			return nil, nil, fmt.Errorf("no leader election namespace given: %w", err)
 		}
-		namespace = strings.TrimSpace(string(data))
 	}
 	host, err := os.Hostname()
 	if err != nil {

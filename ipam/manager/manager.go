@@ -43,6 +43,9 @@ type Options struct {
 	// zero values take the client's defaults. Tests shorten them.
 	MetalTimeout time.Duration
 	MetalRetry   metal.RetryPolicy
+	// AllocationNamespace holds one record (a Lease) per address in use;
+	// empty means the leader election namespace, else the manager's own.
+	AllocationNamespace string
 }
 
 // Scheme returns the types the provider reads and writes.
@@ -64,6 +67,16 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		mgrOpts.WebhookServer = webhook.NewServer(webhook.Options{
 			Host: opts.WebhookHost, Port: opts.WebhookPort, CertDir: opts.WebhookCertDir,
 		})
+	}
+
+	allocations := opts.AllocationNamespace
+	if allocations == "" {
+		allocations = opts.LeaderElectionNamespace
+	}
+	if allocations == "" {
+		if allocations, err = inClusterNamespace(); err != nil {
+			return nil, fmt.Errorf("no --allocation-namespace given: %w", err)
+		}
 	}
 
 	// With leader election, a replica allocates only while its lease is
@@ -91,7 +104,8 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		Metal: metal.Config{
 			Timeout: opts.MetalTimeout, Retry: opts.MetalRetry, Registerer: ctrlmetrics.Registry,
 		},
-		Fence: fenceCheck,
+		AllocationNamespace: allocations,
+		Fence:               fenceCheck,
 	}); err != nil {
 		return nil, err
 	}

@@ -20,7 +20,6 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 	scheme.AddKnownTypes(GroupVersion,
 		&MetalVRFIPPool{}, &MetalVRFIPPoolList{},
 		&GlobalMetalVRFIPPool{}, &GlobalMetalVRFIPPoolList{},
-		&MetalVRFIPAllocation{}, &MetalVRFIPAllocationList{},
 	)
 	metav1.AddToGroupVersion(scheme, GroupVersion)
 	return nil

@@ -1,7 +1,14 @@
 // Package records keeps the registry's records in the API server: one
-// cluster-scoped MetalVRFIPAllocation per address in use in an allocation
-// domain, named after the domain and the address, so the API server itself
-// refuses to record an address twice.
+// coordination.k8s.io Lease per address in use in an allocation domain, in
+// the manager's own namespace, named after the domain and the address, so
+// the API server itself refuses to record an address twice.
+//
+// A Lease rather than a resource of our own: it is what a record is (who
+// holds something, never expiring here), it costs the API server half the
+// CPU of a custom resource per write (built-in types skip the schema
+// validation and unstructured handling of CRDs), and a claim's record is
+// one write of the four a claim costs. One namespace, because a domain spans
+// namespaces (see docs/pools.md).
 package records
 
 import (
@@ -12,6 +19,7 @@ import (
 	"net/netip"
 	"strings"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -30,13 +38,16 @@ type Store struct {
 	// reader reads live: a record or an IPAddress the cache has not seen yet
 	// must count.
 	reader client.Reader
+	// namespace holds the records.
+	namespace string
 }
 
 var _ registry.Store = &Store{}
 
-// New returns the store writing through c and reading through reader.
-func New(c client.Client, reader client.Reader) *Store {
-	return &Store{client: c, reader: reader}
+// New returns the store keeping its records in namespace, writing through
+// c and reading through reader.
+func New(c client.Client, reader client.Reader, namespace string) *Store {
+	return &Store{client: c, reader: reader, namespace: namespace}
 }
 
 // Name is the name of the record of ip in domain: a hash of the domain, so
@@ -52,7 +63,7 @@ func Name(domain string, ip netip.Addr) string {
 }
 
 // domainHash labels the records of a domain; 64 bits leave no practical
-// chance of two domains sharing it, and Records checks spec.domain anyway.
+// chance of two domains sharing it, and Records checks the domain anyway.
 func domainHash(domain string) string {
 	sum := sha256.Sum256([]byte(domain))
 	return hex.EncodeToString(sum[:8])
@@ -63,8 +74,8 @@ func domainHash(domain string) string {
 // between recording an address and creating its IPAddress, and the claim's
 // release, which would have deleted them, has run already.
 func (s *Store) Records(ctx context.Context, domain string) ([]registry.Record, error) {
-	var list v1alpha1.MetalVRFIPAllocationList
-	if err := s.reader.List(ctx, &list, client.MatchingLabels{v1alpha1.AllocationDomainLabel: domainHash(domain)}); err != nil {
+	var list coordinationv1.LeaseList
+	if err := s.reader.List(ctx, &list, client.InNamespace(s.namespace), client.MatchingLabels{v1alpha1.AllocationDomainLabel: domainHash(domain)}); err != nil {
 		return nil, err
 	}
 	// Claims are read after the records: a record is only made for a claim
@@ -80,18 +91,17 @@ func (s *Store) Records(ctx context.Context, domain string) ([]registry.Record, 
 	records := make([]registry.Record, 0, len(list.Items))
 	for i := range list.Items {
 		item := &list.Items[i]
-		if item.Spec.Domain != domain {
+		rec, ok := recordOf(item)
+		if !ok || item.Annotations[v1alpha1.AllocationDomainAnnotation] != domain {
 			continue
 		}
-		if !live[types.UID(item.Spec.Claim.UID)] {
+		if !live[rec.Holder.Claim.UID] {
 			if err := s.delete(ctx, item); err != nil {
 				return nil, err
 			}
 			continue
 		}
-		if rec, ok := recordOf(item); ok {
-			records = append(records, rec)
-		}
+		records = append(records, rec)
 	}
 	return records, nil
 }
@@ -99,29 +109,30 @@ func (s *Store) Records(ctx context.Context, domain string) ([]registry.Record, 
 // Reserve creates the record of r, or returns a *registry.TakenError
 // naming who holds the address.
 func (s *Store) Reserve(ctx context.Context, domain string, r registry.Record) error {
-	obj := &v1alpha1.MetalVRFIPAllocation{
+	claim := r.Holder.Claim.NamespacedName.String()
+	obj := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: Name(domain, r.Address),
+			Namespace: s.namespace,
+			Name:      Name(domain, r.Address),
 			Labels: map[string]string{
 				v1alpha1.AllocationDomainLabel:   domainHash(domain),
 				v1alpha1.AllocationClaimUIDLabel: string(r.Holder.Claim.UID),
 			},
-		},
-		Spec: v1alpha1.MetalVRFIPAllocationSpec{
-			Domain:  domain,
-			Address: r.Address.String(),
-			Pool:    v1alpha1.AllocationPoolReference{Kind: r.Holder.Pool.Kind, Namespace: r.Holder.Pool.Namespace, Name: r.Holder.Pool.Name},
-			Claim: v1alpha1.AllocationClaimReference{
-				Namespace: r.Holder.Claim.Namespace, Name: r.Holder.Claim.Name, UID: string(r.Holder.Claim.UID),
+			Annotations: map[string]string{
+				v1alpha1.AllocationDomainAnnotation:  domain,
+				v1alpha1.AllocationAddressAnnotation: r.Address.String(),
+				v1alpha1.AllocationPoolAnnotation:    r.Holder.Pool.String(),
+				v1alpha1.AllocationClaimAnnotation:   claim,
 			},
 		},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &claim},
 	}
 	for {
 		err := s.client.Create(ctx, obj)
 		if !apierrors.IsAlreadyExists(err) {
 			return err
 		}
-		existing := &v1alpha1.MetalVRFIPAllocation{}
+		existing := &coordinationv1.Lease{}
 		err = s.reader.Get(ctx, client.ObjectKeyFromObject(obj), existing)
 		if apierrors.IsNotFound(err) {
 			continue // released meanwhile: try again
@@ -136,14 +147,14 @@ func (s *Store) Reserve(ctx context.Context, domain string, r registry.Record) e
 
 // Unreserve deletes the record of r's address if r's claim holds it.
 func (s *Store) Unreserve(ctx context.Context, domain string, r registry.Record) error {
-	existing := &v1alpha1.MetalVRFIPAllocation{}
-	err := s.reader.Get(ctx, client.ObjectKey{Name: Name(domain, r.Address)}, existing)
+	existing := &coordinationv1.Lease{}
+	err := s.reader.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: Name(domain, r.Address)}, existing)
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil
 	case err != nil:
 		return err
-	case existing.Spec.Claim.UID != string(r.Holder.Claim.UID):
+	case existing.Labels[v1alpha1.AllocationClaimUIDLabel] != string(r.Holder.Claim.UID):
 		return nil
 	}
 	return s.delete(ctx, existing)
@@ -151,8 +162,8 @@ func (s *Store) Unreserve(ctx context.Context, domain string, r registry.Record)
 
 // Free deletes every record of the claim.
 func (s *Store) Free(ctx context.Context, claim registry.Claim) error {
-	var list v1alpha1.MetalVRFIPAllocationList
-	if err := s.reader.List(ctx, &list, client.MatchingLabels{v1alpha1.AllocationClaimUIDLabel: string(claim.UID)}); err != nil {
+	var list coordinationv1.LeaseList
+	if err := s.reader.List(ctx, &list, client.InNamespace(s.namespace), client.MatchingLabels{v1alpha1.AllocationClaimUIDLabel: string(claim.UID)}); err != nil {
 		return err
 	}
 	var errs []error
@@ -163,7 +174,7 @@ func (s *Store) Free(ctx context.Context, claim registry.Claim) error {
 }
 
 // delete deletes exactly this record, not one created since under its name.
-func (s *Store) delete(ctx context.Context, obj *v1alpha1.MetalVRFIPAllocation) error {
+func (s *Store) delete(ctx context.Context, obj *coordinationv1.Lease) error {
 	err := s.client.Delete(ctx, obj, client.Preconditions{UID: &obj.UID})
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil
@@ -246,17 +257,25 @@ func ClaimUID(address *ipamv1.IPAddress) (types.UID, bool) {
 	return "", false
 }
 
-func recordOf(obj *v1alpha1.MetalVRFIPAllocation) (registry.Record, bool) {
-	ip, err := netip.ParseAddr(obj.Spec.Address)
+// recordOf reads a record; false for a Lease that is not one.
+func recordOf(obj *coordinationv1.Lease) (registry.Record, bool) {
+	ip, err := netip.ParseAddr(obj.Annotations[v1alpha1.AllocationAddressAnnotation])
 	if err != nil {
 		return registry.Record{}, false
 	}
-	s := obj.Spec
+	pool, ok := poolref.Parse(obj.Annotations[v1alpha1.AllocationPoolAnnotation])
+	if !ok {
+		return registry.Record{}, false
+	}
+	namespace, name, ok := strings.Cut(obj.Annotations[v1alpha1.AllocationClaimAnnotation], "/")
+	if !ok {
+		return registry.Record{}, false
+	}
 	return registry.Record{Address: ip, Holder: registry.Holder{
-		Pool: poolref.Key{Kind: s.Pool.Kind, Namespace: s.Pool.Namespace, Name: s.Pool.Name},
+		Pool: pool,
 		Claim: registry.Claim{
-			NamespacedName: types.NamespacedName{Namespace: s.Claim.Namespace, Name: s.Claim.Name},
-			UID:            types.UID(s.Claim.UID),
+			NamespacedName: types.NamespacedName{Namespace: namespace, Name: name},
+			UID:            types.UID(obj.Labels[v1alpha1.AllocationClaimUIDLabel]),
 		},
 	}}, true
 }

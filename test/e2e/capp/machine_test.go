@@ -339,18 +339,12 @@ var _ = Describe("A PacketMachine with networks from IPAM pools", func() {
 		key := client.ObjectKey{Namespace: ns, Name: "m3-port-0-network-0"}
 		address := &ipamv1.IPAddress{}
 		Eventually(func() error { return k8s.Get(ctx, key, address) }).Should(Succeed())
-		allocations := func() []string {
-			list := &v1alpha1.MetalVRFIPAllocationList{}
-			Expect(k8s.List(ctx, list)).To(Succeed())
-			var held []string
-			for _, a := range list.Items {
-				if a.Spec.Claim.Namespace == ns && a.Spec.Claim.Name == key.Name {
-					held = append(held, a.Spec.Address)
-				}
-			}
+		allocations := func() map[string]string {
+			held, err := env.AllocationRecords(ctx, ns)
+			Expect(err).NotTo(HaveOccurred())
 			return held
 		}
-		Expect(allocations()).To(ConsistOf(address.Spec.Address))
+		Expect(allocations()).To(Equal(map[string]string{address.Spec.Address: key.Name}))
 
 		claim := &ipamv1.IPAddressClaim{}
 		Expect(k8s.Get(ctx, key, claim)).To(Succeed())
@@ -361,7 +355,7 @@ var _ = Describe("A PacketMachine with networks from IPAM pools", func() {
 		// record may go while the machine's finalizer protects the claim.
 		Consistently(func(g Gomega) {
 			g.Expect(k8s.Get(ctx, key, &ipamv1.IPAddress{})).To(Succeed())
-			g.Expect(allocations()).To(ConsistOf(address.Spec.Address))
+			g.Expect(allocations()).To(Equal(map[string]string{address.Spec.Address: key.Name}))
 			g.Expect(hasFinalizer(claim, infrav1.IPClaimProtectionFinalizer)()).To(BeTrue())
 		}, "2s").Should(Succeed())
 		Expect(poolsUsed(ns)).To(HaveKeyWithValue("vrf-v4", int64(1)))

@@ -6,10 +6,12 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
+	"github.com/metal-vrf/cluster-api-metal-vrf/test/testenv"
 )
 
 var _ = Describe("Allocating under concurrency", func() {
@@ -111,7 +113,8 @@ var _ = Describe("Allocating across restarts and replicas", Ordered, func() {
 		stop()
 
 		// As an earlier version left them: IPAddresses without records.
-		Expect(k8s.DeleteAllOf(ctx, &v1alpha1.MetalVRFIPAllocation{})).To(Succeed())
+		Expect(k8s.DeleteAllOf(ctx, &coordinationv1.Lease{}, client.InNamespace(testenv.AllocationNamespace),
+			client.HasLabels{v1alpha1.AllocationClaimUIDLabel})).To(Succeed())
 		stop, err = env.StartIPAM(ctx, ipamOptions())
 		Expect(err).NotTo(HaveOccurred())
 		defer stop()
@@ -127,17 +130,7 @@ var _ = Describe("Allocating across restarts and replicas", Ordered, func() {
 // have no other record.
 func expectRecorded(ns string, holders map[string]string) {
 	GinkgoHelper()
-	Eventually(func(g Gomega) {
-		list := &v1alpha1.MetalVRFIPAllocationList{}
-		g.Expect(k8s.List(ctx, list)).To(Succeed())
-		recorded := map[string]string{}
-		for _, a := range list.Items {
-			if a.Spec.Claim.Namespace == ns {
-				recorded[a.Spec.Address] = a.Spec.Claim.Name
-			}
-		}
-		g.Expect(recorded).To(Equal(holders))
-	}).Should(Succeed())
+	Eventually(func() (map[string]string, error) { return env.AllocationRecords(ctx, ns) }).Should(Equal(holders))
 }
 
 // createClaimsAtOnce creates n claims on the namespace's pool "pool" from
