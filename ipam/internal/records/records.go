@@ -50,10 +50,10 @@ func New(c client.Client, reader client.Reader, namespace string) *Store {
 	return &Store{client: c, reader: reader, namespace: namespace}
 }
 
-// Name is the name of the record of ip in domain: a hash of the domain, so
+// name is the name of the record of ip in domain: a hash of the domain, so
 // that any domain key fits, and the address, readable for IPv4 and in full
 // hexadecimal for IPv6 (colons are not allowed in names).
-func Name(domain string, ip netip.Addr) string {
+func name(domain string, ip netip.Addr) string {
 	addr := ip.String()
 	if ip.Is6() {
 		b := ip.As16()
@@ -113,7 +113,7 @@ func (s *Store) Reserve(ctx context.Context, domain string, r registry.Record) e
 	obj := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: s.namespace,
-			Name:      Name(domain, r.Address),
+			Name:      name(domain, r.Address),
 			Labels: map[string]string{
 				v1alpha1.AllocationDomainLabel:   domainHash(domain),
 				v1alpha1.AllocationClaimUIDLabel: string(r.Holder.Claim.UID),
@@ -148,7 +148,7 @@ func (s *Store) Reserve(ctx context.Context, domain string, r registry.Record) e
 // Unreserve deletes the record of r's address if r's claim holds it.
 func (s *Store) Unreserve(ctx context.Context, domain string, r registry.Record) error {
 	existing := &coordinationv1.Lease{}
-	err := s.reader.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: Name(domain, r.Address)}, existing)
+	err := s.reader.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: name(domain, r.Address)}, existing)
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil
