@@ -109,7 +109,7 @@ func (s *Store) Records(ctx context.Context, domain string) ([]registry.Record, 
 // Reserve creates the record of r, or returns a *registry.TakenError
 // naming who holds the address.
 func (s *Store) Reserve(ctx context.Context, domain string, r registry.Record) error {
-	claim := r.Holder.Claim.NamespacedName.String()
+	claim := r.Holder.Claim.String()
 	obj := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: s.namespace,

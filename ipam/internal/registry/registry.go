@@ -594,7 +594,7 @@ func (ps *poolState) describe(h Holder, claim Claim) string {
 	case h.Pool != ps.key:
 		return "another pool of its VRF"
 	case h.Claim.Namespace == claim.Namespace:
-		return "claim " + h.Claim.NamespacedName.String()
+		return "claim " + h.Claim.String()
 	}
 	return "a claim in another namespace"
 }
