@@ -344,7 +344,7 @@ var _ = Describe("A PacketMachine with networks from IPAM pools", func() {
 			Expect(err).NotTo(HaveOccurred())
 			return held
 		}
-		Expect(allocations()).To(Equal(map[string]string{address.Spec.Address: key.Name}))
+		Expect(allocations()).To(HaveKeyWithValue(address.Spec.Address, key.Name))
 
 		claim := &ipamv1.IPAddressClaim{}
 		Expect(k8s.Get(ctx, key, claim)).To(Succeed())
@@ -355,7 +355,7 @@ var _ = Describe("A PacketMachine with networks from IPAM pools", func() {
 		// record may go while the machine's finalizer protects the claim.
 		Consistently(func(g Gomega) {
 			g.Expect(k8s.Get(ctx, key, &ipamv1.IPAddress{})).To(Succeed())
-			g.Expect(allocations()).To(Equal(map[string]string{address.Spec.Address: key.Name}))
+			g.Expect(allocations()).To(HaveKeyWithValue(address.Spec.Address, key.Name))
 			g.Expect(hasFinalizer(claim, infrav1.IPClaimProtectionFinalizer)()).To(BeTrue())
 		}, "2s").Should(Succeed())
 		Expect(poolsUsed(ns)).To(HaveKeyWithValue("vrf-v4", int64(1)))
