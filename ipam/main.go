@@ -22,6 +22,8 @@ func main() {
 	fs.StringVar(&opts.WebhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory holding tls.crt and tls.key for the webhook server.")
 	fs.DurationVar(&opts.SourceResyncPeriod, "source-resync-period", controllers.DefaultSourceResyncPeriod,
 		"How often pools read their sources (Equinix Metal VRFs, PacketCluster networks) again when no change triggers it.")
+	fs.StringVar(&opts.AllocationNamespace, "allocation-namespace", "",
+		"Namespace of the allocation records (a Lease per address in use); empty uses --leader-election-namespace, else the manager's own namespace.")
 	managerutil.Main(func(ctx context.Context, cfg *rest.Config) (ctrl.Manager, error) {
 		return manager.New(ctx, cfg, opts)
 	})

@@ -22,6 +22,7 @@ import (
 
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolref"
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/registry"
 )
 
 // unboundClaimsByPool indexes claims that wait for an address by the pool
@@ -37,7 +38,7 @@ type ProviderAdapter struct {
 	client      client.Client
 	reader      client.Reader
 	recorder    events.EventRecorder
-	registry    *registry
+	registry    *registry.Registry
 	concurrency int
 	releases    *releases
 }

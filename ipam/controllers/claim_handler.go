@@ -23,6 +23,8 @@ import (
 
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolref"
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/records"
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/registry"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/cidr"
 )
 
@@ -76,9 +78,13 @@ func (h *claimHandler) FetchPool(ctx context.Context) (client.Object, *ctrl.Resu
 // released or the pool changes (see ProviderAdapter.SetupWithManager).
 func (h *claimHandler) EnsureAddress(ctx context.Context, address *ipamv1.IPAddress) (*ctrl.Result, error) {
 	if address.Spec.Address != "" {
+		if err := h.ownsAddress(address); err != nil {
+			h.setNotReady(ipamv1.IPAddressClaimReadyAllocationFailedReason, "%v", err)
+			return nil, err
+		}
 		ip, err := netip.ParseAddr(address.Spec.Address)
 		if err == nil {
-			err = h.registry.adopt(ctx, h.pool, client.ObjectKeyFromObject(h.claim), ip)
+			err = h.registry.Adopt(ctx, h.pool, h.claimID(), ip)
 		}
 		if err != nil {
 			h.setNotReady(ipamv1.IPAddressClaimReadyAllocationFailedReason, "IPAddress %s: %v", address.Name, err)
@@ -99,7 +105,7 @@ func (h *claimHandler) EnsureAddress(ctx context.Context, address *ipamv1.IPAddr
 		h.setNotReady(ipamv1.IPAddressClaimReadyAllocationFailedReason, "%v", err)
 		return nil, reconcile.TerminalError(err)
 	}
-	ip, subnet, err := h.registry.acquire(ctx, h.pool, client.ObjectKeyFromObject(h.claim), requested)
+	ip, subnet, err := h.registry.Acquire(ctx, h.pool, h.claimID(), requested)
 	switch {
 	case errors.Is(err, cidr.ErrExhausted):
 		h.setNotReady(ipamv1.IPAddressClaimReadyPoolExhaustedReason,
@@ -108,10 +114,13 @@ func (h *claimHandler) EnsureAddress(ctx context.Context, address *ipamv1.IPAddr
 			"%s %q has no free address", poolref.KindOf(h.pool), h.pool.GetName())
 		allocationsTotal.WithLabelValues(poolref.KindOf(h.pool), "exhausted").Inc()
 		return nil, reconcile.TerminalError(err)
-	case errors.Is(err, errRequestedUnavailable):
+	case errors.Is(err, registry.ErrFenced):
+		// Not the claim's problem: this process may not allocate now.
+		return nil, err
+	case errors.Is(err, registry.ErrRequestedUnavailable):
 		h.setNotReady(ipamv1.IPAddressClaimReadyAllocationFailedReason, "%v; the claim is served once it is released", err)
 		return nil, reconcile.TerminalError(err)
-	case errors.Is(err, errPoolNotReady):
+	case errors.Is(err, registry.ErrPoolNotReady):
 		h.setNotReady(ipamv1.IPAddressClaimReadyPoolNotReadyReason, "%s %q cannot serve claims: %v", poolref.KindOf(h.pool), h.pool.GetName(), err)
 		return nil, reconcile.TerminalError(err)
 	case err != nil:
@@ -128,6 +137,28 @@ func (h *claimHandler) EnsureAddress(ctx context.Context, address *ipamv1.IPAddr
 	allocationsTotal.WithLabelValues(poolref.KindOf(h.pool), "allocated").Inc()
 	h.setBound(address.Spec.Address)
 	return nil, nil
+}
+
+// errNotOurAddress: the IPAddress named after the claim is not the claim's.
+var errNotOurAddress = errors.New("IPAddress is not the claim's")
+
+// ownsAddress checks that an existing IPAddress was handed out to this
+// claim (its owner reference carries the claim's UID) from this pool. One
+// that was not is left by an earlier claim of the same name, which the
+// cache has not yet seen go: adopting it would carry its address over,
+// maybe from another pool. The reconcile fails and is retried until it is
+// gone.
+func (h *claimHandler) ownsAddress(address *ipamv1.IPAddress) error {
+	uid, ok := records.ClaimUID(address)
+	if !ok || uid != h.claim.UID || !poolref.AddressBelongsTo(address, h.pool) {
+		return fmt.Errorf("%w: IPAddress %s was handed out to an earlier claim of this name or from another pool; waiting for it to go", errNotOurAddress, address.Name)
+	}
+	return nil
+}
+
+// claimID identifies the claim to the registry.
+func (h *claimHandler) claimID() registry.Claim {
+	return registry.Claim{NamespacedName: client.ObjectKeyFromObject(h.claim), UID: h.claim.UID}
 }
 
 // requestedAddress reads the claim's requested-address annotation; a zero
@@ -169,7 +200,10 @@ func (h *claimHandler) ReleaseAddress(ctx context.Context) (*ctrl.Result, error)
 		ctrl.LoggerFrom(ctx).Info("Waiting for the IPAddress to go before releasing its address", "IPAddress", h.claim.Name)
 		return &ctrl.Result{RequeueAfter: releaseRetryDelay}, nil
 	}
-	gained := h.registry.release(key, client.ObjectKeyFromObject(h.claim))
+	gained, err := h.registry.Release(ctx, key, h.claimID())
+	if err != nil {
+		return nil, err
+	}
 	if slices.Contains(gained, key) {
 		allocationsTotal.WithLabelValues(key.Kind, "released").Inc()
 	}

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -170,8 +171,18 @@ func (r *claimReconciler) reconcileNormal(ctx context.Context, claim *ipamv1.IPA
 	return ctrl.Result{}, nil
 }
 
-// reconcileDelete releases the claim's address and lets the claim go.
+// reconcileDelete releases the claim's address and lets the claim go, once
+// ours is the claim's last finalizer: another controller's finalizer (a
+// PacketMachine's ip-claim-protection) says its consumer still uses the
+// address, which must not go to another claim until it lets go. Its removal
+// is an update of the claim, which brings the claim back here.
 func (r *claimReconciler) reconcileDelete(ctx context.Context, claim *ipamv1.IPAddressClaim, claimHandler ipamutil.ClaimHandler) (ctrl.Result, error) {
+	if others := slices.DeleteFunc(slices.Clone(claim.Finalizers), func(f string) bool {
+		return f == ipamutil.ReleaseAddressFinalizer
+	}); len(others) > 0 {
+		ctrl.LoggerFrom(ctx).V(1).Info("Keeping the address while other finalizers protect the claim", "finalizers", others)
+		return ctrl.Result{}, nil
+	}
 	res, err := claimHandler.ReleaseAddress(ctx)
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("releasing the address: %w", err)

@@ -41,6 +41,7 @@ import (
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolref"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolspace"
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/registry"
 )
 
 // poolDeletingReason: the pool waits for its addresses to be released before it goes.
@@ -61,7 +62,7 @@ const maxSourceRetry = 30 * time.Second
 // in use. One instance serves one kind.
 type poolReconciler struct {
 	client   client.Client
-	registry *registry
+	registry *registry.Registry
 	sources  *sourceResolver
 	recorder events.EventRecorder
 	releases *releases
@@ -129,7 +130,7 @@ func (r *poolReconciler) reconcileNormal(ctx context.Context, pool v1alpha1.Pool
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	stats, err := r.registry.stats(ctx, pool)
+	stats, err := r.registry.Stats(ctx, pool)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -176,6 +177,9 @@ func (r *poolReconciler) reconcileNormal(ctx context.Context, pool v1alpha1.Pool
 func (r *poolReconciler) reconcileSources(ctx context.Context, pool v1alpha1.Pool) (time.Duration, error) {
 	status := pool.PoolStatus()
 	spec := pool.PoolSpec()
+	if spec.VRF == nil {
+		status.VRF = nil
+	}
 	if spec.VRF == nil && spec.NetworkRef == nil {
 		status.Resolved, status.LastSyncTime = nil, nil
 		conditions.Delete(pool, v1alpha1.SourcesResolvedCondition)
@@ -193,6 +197,14 @@ func (r *poolReconciler) reconcileSources(ctx context.Context, pool v1alpha1.Poo
 		stale    bool
 	)
 	for _, result := range results {
+		if spec.VRF != nil && result.source == vrfSource(spec.VRF.ID) {
+			switch {
+			case result.failure == nil:
+				status.VRF = result.vrf
+			case !result.failure.keep:
+				status.VRF = nil
+			}
+		}
 		if result.failure == nil {
 			resolved = append(resolved, result.entries...)
 			continue
@@ -242,7 +254,7 @@ func (r *poolReconciler) reconcileSources(ctx context.Context, pool v1alpha1.Poo
 // at once when clusterctl move (or an admin, with the skip annotation) says
 // the addresses live on elsewhere.
 func (r *poolReconciler) reconcileDelete(ctx context.Context, pool v1alpha1.Pool) error {
-	stats, err := r.registry.stats(ctx, pool)
+	stats, err := r.registry.Stats(ctx, pool)
 	if err != nil {
 		return err
 	}
@@ -251,14 +263,14 @@ func (r *poolReconciler) reconcileDelete(ctx context.Context, pool v1alpha1.Pool
 			fmt.Sprintf("Waiting for %d IPAddresses to be released before the pool is deleted", stats.Used))
 		return nil
 	}
-	r.registry.forget(pool)
+	r.registry.Forget(pool)
 	poolAddresses.DeletePartialMatch(map[string]string{"kind": r.kind, "namespace": pool.GetNamespace(), "name": pool.GetName()})
 	controllerutil.RemoveFinalizer(pool, v1alpha1.ProtectPoolFinalizer)
 	return nil
 }
 
 // publish writes the counts to status and to the pool gauges.
-func (r *poolReconciler) publish(pool v1alpha1.Pool, stats poolStats) {
+func (r *poolReconciler) publish(pool v1alpha1.Pool, stats registry.Stats) {
 	pool.PoolStatus().IPAddresses = &v1alpha1.IPAddressesSummary{
 		Total:      stats.Total.String(),
 		Free:       stats.Free.String(),

@@ -18,6 +18,8 @@ import (
 
 	cappv1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/records"
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/registry"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal"
 )
 
@@ -36,6 +38,11 @@ type Options struct {
 	// Secrets, as the base Config of a metal.ClientCache: the credentials
 	// come from the Secrets.
 	Metal metal.Config
+	// AllocationNamespace holds the allocation records (see ipam/internal/records).
+	AllocationNamespace string
+	// Fence, when set, is asked before every allocation; an error refuses
+	// it and the claim is retried (see manager's leader election fence).
+	Fence func() error
 }
 
 // DefaultSourceResyncPeriod is how often pool sources are read again by default.
@@ -87,7 +94,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 		metal:          metal.NewClientCache(opts.Metal),
 	}
 
-	reg := newRegistry(mgr.GetAPIReader())
+	reg := registry.New(records.New(mgr.GetClient(), mgr.GetAPIReader(), opts.AllocationNamespace), opts.Fence)
 	adapter := &ProviderAdapter{
 		client:      mgr.GetClient(),
 		reader:      mgr.GetAPIReader(),

@@ -32,6 +32,9 @@ type sourceResult struct {
 	source  string
 	entries []v1alpha1.ResolvedAddresses
 	failure *sourceFailure
+	// vrf is the VRF as the pool's credentials read it; set for spec.vrf
+	// when it resolved.
+	vrf *v1alpha1.ResolvedVRF
 }
 
 // sourceFailure is a source that did not resolve, with the SourcesResolved
@@ -92,10 +95,10 @@ func (r *sourceResolver) resolveVRF(ctx context.Context, pool v1alpha1.Pool) sou
 		result.failure = failure
 		return result
 	}
-	entries, err := vrfEntries(ctx, api, src)
+	vrf, entries, err := vrfEntries(ctx, api, src)
 	switch {
 	case err == nil:
-		result.entries = entries
+		result.vrf, result.entries = vrf, entries
 	case metal.IsUnauthorized(err):
 		result.failure = &sourceFailure{v1alpha1.InvalidCredentialsReason,
 			fmt.Sprintf("the Metal API refused the credentials of Secret %s: %v", src.CredentialsRef.Name, err), true}
@@ -135,27 +138,29 @@ func (r *sourceResolver) metalClient(ctx context.Context, pool v1alpha1.Pool) (v
 // gets from them. Every reservation served by a Metal Gateway is a subnet
 // entry carrying its prefix and gateway, so the gateway is reserved and the
 // addresses inside get them; with IPRanges the VRF's ranges are added as
-// entries without a subnet of their own.
-func vrfEntries(ctx context.Context, api vrfAPI, src *v1alpha1.VRFSource) ([]v1alpha1.ResolvedAddresses, error) {
+// entries without a subnet of their own. It also returns the VRF's identity
+// as the API showed it: what puts the pool in an allocation domain.
+func vrfEntries(ctx context.Context, api vrfAPI, src *v1alpha1.VRFSource) (*v1alpha1.ResolvedVRF, []v1alpha1.ResolvedAddresses, error) {
 	vrf, err := api.GetVRF(ctx, src.ID)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	project := vrf.GetProject()
+	identity := &v1alpha1.ResolvedVRF{ID: vrf.GetId(), ProjectID: path.Base(project.GetHref())}
 	if src.ProjectID != "" {
-		project := vrf.GetProject()
-		if id := path.Base(project.GetHref()); id != src.ProjectID {
-			return nil, fmt.Errorf("%w: VRF %s belongs to project %s, not spec.vrf.projectID %s", errVRFMismatch, src.ID, id, src.ProjectID)
+		if id := identity.ProjectID; id != src.ProjectID {
+			return nil, nil, fmt.Errorf("%w: VRF %s belongs to project %s, not spec.vrf.projectID %s", errVRFMismatch, src.ID, id, src.ProjectID)
 		}
 	}
 	if src.Metro != "" {
 		metro := vrf.GetMetro()
 		if code := metro.GetCode(); code != src.Metro {
-			return nil, fmt.Errorf("%w: VRF %s is in metro %s, not spec.vrf.metro %s", errVRFMismatch, src.ID, code, src.Metro)
+			return nil, nil, fmt.Errorf("%w: VRF %s is in metro %s, not spec.vrf.metro %s", errVRFMismatch, src.ID, code, src.Metro)
 		}
 	}
 	reservations, err := api.ListVRFIPReservations(ctx, src.ID)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 
 	family := cidr.IPv4
@@ -195,10 +200,10 @@ func vrfEntries(ctx context.Context, api vrfAPI, src *v1alpha1.VRFSource) ([]v1a
 		}
 	}
 	if len(missing) > 0 {
-		return nil, fmt.Errorf("%w: spec.vrf.reservationIDs %s are not %s IP reservations of VRF %s served by a Metal Gateway",
+		return nil, nil, fmt.Errorf("%w: spec.vrf.reservationIDs %s are not %s IP reservations of VRF %s served by a Metal Gateway",
 			errVRFMismatch, strings.Join(missing, ", "), family, src.ID)
 	}
-	return entries, nil
+	return identity, entries, nil
 }
 
 // gatewaySubnet returns the subnet of a reservation served by a Metal

@@ -110,7 +110,7 @@ func TestVRFEntries(t *testing.T) {
 	api := simClient(t)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := vrfEntries(context.Background(), api, &tt.src)
+			_, got, err := vrfEntries(context.Background(), api, &tt.src)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("vrfEntries() error = %v, want one containing %q", err, tt.wantErr)

@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -42,6 +43,9 @@ type Options struct {
 	// zero values take the client's defaults. Tests shorten them.
 	MetalTimeout time.Duration
 	MetalRetry   metal.RetryPolicy
+	// AllocationNamespace holds one record (a Lease) per address in use;
+	// empty means the leader election namespace, else the manager's own.
+	AllocationNamespace string
 }
 
 // Scheme returns the types the provider reads and writes.
@@ -65,6 +69,30 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		})
 	}
 
+	allocations := opts.AllocationNamespace
+	if allocations == "" {
+		allocations = opts.LeaderElectionNamespace
+	}
+	if allocations == "" {
+		if allocations, err = inClusterNamespace(); err != nil {
+			return nil, fmt.Errorf("no --allocation-namespace given: %w", err)
+		}
+	}
+
+	// With leader election, a replica allocates only while its lease is
+	// fresh (see fence); without, the allocation records alone keep replicas
+	// from handing out an address twice.
+	var fenceCheck func() error
+	if opts.LeaderElect {
+		lock, f, err := newFencedLock(cfg, opts.LeaderElectionNamespace, LeaderElectionID)
+		if err != nil {
+			return nil, fmt.Errorf("creating the leader election lock: %w", err)
+		}
+		mgrOpts.LeaderElectionResourceLockInterface = lock
+		mgrOpts.LeaseDuration, mgrOpts.RenewDeadline = ptr.To(leaseDuration), ptr.To(renewDeadline)
+		fenceCheck = f.check
+	}
+
 	mgr, err := ctrl.NewManager(cfg, mgrOpts)
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
@@ -76,6 +104,8 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		Metal: metal.Config{
 			Timeout: opts.MetalTimeout, Retry: opts.MetalRetry, Registerer: ctrlmetrics.Registry,
 		},
+		AllocationNamespace: allocations,
+		Fence:               fenceCheck,
 	}); err != nil {
 		return nil, err
 	}

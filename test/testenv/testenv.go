@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -215,10 +216,29 @@ func inProcess(concurrency int) managerutil.Options {
 	}
 }
 
+// AllocationNamespace holds the IPAM managers' allocation records.
+const AllocationNamespace = "default"
+
+// AllocationRecords returns the allocation records of the claims of a
+// namespace: the address each record holds, and the claim's name.
+func (e *Environment) AllocationRecords(ctx context.Context, claimNamespace string) (map[string]string, error) {
+	var list coordinationv1.LeaseList
+	if err := e.Client.List(ctx, &list, client.InNamespace(AllocationNamespace), client.HasLabels{ipamv1alpha1.AllocationClaimUIDLabel}); err != nil {
+		return nil, err
+	}
+	held := map[string]string{}
+	for _, lease := range list.Items {
+		if ns, name, _ := strings.Cut(lease.Annotations[ipamv1alpha1.AllocationClaimAnnotation], "/"); ns == claimNamespace {
+			held[lease.Annotations[ipamv1alpha1.AllocationAddressAnnotation]] = name
+		}
+	}
+	return held, nil
+}
+
 // IPAMOptions returns IPAM manager options that fit this environment: run in
 // process, with the webhooks on the port envtest configured (when installed).
 func (e *Environment) IPAMOptions(concurrency int) manager.Options {
-	opts := manager.Options{Options: inProcess(concurrency)}
+	opts := manager.Options{Options: inProcess(concurrency), AllocationNamespace: AllocationNamespace}
 	if wh := e.env.WebhookInstallOptions; len(wh.ValidatingWebhooks) > 0 {
 		opts.WebhookHost, opts.WebhookPort, opts.WebhookCertDir = wh.LocalServingHost, wh.LocalServingPort, wh.LocalServingCertDir
 	}

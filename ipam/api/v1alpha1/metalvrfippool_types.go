@@ -298,6 +298,17 @@ type ResolvedAddresses struct {
 	SubnetOnly bool `json:"subnetOnly,omitempty"`
 }
 
+// ResolvedVRF is the VRF that spec.vrf named, as the Metal API showed it
+// through the pool's own credentials.
+type ResolvedVRF struct {
+	// ID of the VRF.
+	// +kubebuilder:validation:MaxLength=64
+	ID string `json:"id"`
+	// ProjectID is the project the VRF belongs to.
+	// +kubebuilder:validation:MaxLength=64
+	ProjectID string `json:"projectID"`
+}
+
 // MetalVRFIPPoolStatus is what the pool reconciler observed.
 type MetalVRFIPPoolStatus struct {
 	// Conditions: Ready, SourcesResolved.
@@ -318,6 +329,13 @@ type MetalVRFIPPoolStatus struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=1024
 	Resolved []ResolvedAddresses `json:"resolved,omitempty"`
+
+	// VRF is spec.vrf as last read with the pool's credentials. The pools
+	// whose VRF resolved to the same project and ID share their addresses
+	// (one allocation domain); a pool whose credentials cannot read the VRF
+	// has none and hands out nothing.
+	// +optional
+	VRF *ResolvedVRF `json:"vrf,omitempty"`
 
 	// LastSyncTime is when every source last resolved successfully.
 	// +optional

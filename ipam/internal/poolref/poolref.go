@@ -4,6 +4,8 @@
 package poolref
 
 import (
+	"strings"
+
 	"k8s.io/apimachinery/pkg/types"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -16,6 +18,21 @@ type Key struct {
 	Kind      string
 	Namespace string
 	Name      string
+}
+
+// Parse reads a Key back from its String form.
+func Parse(s string) (Key, bool) {
+	parts := strings.Split(s, "/")
+	if _, ok := New(parts[0]); !ok {
+		return Key{}, false
+	}
+	switch {
+	case len(parts) == 2 && parts[0] == v1alpha1.GlobalMetalVRFIPPoolKind:
+		return Key{Kind: parts[0], Name: parts[1]}, true
+	case len(parts) == 3 && parts[0] == v1alpha1.MetalVRFIPPoolKind:
+		return Key{Kind: parts[0], Namespace: parts[1], Name: parts[2]}, true
+	}
+	return Key{}, false
 }
 
 // ObjectKey is the key to read the pool with.

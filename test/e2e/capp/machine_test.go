@@ -333,6 +333,39 @@ var _ = Describe("A PacketMachine with networks from IPAM pools", func() {
 		Eventually(poolsUsed).WithArguments(ns).Should(HaveKeyWithValue("incluster", int64(0)))
 	})
 
+	It("keeps the address of a claim deleted by hand while its machine protects it, and releases it after the machine goes", func() {
+		createPools(ns)
+		_, pm := machineFixture(ns, "m3", twoPortsThreeNetworks()[:1])
+		key := client.ObjectKey{Namespace: ns, Name: "m3-port-0-network-0"}
+		address := &ipamv1.IPAddress{}
+		Eventually(func() error { return k8s.Get(ctx, key, address) }).Should(Succeed())
+		allocations := func() map[string]string {
+			held, err := env.AllocationRecords(ctx, ns)
+			Expect(err).NotTo(HaveOccurred())
+			return held
+		}
+		Expect(allocations()).To(HaveKeyWithValue(address.Spec.Address, key.Name))
+
+		claim := &ipamv1.IPAddressClaim{}
+		Expect(k8s.Get(ctx, key, claim)).To(Succeed())
+		Expect(k8s.Delete(ctx, claim)).To(Succeed())
+		Eventually(condition(pm, infrav1.IPAddressClaimedCondition)).Should(
+			haveCondition(metav1.ConditionFalse, infrav1.IPAddressInvalidReason, key.Name+" are being deleted while the machine exists"))
+		// The machine still uses the address: neither the IPAddress nor its
+		// record may go while the machine's finalizer protects the claim.
+		Consistently(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, key, &ipamv1.IPAddress{})).To(Succeed())
+			g.Expect(allocations()).To(HaveKeyWithValue(address.Spec.Address, key.Name))
+			g.Expect(hasFinalizer(claim, infrav1.IPClaimProtectionFinalizer)()).To(BeTrue())
+		}, "2s").Should(Succeed())
+		Expect(poolsUsed(ns)).To(HaveKeyWithValue("vrf-v4", int64(1)))
+
+		Expect(k8s.Delete(ctx, pm)).To(Succeed())
+		Eventually(func() bool { return apierrors.IsNotFound(k8s.Get(ctx, key, &ipamv1.IPAddress{})) }).Should(BeTrue())
+		Eventually(allocations).Should(BeEmpty())
+		Eventually(poolsUsed).WithArguments(ns).Should(HaveKeyWithValue("vrf-v4", int64(0)))
+	})
+
 	It("refuses an address it cannot use and says why", func() {
 		// The in-cluster provider does not check that the gateway lies in
 		// the subnet; the machine must.

@@ -6,10 +6,12 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
+	"github.com/metal-vrf/cluster-api-metal-vrf/test/testenv"
 )
 
 var _ = Describe("Allocating under concurrency", func() {
@@ -81,7 +83,55 @@ var _ = Describe("Allocating across restarts and replicas", Ordered, func() {
 		second := createClaimsAtOnce(ns, "second", 60, 8)
 		Expect(expectDistinctBound(append(first, second...))).To(HaveLen(120))
 	})
+
+	It("never hands out an address twice with two replicas and no leader election", func() {
+		ns := newNamespace()
+		opts := ipamOptions()
+		stopFirst, err := env.StartIPAM(ctx, opts)
+		Expect(err).NotTo(HaveOccurred())
+		defer stopFirst()
+		opts.WebhookPort = 0
+		stopSecond, err := env.StartIPAM(ctx, opts)
+		Expect(err).NotTo(HaveOccurred())
+		defer stopSecond()
+		// Both replicas reconcile every claim: without the records in the
+		// API server, each would hand out addresses from its own memory.
+		createPool(ns, "pool", poolSpec(24, "", "10.5.2.0/24"))
+		claims := createClaimsAtOnce(ns, "claim", 150, 16)
+		holders := expectDistinctBound(claims)
+		Expect(holders).To(HaveLen(150))
+		expectRecorded(ns, holders)
+	})
+
+	It("records on upgrade the addresses handed out before records existed", func() {
+		ns := newNamespace()
+		stop, err := env.StartIPAM(ctx, ipamOptions())
+		Expect(err).NotTo(HaveOccurred())
+		createPool(ns, "pool", poolSpec(24, "", "10.5.3.0/24"))
+		before := createClaimsAtOnce(ns, "before", 30, 8)
+		expectDistinctBound(before)
+		stop()
+
+		// As an earlier version left them: IPAddresses without records.
+		Expect(k8s.DeleteAllOf(ctx, &coordinationv1.Lease{}, client.InNamespace(testenv.AllocationNamespace),
+			client.HasLabels{v1alpha1.AllocationClaimUIDLabel})).To(Succeed())
+		stop, err = env.StartIPAM(ctx, ipamOptions())
+		Expect(err).NotTo(HaveOccurred())
+		defer stop()
+		after := createClaimsAtOnce(ns, "after", 30, 8)
+		holders := expectDistinctBound(append(before, after...))
+		Expect(holders).To(HaveLen(60))
+		expectRecorded(ns, holders)
+	})
 })
+
+// expectRecorded checks that every address of holders has its allocation
+// record, naming the claim that holds it, and that the namespace's claims
+// have no other record.
+func expectRecorded(ns string, holders map[string]string) {
+	GinkgoHelper()
+	Eventually(func() (map[string]string, error) { return env.AllocationRecords(ctx, ns) }).Should(Equal(holders))
+}
 
 // createClaimsAtOnce creates n claims on the namespace's pool "pool" from
 // parallel workers and returns them.

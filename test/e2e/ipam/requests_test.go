@@ -47,6 +47,28 @@ var _ = Describe("Requesting a specific address", func() {
 	})
 })
 
+var _ = Describe("Requesting an address of a GlobalMetalVRFIPPool", func() {
+	It("names a holder in another namespace only as such", func() {
+		ns, other := newNamespace(), newNamespace()
+		name := "requests-" + ns
+		createGlobalPool(name, poolSpec(24, "", "10.6.2.0/24"))
+		request := func(namespace string) *ipamv1.IPAddressClaim {
+			claim := newClaim(namespace, "wanted", v1alpha1.GlobalMetalVRFIPPoolKind, name)
+			claim.Annotations = map[string]string{v1alpha1.RequestedAddressAnnotation: "10.6.2.10"}
+			Expect(k8s.Create(ctx, claim)).To(Succeed())
+			return claim
+		}
+		holder := request(ns)
+		Expect(boundAddress(holder).Spec.Address).To(Equal("10.6.2.10"))
+
+		taken := request(other)
+		Eventually(func() string { return reasonOf(taken) }).Should(Equal(ipamv1.IPAddressClaimReadyAllocationFailedReason))
+		message := readyCondition(taken).Message
+		Expect(message).To(ContainSubstring("requested address 10.6.2.10 is held by a claim in another namespace"))
+		Expect(message).NotTo(ContainSubstring(ns))
+	})
+})
+
 var _ = Describe("A reuse grace period", func() {
 	It("keeps a released address out of use for the period, then hands it out again", func() {
 		ns := newNamespace()

@@ -382,6 +382,37 @@ var _ = Describe("Pools sourced from an Equinix Metal VRF", func() {
 		}
 		Expect(boundAddress(extra).Spec.Address).To(Equal(freed))
 	})
+
+	It("keeps a pool whose credentials cannot read the VRF apart from the VRF's pools, and tells it nothing of them", func() {
+		createCredentials(ns, demoToken)
+		owner := createPool(ns, "owner", vrfSpec(v1alpha1.VRFScopeGatewaySubnets))
+		expectPool(owner, func(g Gomega, p v1alpha1.Pool) {
+			haveCondition(g, p, v1alpha1.ReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
+			g.Expect(p.PoolStatus().VRF).To(Equal(&v1alpha1.ResolvedVRF{ID: demoVRF, ProjectID: demoProject}))
+		})
+		held := boundAddress(createClaim(ns, "held", v1alpha1.MetalVRFIPPoolKind, "owner")).Spec.Address
+
+		// Another tenant names the VRF's ID, with credentials of its own
+		// project, and the same addresses spelled out.
+		other := newNamespace()
+		createCredentials(other, simtest.OtherAPIKey)
+		spec := vrfSpec(v1alpha1.VRFScopeGatewaySubnets)
+		spec.VRF.ProjectID = ""
+		spec.Addresses, spec.Prefix, spec.Gateway = []string{"10.60.1.0/29"}, ptr.To[int32](29), "10.60.1.1"
+		intruder := createPool(other, "intruder", spec)
+		expectPool(intruder, func(g Gomega, p v1alpha1.Pool) {
+			haveCondition(g, p, v1alpha1.SourcesResolvedCondition, metav1.ConditionFalse, v1alpha1.VRFNotFoundReason)
+			g.Expect(p.PoolStatus().VRF).To(BeNil())
+		})
+		probe := newClaim(other, "probe", v1alpha1.MetalVRFIPPoolKind, "intruder")
+		probe.Annotations = map[string]string{v1alpha1.RequestedAddressAnnotation: held}
+		Expect(k8s.Create(ctx, probe)).To(Succeed())
+		Eventually(func() string { return reasonOf(probe) }).Should(Equal(ipamv1.IPAddressClaimReadyPoolNotReadyReason))
+		Expect(readyCondition(probe).Message).To(ContainSubstring("spec.vrf has not been read with the pool's credentials"))
+		Expect(readyCondition(probe).Message).NotTo(ContainSubstring(ns), "a message names another namespace's objects")
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(probe), probe)).To(Succeed())
+		Expect(probe.Status.AddressRef.Name).To(BeEmpty())
+	})
 })
 
 var _ = Describe("Pools sourced from a PacketCluster network", func() {

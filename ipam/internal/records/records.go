@@ -1,0 +1,297 @@
+// Package records keeps the registry's records in the API server: one
+// coordination.k8s.io Lease per address in use in an allocation domain, in
+// the manager's own namespace, named after the domain and the address, so
+// the API server itself refuses to record an address twice.
+//
+// A Lease rather than a resource of our own: it is what a record is (who
+// holds something, never expiring here), it costs the API server half the
+// CPU of a custom resource per write (built-in types skip the schema
+// validation and unstructured handling of CRDs), and a claim's record is
+// one write of the four a claim costs. One namespace, because a domain spans
+// namespaces (see docs/pools.md).
+package records
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"net/netip"
+	"strings"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolref"
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/registry"
+)
+
+// Store is the registry.Store of the API server.
+type Store struct {
+	// client writes.
+	client client.Client
+	// reader reads live: a record or an IPAddress the cache has not seen yet
+	// must count.
+	reader client.Reader
+	// namespace holds the records.
+	namespace string
+}
+
+var _ registry.Store = &Store{}
+
+// New returns the store keeping its records in namespace, writing through
+// c and reading through reader.
+func New(c client.Client, reader client.Reader, namespace string) *Store {
+	return &Store{client: c, reader: reader, namespace: namespace}
+}
+
+// name is the name of the record of ip in domain: a hash of the domain, so
+// that any domain key fits, and the address, readable for IPv4 and in full
+// hexadecimal for IPv6 (colons are not allowed in names).
+func name(domain string, ip netip.Addr) string {
+	addr := ip.String()
+	if ip.Is6() {
+		b := ip.As16()
+		addr = hex.EncodeToString(b[:])
+	}
+	return domainHash(domain) + "." + addr
+}
+
+// domainHash labels the records of a domain; 64 bits leave no practical
+// chance of two domains sharing it, and Records checks the domain anyway.
+func domainHash(domain string) string {
+	sum := sha256.Sum256([]byte(domain))
+	return hex.EncodeToString(sum[:8])
+}
+
+// Records lists the records of a domain. Records whose claim no longer
+// exists are deleted on the way: they are left by a process that stopped
+// between recording an address and creating its IPAddress, and the claim's
+// release, which would have deleted them, has run already.
+func (s *Store) Records(ctx context.Context, domain string) ([]registry.Record, error) {
+	var list coordinationv1.LeaseList
+	if err := s.reader.List(ctx, &list, client.InNamespace(s.namespace), client.MatchingLabels{v1alpha1.AllocationDomainLabel: domainHash(domain)}); err != nil {
+		return nil, err
+	}
+	// Claims are read after the records: a record is only made for a claim
+	// that exists, so a claim missing now was deleted since.
+	var claims ipamv1.IPAddressClaimList
+	if err := s.reader.List(ctx, &claims); err != nil {
+		return nil, err
+	}
+	live := make(map[types.UID]bool, len(claims.Items))
+	for i := range claims.Items {
+		live[claims.Items[i].UID] = true
+	}
+	records := make([]registry.Record, 0, len(list.Items))
+	for i := range list.Items {
+		item := &list.Items[i]
+		rec, ok := recordOf(item)
+		if !ok || item.Annotations[v1alpha1.AllocationDomainAnnotation] != domain {
+			continue
+		}
+		if !live[rec.Holder.Claim.UID] {
+			if err := s.delete(ctx, item); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		records = append(records, rec)
+	}
+	return records, nil
+}
+
+// Reserve creates the record of r, or returns a *registry.TakenError
+// naming who holds the address.
+func (s *Store) Reserve(ctx context.Context, domain string, r registry.Record) error {
+	claim := r.Holder.Claim.String()
+	obj := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: s.namespace,
+			Name:      name(domain, r.Address),
+			Labels: map[string]string{
+				v1alpha1.AllocationDomainLabel:   domainHash(domain),
+				v1alpha1.AllocationClaimUIDLabel: string(r.Holder.Claim.UID),
+			},
+			Annotations: map[string]string{
+				v1alpha1.AllocationDomainAnnotation:  domain,
+				v1alpha1.AllocationAddressAnnotation: r.Address.String(),
+				v1alpha1.AllocationPoolAnnotation:    r.Holder.Pool.String(),
+				v1alpha1.AllocationClaimAnnotation:   claim,
+			},
+		},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &claim},
+	}
+	for {
+		err := s.client.Create(ctx, obj)
+		if !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		existing := &coordinationv1.Lease{}
+		err = s.reader.Get(ctx, client.ObjectKeyFromObject(obj), existing)
+		if apierrors.IsNotFound(err) {
+			continue // released meanwhile: try again
+		}
+		if err != nil {
+			return err
+		}
+		rec, _ := recordOf(existing)
+		return &registry.TakenError{Address: r.Address, Holder: rec.Holder}
+	}
+}
+
+// Unreserve deletes the record of r's address if r's claim holds it.
+func (s *Store) Unreserve(ctx context.Context, domain string, r registry.Record) error {
+	existing := &coordinationv1.Lease{}
+	err := s.reader.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: name(domain, r.Address)}, existing)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return err
+	case existing.Labels[v1alpha1.AllocationClaimUIDLabel] != string(r.Holder.Claim.UID):
+		return nil
+	}
+	return s.delete(ctx, existing)
+}
+
+// Free deletes every record of the claim.
+func (s *Store) Free(ctx context.Context, claim registry.Claim) error {
+	var list coordinationv1.LeaseList
+	if err := s.reader.List(ctx, &list, client.InNamespace(s.namespace), client.MatchingLabels{v1alpha1.AllocationClaimUIDLabel: string(claim.UID)}); err != nil {
+		return err
+	}
+	var errs []error
+	for i := range list.Items {
+		errs = append(errs, s.delete(ctx, &list.Items[i]))
+	}
+	return errors.Join(errs...)
+}
+
+// delete deletes exactly this record, not one created since under its name.
+func (s *Store) delete(ctx context.Context, obj *coordinationv1.Lease) error {
+	err := s.client.Delete(ctx, obj, client.Preconditions{UID: &obj.UID})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	return err
+}
+
+// Addresses lists the IPAddresses of every pool of the domain.
+func (s *Store) Addresses(ctx context.Context, domain string) ([]registry.Record, error) {
+	members := map[poolref.Key]bool{}
+	for _, kind := range []string{v1alpha1.MetalVRFIPPoolKind, v1alpha1.GlobalMetalVRFIPPoolKind} {
+		list := poolref.NewList(kind)
+		if err := s.reader.List(ctx, list); err != nil {
+			return nil, err
+		}
+		for _, pool := range pools(list) {
+			if registry.DomainOf(pool) == domain {
+				members[poolref.KeyOf(pool)] = true
+			}
+		}
+	}
+	return s.addresses(ctx, func(key poolref.Key) bool { return members[key] })
+}
+
+// PoolAddresses lists the IPAddresses of one pool.
+func (s *Store) PoolAddresses(ctx context.Context, pool poolref.Key) ([]registry.Record, error) {
+	return s.addresses(ctx, func(key poolref.Key) bool { return key == pool }, client.InNamespace(pool.Namespace))
+}
+
+// addresses lists the IPAddresses of the pools of our kinds that match.
+func (s *Store) addresses(ctx context.Context, match func(poolref.Key) bool, opts ...client.ListOption) ([]registry.Record, error) {
+	var list ipamv1.IPAddressList
+	if err := s.reader.List(ctx, &list, opts...); err != nil {
+		return nil, err
+	}
+	var records []registry.Record
+	for i := range list.Items {
+		address := &list.Items[i]
+		key, ok := poolref.For(address.Spec.PoolRef, address.Namespace)
+		if !ok || !match(key) {
+			continue
+		}
+		ip, err := netip.ParseAddr(address.Spec.Address)
+		if err != nil {
+			continue // CAPI's webhook validates addresses; nothing to hold here.
+		}
+		claim := registry.Claim{NamespacedName: types.NamespacedName{Namespace: address.Namespace, Name: address.Spec.ClaimRef.Name}}
+		if claim.UID, err = s.claimUID(ctx, address); err != nil {
+			return nil, err
+		}
+		records = append(records, registry.Record{Address: ip, Holder: registry.Holder{Pool: key, Claim: claim}})
+	}
+	return records, nil
+}
+
+// claimUID is the UID of the IPAddress's claim, from its owner reference,
+// or else from the claim itself.
+func (s *Store) claimUID(ctx context.Context, address *ipamv1.IPAddress) (types.UID, error) {
+	if uid, ok := ClaimUID(address); ok {
+		return uid, nil
+	}
+	claim := &ipamv1.IPAddressClaim{}
+	err := s.reader.Get(ctx, client.ObjectKey{Namespace: address.Namespace, Name: address.Spec.ClaimRef.Name}, claim)
+	if apierrors.IsNotFound(err) {
+		// No claim: the address is held by nobody who could release it;
+		// a UID of its own keeps it recorded until the IPAddress goes.
+		return types.UID("ipaddress-" + string(address.UID)), nil
+	}
+	return claim.UID, err
+}
+
+// ClaimUID returns the UID of the claim an IPAddress's owner reference names.
+func ClaimUID(address *ipamv1.IPAddress) (types.UID, bool) {
+	for _, ref := range address.OwnerReferences {
+		if ref.Kind == "IPAddressClaim" && ref.Name == address.Spec.ClaimRef.Name &&
+			strings.HasPrefix(ref.APIVersion, ipamv1.GroupVersion.Group+"/") {
+			return ref.UID, true
+		}
+	}
+	return "", false
+}
+
+// recordOf reads a record; false for a Lease that is not one.
+func recordOf(obj *coordinationv1.Lease) (registry.Record, bool) {
+	ip, err := netip.ParseAddr(obj.Annotations[v1alpha1.AllocationAddressAnnotation])
+	if err != nil {
+		return registry.Record{}, false
+	}
+	pool, ok := poolref.Parse(obj.Annotations[v1alpha1.AllocationPoolAnnotation])
+	if !ok {
+		return registry.Record{}, false
+	}
+	namespace, name, ok := strings.Cut(obj.Annotations[v1alpha1.AllocationClaimAnnotation], "/")
+	if !ok {
+		return registry.Record{}, false
+	}
+	return registry.Record{Address: ip, Holder: registry.Holder{
+		Pool: pool,
+		Claim: registry.Claim{
+			NamespacedName: types.NamespacedName{Namespace: namespace, Name: name},
+			UID:            types.UID(obj.Labels[v1alpha1.AllocationClaimUIDLabel]),
+		},
+	}}, true
+}
+
+// pools returns the items of a pool list.
+func pools(list client.ObjectList) []v1alpha1.Pool {
+	var out []v1alpha1.Pool
+	switch l := list.(type) {
+	case *v1alpha1.MetalVRFIPPoolList:
+		for i := range l.Items {
+			out = append(out, &l.Items[i])
+		}
+	case *v1alpha1.GlobalMetalVRFIPPoolList:
+		for i := range l.Items {
+			out = append(out, &l.Items[i])
+		}
+	}
+	return out
+}

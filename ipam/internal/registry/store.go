@@ -1,0 +1,81 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolref"
+)
+
+// Claim identifies a claim. The UID tells a claim from one deleted and
+// created again under the same name.
+type Claim struct {
+	types.NamespacedName
+	UID types.UID
+}
+
+// Holder is who holds an address: a claim, served by a pool.
+type Holder struct {
+	Pool  poolref.Key
+	Claim Claim
+}
+
+// Record is one address in use, as the API server keeps it.
+type Record struct {
+	Address netip.Addr
+	Holder  Holder
+}
+
+// Store is the API server's side of the registry: one record per address in
+// use in a domain, which only one writer can create. The registry never
+// hands out an address without first creating its record, so two processes
+// that disagree in memory (a frozen leader and its successor, replicas
+// without leader election) still never hand out the same address.
+type Store interface {
+	// Records lists the records of a domain, read live.
+	Records(ctx context.Context, domain string) ([]Record, error)
+	// Reserve creates the record of an address. When the address has a
+	// record already it fails with a *TakenError naming its holder.
+	Reserve(ctx context.Context, domain string, r Record) error
+	// Unreserve deletes the record of an address if r's claim holds it.
+	Unreserve(ctx context.Context, domain string, r Record) error
+	// Free deletes every record the claim holds, in any domain.
+	Free(ctx context.Context, claim Claim) error
+	// Addresses lists the IPAddresses of the pools of a domain, read live,
+	// as records: what was handed out before records existed.
+	Addresses(ctx context.Context, domain string) ([]Record, error)
+	// PoolAddresses lists the IPAddresses of one pool, read live.
+	PoolAddresses(ctx context.Context, pool poolref.Key) ([]Record, error)
+}
+
+// TakenError says that an address already has a record, and whose.
+type TakenError struct {
+	Address netip.Addr
+	Holder  Holder
+}
+
+func (e *TakenError) Error() string {
+	return fmt.Sprintf("address %s is already recorded for claim %s", e.Address, e.Holder.Claim.NamespacedName)
+}
+
+// Is makes errors.Is(err, ErrTaken) hold for a *TakenError.
+func (e *TakenError) Is(target error) bool { return target == ErrTaken }
+
+// Typed errors of the registry.
+var (
+	// ErrPoolNotReady wraps why a pool cannot serve claims.
+	ErrPoolNotReady = errors.New("pool is not ready")
+	// ErrRequestedUnavailable wraps why a claim cannot have the address it requested.
+	ErrRequestedUnavailable = errors.New("requested address unavailable")
+	// ErrConflict: an IPAddress says a claim holds an address that the
+	// registry knows as another claim's.
+	ErrConflict = errors.New("address held twice")
+	// ErrTaken: an address has a record already (see TakenError).
+	ErrTaken = errors.New("address already recorded")
+	// ErrFenced: this process may not allocate now (see Registry.fence).
+	ErrFenced = errors.New("allocation fenced")
+)

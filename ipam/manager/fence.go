@@ -1,0 +1,118 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/registry"
+)
+
+// Leader election timings: controller-runtime's defaults, named here
+// because the fence depends on the lease duration.
+const (
+	leaseDuration = 15 * time.Second
+	renewDeadline = 10 * time.Second
+)
+
+// fence keeps a leader that lost its lease without knowing it from
+// allocating. A leader frozen (SIGSTOP, a stalled VM) past its lease wakes
+// up still believing it leads until its elector notices, while another
+// replica leads already; the allocation records in the API server keep the
+// two from handing out one address twice, and the fence keeps the stale one
+// from trying at all. It trusts only the last successful write of the
+// lease by this process: the other candidates wait a whole lease duration
+// from when they saw that write before taking over, which is no earlier
+// than when it started.
+type fence struct {
+	duration time.Duration
+	now      func() time.Time
+
+	mu      sync.Mutex
+	renewed time.Time // start of the last successful write of the lease
+}
+
+// check refuses allocation when the last renewal is older than the lease.
+func (f *fence) check() error {
+	f.mu.Lock()
+	renewed := f.renewed
+	f.mu.Unlock()
+	if renewed.IsZero() {
+		return fmt.Errorf("%w: this replica has not acquired the leader election lease", registry.ErrFenced)
+	}
+	if age := f.now().Sub(renewed); age > f.duration {
+		return fmt.Errorf("%w: this replica last renewed its leader election lease %s ago, longer than the lease lasts (%s)",
+			registry.ErrFenced, age.Round(time.Millisecond), f.duration)
+	}
+	return nil
+}
+
+// fencedLock is a resource lock that tells the fence of every successful
+// write of the lease that makes this process its holder.
+type fencedLock struct {
+	resourcelock.Interface
+	fence *fence
+}
+
+func (l *fencedLock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	return l.write(ler, func() error { return l.Interface.Create(ctx, ler) })
+}
+
+func (l *fencedLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	return l.write(ler, func() error { return l.Interface.Update(ctx, ler) })
+}
+
+func (l *fencedLock) write(ler resourcelock.LeaderElectionRecord, do func() error) error {
+	start := l.fence.now()
+	if err := do(); err != nil {
+		return err
+	}
+	// A release on shutdown writes an empty holder: no renewal.
+	if ler.HolderIdentity == l.Identity() {
+		l.fence.mu.Lock()
+		l.fence.renewed = start
+		l.fence.mu.Unlock()
+	}
+	return nil
+}
+
+// namespaceFile is where a pod finds its namespace.
+const namespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// inClusterNamespace is the namespace of the pod the manager runs in.
+func inClusterNamespace() (string, error) {
+	data, err := os.ReadFile(namespaceFile)
+	if err != nil {
+		return "", fmt.Errorf("not running in a cluster: %w", err)
+	}
+	return strings.TrimSpace(string(data)), nil
+}
+
+// newFencedLock builds the Lease lock controller-runtime would, wrapped to
+// feed a fence, and returns both.
+func newFencedLock(cfg *rest.Config, namespace, name string) (*fencedLock, *fence, error) {
+	if namespace == "" {
+		var err error
+		if namespace, err = inClusterNamespace(); err != nil {
+			return nil, nil, fmt.Errorf("no leader election namespace given: %w", err)
+		}
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		return nil, nil, err
+	}
+	lock, err := resourcelock.NewFromKubeconfig(resourcelock.LeasesResourceLock, namespace, name,
+		resourcelock.ResourceLockConfig{Identity: host + "_" + string(uuid.NewUUID())}, cfg, renewDeadline)
+	if err != nil {
+		return nil, nil, err
+	}
+	f := &fence{duration: leaseDuration, now: time.Now}
+	return &fencedLock{Interface: lock, fence: f}, f, nil
+}
