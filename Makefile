@@ -84,6 +84,10 @@ test: $(TEST_DEPS) $(OLDEST_ENVTEST) ## Run every test: unit, fuzz seed corpora,
 test-node: envtest $(NODE_IMAGE)/rootfs.img ## Boot the rendered node configuration in Debian VMs under qemu (image built once into bin/node).
 	REQUIRE_NODE_BOOT=1 NODE_IMAGE=$(NODE_IMAGE) go test -count=1 -timeout 40m -v ./test/node/
 
+.PHONY: test-chaos
+test-chaos: envtest ## Run two replicas of the IPAM manager while their leader is killed or frozen, and without leader election (minutes; docs/reliability.md).
+	REQUIRE_CHAOS=1 go test -count=1 -timeout 20m -v ./test/chaos/
+
 .PHONY: bench
 bench: $(TEST_DEPS) ## Run the benchmarks (allocator; claims and CAPP machines against a real API server).
 	go test -run '^$$' -bench . -benchmem ./shared/cidr/

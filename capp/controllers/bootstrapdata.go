@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -75,6 +76,11 @@ func (r *PacketMachineReconciler) reconcileBootstrapData(ctx context.Context, s 
 
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: pm.Namespace, Name: UserDataSecretName(pm.Name)}}
 	result, err := controllerutil.CreateOrPatch(ctx, r.Client, secret, func() error {
+		// RBAC lets the manager patch any Secret; only this check keeps it
+		// to the ones it made.
+		if secret.ResourceVersion != "" && !metav1.IsControlledBy(secret, pm) {
+			return &foreignSecretError{secret: secret.Name}
+		}
 		if secret.Labels == nil {
 			secret.Labels = map[string]string{}
 		}
@@ -83,6 +89,13 @@ func (r *PacketMachineReconciler) reconcileBootstrapData(ctx context.Context, s 
 		secret.Data = map[string][]byte{UserDataKey: userData}
 		return controllerutil.SetControllerReference(pm, secret, r.Client.Scheme())
 	})
+	if foreign := (*foreignSecretError)(nil); errors.As(err, &foreign) {
+		if conditions.GetReason(pm, infrav1.BootstrapDataRenderedCondition) != infrav1.UserDataSecretConflictReason {
+			r.Recorder.Eventf(pm, nil, corev1.EventTypeWarning, infrav1.UserDataSecretConflictReason, "RenderUserData", "%v", foreign)
+		}
+		s.observeFalse(infrav1.BootstrapDataRenderedCondition, infrav1.UserDataSecretConflictReason, foreign.Error())
+		return ctrl.Result{RequeueAfter: foreignSecretRetry}, false, nil
+	}
 	if err != nil {
 		return ctrl.Result{}, false, fmt.Errorf("writing the user-data Secret %s: %w", secret.Name, err)
 	}
@@ -120,6 +133,19 @@ func (r *PacketMachineReconciler) expandUpstream(ctx context.Context, s *machine
 	}
 	out, _, err := cloudinit.ExpandUpstream(data, values)
 	return out, err
+}
+
+// foreignSecretRetry is how often a machine whose user-data Secret name is
+// taken looks again: Secrets are not watched, so nothing tells it when the
+// Secret is gone.
+const foreignSecretRetry = time.Minute
+
+// foreignSecretError: the user-data Secret's name is taken by a Secret the
+// PacketMachine does not control.
+type foreignSecretError struct{ secret string }
+
+func (e *foreignSecretError) Error() string {
+	return fmt.Sprintf("Secret %s exists and is not controlled by this PacketMachine; it is left as it is: delete or rename it", e.secret)
 }
 
 // bootstrapDataInvalid reports bootstrap data that cannot be merged; only a

@@ -40,19 +40,15 @@ import (
 	cappv1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolref"
-	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolspace"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/registry"
 )
 
 // poolDeletingReason: the pool waits for its addresses to be released before it goes.
 const poolDeletingReason = "Deleting"
 
-// Field indexes of pools, by what their sources refer to, so that a change
-// to a Secret or a PacketCluster reaches exactly the pools reading it.
-const (
-	poolsBySecret        = "metal-vrf.ipam/pools-by-credentials-secret"
-	poolsByPacketCluster = "metal-vrf.ipam/pools-by-packetcluster"
-)
+// poolsByPacketCluster indexes pools by the PacketCluster of their
+// spec.networkRef, so that a change to it reaches exactly the pools reading it.
+const poolsByPacketCluster = "metal-vrf.ipam/pools-by-packetcluster"
 
 // maxSourceRetry bounds the wait before resolving failed sources again.
 const maxSourceRetry = 30 * time.Second
@@ -78,9 +74,9 @@ func (r *poolReconciler) setupWithManager(ctx context.Context, mgr ctrl.Manager,
 		Named(strings.ToLower(r.kind)).
 		For(pool, builder.WithPredicates(notOnlyCounts())).
 		Watches(&ipamv1.IPAddress{}, r.countsChanged()).
-		// Secrets are watched by metadata only: the resolver reads the one
-		// it needs, so the cache holds no credentials.
-		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.poolsIndexedBy(poolsBySecret))).
+		// Secrets are not watched: RBAC cannot grant a watch, even of
+		// metadata, without the data of every Secret. The resolver gets the
+		// one a pool names when it resolves (see reconcileSources for when).
 		WatchesRawSource(r.releases.poolSource(r.kind)).
 		WithEventFilter(predicates.ResourceHasFilterLabel(mgr.GetScheme(), ctrl.LoggerFrom(ctx), opts.WatchFilterValue)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Concurrency})
@@ -378,19 +374,6 @@ func (r *poolReconciler) poolsIndexedBy(index string) handler.MapFunc {
 		})
 		return requests
 	}
-}
-
-// indexPoolSecret indexes a pool by the credentials Secret of its spec.vrf.
-func indexPoolSecret(obj client.Object) []string {
-	pool, ok := obj.(v1alpha1.Pool)
-	if !ok || pool.PoolSpec().VRF == nil {
-		return nil
-	}
-	key, err := poolspace.CredentialsSecret(pool)
-	if err != nil {
-		return nil
-	}
-	return []string{key.String()}
 }
 
 // indexPoolPacketCluster indexes a pool by the PacketCluster of its spec.networkRef.

@@ -56,7 +56,7 @@ const DefaultSourceResyncPeriod = 10 * time.Minute
 // +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=ipaddresses,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=packetclusters,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // SetupWithManager registers the claim and pool controllers with mgr.
@@ -71,9 +71,6 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 		return fmt.Errorf("indexing claims by pool: %w", err)
 	}
 	for _, pool := range []client.Object{&v1alpha1.MetalVRFIPPool{}, &v1alpha1.GlobalMetalVRFIPPool{}} {
-		if err := mgr.GetFieldIndexer().IndexField(ctx, pool, poolsBySecret, indexPoolSecret); err != nil {
-			return fmt.Errorf("indexing pools by Secret: %w", err)
-		}
 		if err := mgr.GetFieldIndexer().IndexField(ctx, pool, poolsByPacketCluster, indexPoolPacketCluster); err != nil {
 			return fmt.Errorf("indexing pools by PacketCluster: %w", err)
 		}

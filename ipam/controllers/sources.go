@@ -59,7 +59,7 @@ var errVRFMismatch = errors.New("VRF does not match spec.vrf")
 // sourceResolver reads the sources of pools: the Metal API for spec.vrf, the
 // PacketCluster for spec.networkRef.
 type sourceResolver struct {
-	// reader reads Secrets live: the manager only caches their metadata.
+	// reader reads Secrets live (RBAC grants get only): the manager caches none.
 	reader client.Reader
 	// client reads PacketClusters from the cache.
 	client client.Client

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -30,6 +31,10 @@ type Options struct {
 	LeaderElect bool
 	// LeaderElectionNamespace holds the lease; empty means the in-cluster namespace.
 	LeaderElectionNamespace string
+	// LeaseDuration, RenewDeadline and RetryPeriod time the leader election
+	// (client-go's meaning); zero takes controller-runtime's defaults (15s,
+	// 10s, 2s). The chaos tests shorten them to force takeovers often.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// Namespace restricts the manager to one namespace; empty watches all.
 	Namespace string
 	// WatchFilterValue shards by the cluster.x-k8s.io/watch-filter label.
@@ -52,6 +57,9 @@ type Options struct {
 func (o *Options) AddFlags(fs *flag.FlagSet, reconciled string) {
 	fs.BoolVar(&o.LeaderElect, "leader-elect", false, "Compete for a lease so that only one replica reconciles. Required when running more than one replica.")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election lease; empty uses the manager's own namespace.")
+	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "How long a standby waits after the leader's last renewal before it takes the lease over.")
+	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader keeps trying to renew its lease before it gives up leading; shorter than the lease duration.")
+	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "How often replicas try to acquire or renew the lease.")
 	fs.StringVar(&o.Namespace, "namespace", "", "Only watch this namespace; empty watches all namespaces.")
 	fs.StringVar(&o.WatchFilterValue, "watch-filter", "", "Only reconcile objects labelled cluster.x-k8s.io/watch-filter with this value.")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", ":9440", "Address of the /healthz and /readyz endpoints; 0 disables them.")
@@ -72,6 +80,14 @@ func (o Options) ManagerOptions(scheme *runtime.Scheme, leaderElectionID string)
 		HealthProbeBindAddress:        o.HealthProbeBindAddress,
 		Metrics:                       metricsserver.Options{BindAddress: o.MetricsBindAddress},
 		Controller:                    config.Controller{SkipNameValidation: ptr.To(o.SkipControllerNameValidation)},
+	}
+	for _, d := range []struct {
+		value time.Duration
+		field **time.Duration
+	}{{o.LeaseDuration, &opts.LeaseDuration}, {o.RenewDeadline, &opts.RenewDeadline}, {o.RetryPeriod, &opts.RetryPeriod}} {
+		if d.value != 0 {
+			*d.field = ptr.To(d.value)
+		}
 	}
 	if o.Namespace != "" {
 		opts.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{o.Namespace: {}}}

@@ -202,6 +202,14 @@ func Scheme() (*runtime.Scheme, error) {
 	return scheme, nil
 }
 
+// ConfigAs reaches the API server as user, impersonated by the
+// administrator; as the administrator when user is empty.
+func (e *Environment) ConfigAs(user rest.ImpersonationConfig) *rest.Config {
+	cfg := rest.CopyConfig(e.Config)
+	cfg.Impersonate = user
+	return cfg
+}
+
 // Stop stops the API server and etcd.
 func (e *Environment) Stop() error { return e.env.Stop() }
 
@@ -248,8 +256,15 @@ func (e *Environment) IPAMOptions(concurrency int) manager.Options {
 // StartIPAM runs an IPAM manager until the returned stop function is called.
 // It returns once the manager's caches have synced.
 func (e *Environment) StartIPAM(ctx context.Context, opts manager.Options) (stop func(), err error) {
+	return e.StartIPAMAs(ctx, rest.ImpersonationConfig{}, opts)
+}
+
+// StartIPAMAs is StartIPAM with the manager acting as user (impersonated by
+// the administrator) instead of the administrator, e.g. a ServiceAccount
+// bound to the provider's ClusterRole.
+func (e *Environment) StartIPAMAs(ctx context.Context, user rest.ImpersonationConfig, opts manager.Options) (stop func(), err error) {
 	ctx, cancel := context.WithCancel(ctx)
-	mgr, err := manager.New(ctx, e.Config, opts)
+	mgr, err := manager.New(ctx, e.ConfigAs(user), opts)
 	if err != nil {
 		cancel()
 		return nil, err
@@ -267,8 +282,13 @@ func (e *Environment) CAPPOptions(concurrency int, metadataURL string) cappmanag
 // It returns once the manager's caches have synced. The environment must
 // have been started with CAPPCRDs.
 func (e *Environment) StartCAPP(ctx context.Context, opts cappmanager.Options) (stop func(), err error) {
+	return e.StartCAPPAs(ctx, rest.ImpersonationConfig{}, opts)
+}
+
+// StartCAPPAs is StartCAPP with the manager acting as user (see StartIPAMAs).
+func (e *Environment) StartCAPPAs(ctx context.Context, user rest.ImpersonationConfig, opts cappmanager.Options) (stop func(), err error) {
 	ctx, cancel := context.WithCancel(ctx)
-	mgr, err := cappmanager.New(ctx, e.Config, opts)
+	mgr, err := cappmanager.New(ctx, e.ConfigAs(user), opts)
 	if err != nil {
 		cancel()
 		return nil, err

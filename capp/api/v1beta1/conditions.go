@@ -51,6 +51,9 @@ const (
 	BootstrapDataInvalidReason = "BootstrapDataInvalid"
 	// BootstrapDataRenderedReason: the user-data Secret is current.
 	BootstrapDataRenderedReason = "BootstrapDataRendered"
+	// UserDataSecretConflictReason: a Secret of the user-data Secret's name
+	// exists and is not controlled by the PacketMachine; it is left alone.
+	UserDataSecretConflictReason = "UserDataSecretConflict"
 	// VIPNetworkMissingReason: a control-plane machine of a cluster with a
 	// VIP has no network on the VLAN (the PacketCluster's spec.vip.vxlan)
 	// whose sub-interface kube-vip would announce it on.
