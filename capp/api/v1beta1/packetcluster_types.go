@@ -21,7 +21,7 @@ const (
 
 // NetworkSpec is a network the cluster's machines can be attached to.
 //
-// +kubebuilder:validation:XValidation:rule="!has(self.assignment) || self.assignment != 'cluster-api' || (has(self.name) && self.name != '')",fieldPath=".name",message="is required with assignment cluster-api: a pool names the network in its spec.networkRef.network"
+// +kubebuilder:validation:XValidation:rule="!has(self.assignment) || self.assignment != 'cluster-api' || (has(self.name) && size(self.name) > 0)",fieldPath=".name",message="is required with assignment cluster-api: a pool names the network in its spec.networkRef.network"
 // +kubebuilder:validation:XValidation:rule="!has(self.ipAddresses) || self.ipAddresses.all(a, !isCIDR(a) || !isCIDR(self.ipAddresses[0]) || cidr(a).ip().family() == cidr(self.ipAddresses[0]).ip().family())",fieldPath=".ipAddresses",messageExpression="'mixes IP families: %s is not of the family of %s; a network holds one family, so give the other its own network'.format([self.ipAddresses.filter(a, isCIDR(a) && isCIDR(self.ipAddresses[0]) && cidr(a).ip().family() != cidr(self.ipAddresses[0]).ip().family())[0], self.ipAddresses[0]])"
 type NetworkSpec struct {
 	// Name of the network, e.g. "storage VLAN".
