@@ -115,16 +115,25 @@ func (r *PacketMachineReconciler) explainWaiting(count string, waiting []waiting
 func (r *PacketMachineReconciler) kindServed(pool corev1.TypedLocalObjectReference) (bool, string) {
 	group := ptr.Deref(pool.APIGroup, "")
 	mapper := r.Client.RESTMapper()
-	_, err := mapper.RESTMapping(schema.GroupKind{Group: group, Kind: pool.Kind})
-	if !meta.IsNoMatchError(err) {
-		// Served, or discovery failed: the claim's own silence will tell.
+	mapping, err := mapper.RESTMapping(schema.GroupKind{Group: group, Kind: pool.Kind})
+	switch {
+	case meta.IsNoMatchError(err):
+		gvk, err := mapper.KindFor(schema.GroupVersionResource{Group: group, Resource: strings.ToLower(pool.Kind)})
+		if err != nil || gvk.Kind == pool.Kind {
+			return false, ""
+		}
+		return false, fmt.Sprintf(" (did you mean kind %s?)", gvk.Kind)
+	case err != nil:
+		// Discovery failed: the claim's own silence will tell.
 		return true, ""
 	}
-	gvk, err := mapper.KindFor(schema.GroupVersionResource{Group: group, Resource: strings.ToLower(pool.Kind)})
-	if err != nil || gvk.Kind == pool.Kind {
-		return false, ""
+	// The mapper matches kinds whatever their case; providers match them
+	// exactly, as the API server does.
+	gvk, err := mapper.KindFor(mapping.Resource)
+	if err == nil && gvk.Kind != pool.Kind {
+		return false, fmt.Sprintf(" (did you mean kind %s?)", gvk.Kind)
 	}
-	return false, fmt.Sprintf(" (did you mean kind %s?)", gvk.Kind)
+	return true, ""
 }
 
 // reconcileIPAddresses makes sure every network with addressFromPool has its

@@ -54,6 +54,10 @@ func machineNetworks(pm *infrav1.PacketMachine, bound map[string]*ipamv1.IPAddre
 				continue
 			}
 			taken[key] = path
+			if err := n.Check(); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", path, err))
+				continue
+			}
 			out.render = append(out.render, n)
 			ns := infrav1.NetworkStatus{
 				VXLAN:     network.VXLAN,
