@@ -106,7 +106,7 @@ const (
 
 // PacketClusterSpec is the Equinix Metal side of a Cluster.
 //
-// +kubebuilder:validation:XValidation:rule="!has(self.vip) || self.vipManager == 'KUBE_VIP'",fieldPath=".vipManager",messageExpression="'is %s, but vip needs vipManager KUBE_VIP: kube-vip announces it'.format([has(self.vipManager) ? self.vipManager : ''])"
+// +kubebuilder:validation:XValidation:rule="!has(self.vip) || self.vipManager == 'KUBE_VIP'",fieldPath=".vipManager",messageExpression="'is %s, but vip needs vipManager KUBE_VIP: kube-vip announces it'.format([self.vipManager])"
 // +kubebuilder:validation:XValidation:rule="oldSelf.hasValue() || !has(self.vip) || !has(self.controlPlaneEndpoint) || !has(self.controlPlaneEndpoint.host) || size(self.controlPlaneEndpoint.host) == 0",optionalOldSelf=true,message="controlPlaneEndpoint.host must be empty with vip: the VIP claimed from the pool fills it"
 // +kubebuilder:validation:XValidation:rule="!oldSelf.hasValue() || has(self.vip) == has(oldSelf.value().vip) && (!has(self.vip) || self.vip == oldSelf.value().vip)",optionalOldSelf=true,message="vip is immutable: the cluster's endpoint cannot move"
 type PacketClusterSpec struct {

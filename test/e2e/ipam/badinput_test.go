@@ -73,7 +73,10 @@ var _ = Describe("Bad input to the IPAM provider", func() {
 		}, func(s *v1alpha1.MetalVRFIPPoolSpec) { s.AllocateReservedIPAddresses = false },
 			"spec.allocateReservedIPAddresses", "10.23.0.0"),
 		Entry("a prefix that makes it a broadcast address", poolSpec(24, "", "10.24.0.0/24"),
-			func(s *v1alpha1.MetalVRFIPPoolSpec) { s.Addresses = []string{"10.24.0.0/25"}; s.Prefix = ptr.To[int32](25) },
+			func(s *v1alpha1.MetalVRFIPPoolSpec) {
+				s.Addresses = []string{"10.24.0.0/25"}
+				s.Prefix = ptr.To[int32](25)
+			},
 			"spec.prefix", "10.24.0.127"),
 	)
 
