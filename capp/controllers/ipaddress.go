@@ -82,10 +82,12 @@ func (r *PacketMachineReconciler) explainWaiting(count string, waiting []waiting
 	for _, w := range waiting {
 		part := fmt.Sprintf("IPAddressClaim %s waits on %s", w.name, w.describePool())
 		ready := conditions.Get(w.claim, ipamv1.IPAddressClaimReadyCondition)
+		if ready != nil && ready.Status == metav1.ConditionFalse {
+			parts = append(parts, part+": "+ready.Message)
+			continue
+		}
 		served, suggestion := r.kindServed(w.pool)
 		switch {
-		case ready != nil && ready.Status == metav1.ConditionFalse:
-			part += ": " + ready.Message
 		case !served:
 			part += fmt.Sprintf(": the API server serves no kind %s in apiGroup %s, so no IPAM provider answers the claim; fix %s%s",
 				message.Quote(w.pool.Kind), message.Quote(ptr.Deref(w.pool.APIGroup, "")), w.path, suggestion)
