@@ -121,8 +121,11 @@ func (r *PacketMachineReconciler) kindServed(pool corev1.TypedLocalObjectReferen
 	switch {
 	case meta.IsNoMatchError(err):
 		gvk, err := mapper.KindFor(schema.GroupVersionResource{Group: group, Resource: strings.ToLower(pool.Kind)})
-		if err != nil || gvk.Kind == pool.Kind {
+		switch {
+		case err != nil:
 			return false, ""
+		case gvk.Kind == pool.Kind:
+			return true, ""
 		}
 		return false, fmt.Sprintf(" (did you mean kind %s?)", gvk.Kind)
 	case err != nil:
