@@ -114,7 +114,7 @@ func (h *claimHandler) EnsureAddress(ctx context.Context, address *ipamv1.IPAddr
 		h.requestedUnavailable(requested, err)
 		return nil, reconcile.TerminalError(err)
 	case errors.Is(err, errPoolNotReady):
-		h.setNotReady(ipamv1.IPAddressClaimReadyPoolNotReadyReason, "%s %q cannot serve claims: %v", poolref.KindOf(h.pool), h.pool.GetName(), err)
+		h.setNotReady(ipamv1.IPAddressClaimReadyPoolNotReadyReason, "%s %q cannot serve claims: %s", poolref.KindOf(h.pool), h.pool.GetName(), h.notReadyBecause(err))
 		return nil, reconcile.TerminalError(err)
 	case err != nil:
 		h.setNotReady(ipamv1.IPAddressClaimReadyAllocationFailedReason, "%v", err)
@@ -130,6 +130,16 @@ func (h *claimHandler) EnsureAddress(ctx context.Context, address *ipamv1.IPAddr
 	allocationsTotal.WithLabelValues(poolref.KindOf(h.pool), "allocated").Inc()
 	h.setBound(address.Spec.Address)
 	return nil, nil
+}
+
+// notReadyBecause says why the pool cannot serve claims: what its sources
+// failed with, when they gave it nothing, else its spec's error.
+func (h *claimHandler) notReadyBecause(err error) string {
+	sources := conditions.Get(h.pool, v1alpha1.SourcesResolvedCondition)
+	if sources != nil && sources.Status == metav1.ConditionFalse && len(h.pool.PoolStatus().Resolved) == 0 {
+		return sources.Message
+	}
+	return err.Error()
 }
 
 // requestedUnavailable says why the claim cannot have the address it
