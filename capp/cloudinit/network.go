@@ -68,7 +68,7 @@ func Validate(networks []Network) error {
 	var errs []error
 	seen := map[netip.Addr]int{}
 	for i, n := range networks {
-		errs = append(errs, n.validate(i)...)
+		errs = append(errs, n.validate(fmt.Sprintf("network %d (%s.%d)", i, n.Port, n.VLAN))...)
 		if prev, dup := seen[n.Address.Addr()]; dup {
 			errs = append(errs, fmt.Errorf("network %d: address %s is already used by network %d", i, n.Address.Addr(), prev))
 		}
@@ -77,10 +77,17 @@ func Validate(networks []Network) error {
 	return errors.Join(errs...)
 }
 
-func (n Network) validate(i int) []error {
+// Check reports why the network alone cannot be rendered, if it cannot,
+// naming its sub-interface.
+func (n Network) Check() error {
+	return errors.Join(n.validate(fmt.Sprintf("%s.%d", n.Port, n.VLAN))...)
+}
+
+// validate checks the network; name prefixes each error.
+func (n Network) validate(name string) []error {
 	var errs []error
 	fail := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("network %d (%s.%d): %s", i, n.Port, n.VLAN, fmt.Sprintf(format, args...)))
+		errs = append(errs, fmt.Errorf("%s: %s", name, fmt.Sprintf(format, args...)))
 	}
 	if !portNamePattern.MatchString(n.Port) {
 		fail("port name %q is not an interface name", n.Port)

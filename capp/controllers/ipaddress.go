@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
@@ -18,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/message"
 )
 
 // ClaimName is the name of the IPAddressClaim of spec.ports[port].networks[network]:
@@ -31,6 +34,8 @@ func ClaimName(machine string, port, network int) string {
 type poolClaim struct {
 	name string
 	pool corev1.TypedLocalObjectReference
+	// path is the field naming the pool, for messages.
+	path string
 }
 
 func poolClaims(pm *infrav1.PacketMachine) []poolClaim {
@@ -38,11 +43,102 @@ func poolClaims(pm *infrav1.PacketMachine) []poolClaim {
 	for i, port := range pm.Spec.Ports {
 		for j, network := range port.Networks {
 			if network.AddressFromPool != nil {
-				claims = append(claims, poolClaim{name: ClaimName(pm.Name, i, j), pool: *network.AddressFromPool})
+				claims = append(claims, poolClaim{
+					name: ClaimName(pm.Name, i, j),
+					pool: *network.AddressFromPool,
+					path: fmt.Sprintf("spec.ports[%d].networks[%d].addressFromPool", i, j),
+				})
 			}
 		}
 	}
 	return claims
+}
+
+// claimAnswerTimeout is how long a claim of a kind the API server serves
+// may go without any condition before the machine says that no IPAM
+// provider seems to serve the kind: every provider following the contract
+// sets the claim's Ready condition, bound or not, well within it.
+const claimAnswerTimeout = 30 * time.Second
+
+// waitingClaim is a claim that is not bound yet, and what the machine can
+// tell about why.
+type waitingClaim struct {
+	poolClaim
+	claim *ipamv1.IPAddressClaim
+}
+
+// describePool names a claim's pool for messages.
+func (c poolClaim) describePool() string {
+	return fmt.Sprintf("pool %s of kind %s (apiGroup %s)",
+		message.Quote(c.pool.Name), message.Quote(c.pool.Kind), message.Quote(ptr.Deref(c.pool.APIGroup, "")))
+}
+
+// explainWaiting says why the claims wait, naming each one's pool, and
+// returns the condition reason and, while a claim may still get its first
+// answer, when to look again.
+func (r *PacketMachineReconciler) explainWaiting(count string, waiting []waitingClaim, reason string) (string, string, time.Duration) {
+	var parts []string
+	var requeue time.Duration
+	for _, w := range waiting {
+		part := fmt.Sprintf("IPAddressClaim %s waits on %s", w.name, w.describePool())
+		ready := conditions.Get(w.claim, ipamv1.IPAddressClaimReadyCondition)
+		if ready != nil && ready.Status == metav1.ConditionFalse {
+			parts = append(parts, part+": "+ready.Message)
+			continue
+		}
+		served, suggestion := r.kindServed(w.pool)
+		switch {
+		case !served:
+			part += fmt.Sprintf(": the API server serves no kind %s in apiGroup %s, so no IPAM provider answers the claim; fix %s%s",
+				message.Quote(w.pool.Kind), message.Quote(ptr.Deref(w.pool.APIGroup, "")), w.path, suggestion)
+			reason = infrav1.PoolKindNotServedReason
+		case ready == nil:
+			age := time.Since(w.claim.CreationTimestamp.Time)
+			if age < claimAnswerTimeout {
+				if wait := claimAnswerTimeout - age; requeue == 0 || wait < requeue {
+					requeue = wait
+				}
+				break
+			}
+			part += fmt.Sprintf(": no IPAM provider has answered for %s: is the provider of %s installed and running, and does its watch filter include the claim?",
+				age.Round(time.Second), message.Quote(w.pool.Kind))
+			if reason != infrav1.PoolKindNotServedReason {
+				reason = infrav1.NoIPAMProviderAnswerReason
+			}
+		}
+		parts = append(parts, part)
+	}
+	return message.Bound(fmt.Sprintf("%s; %s", count, strings.Join(parts, "; "))), reason, requeue
+}
+
+// kindServed reports whether the API server serves the pool's kind, and
+// when it does not but serves one of its group under another spelling (a
+// wrong case, the plural), a suggestion naming it.
+func (r *PacketMachineReconciler) kindServed(pool corev1.TypedLocalObjectReference) (bool, string) {
+	group := ptr.Deref(pool.APIGroup, "")
+	mapper := r.Client.RESTMapper()
+	mapping, err := mapper.RESTMapping(schema.GroupKind{Group: group, Kind: pool.Kind})
+	switch {
+	case meta.IsNoMatchError(err):
+		gvk, err := mapper.KindFor(schema.GroupVersionResource{Group: group, Resource: strings.ToLower(pool.Kind)})
+		switch {
+		case err != nil:
+			return false, ""
+		case gvk.Kind == pool.Kind:
+			return true, ""
+		}
+		return false, fmt.Sprintf(" (did you mean kind %s?)", gvk.Kind)
+	case err != nil:
+		// Discovery failed: the claim's own silence will tell.
+		return true, ""
+	}
+	// The mapper matches kinds whatever their case; providers match them
+	// exactly, as the API server does.
+	gvk, err := mapper.KindFor(mapping.Resource)
+	if err == nil && gvk.Kind != pool.Kind {
+		return false, fmt.Sprintf(" (did you mean kind %s?)", gvk.Kind)
+	}
+	return true, ""
 }
 
 // reconcileIPAddresses makes sure every network with addressFromPool has its
@@ -61,7 +157,8 @@ func (r *PacketMachineReconciler) reconcileIPAddresses(ctx context.Context, s *m
 	}
 
 	bound := make(map[string]*ipamv1.IPAddress, len(claims))
-	var waiting, deleting []string
+	var waiting []waitingClaim
+	var deleting []string
 	created := false
 	for _, c := range claims {
 		claim, isNew, err := r.ensureClaim(ctx, s, c)
@@ -83,7 +180,7 @@ func (r *PacketMachineReconciler) reconcileIPAddresses(ctx context.Context, s *m
 			continue
 		}
 		if claim.Status.AddressRef.Name == "" {
-			waiting = append(waiting, claim.Name)
+			waiting = append(waiting, waitingClaim{poolClaim: c, claim: claim})
 			continue
 		}
 		address := &ipamv1.IPAddress{}
@@ -92,7 +189,7 @@ func (r *PacketMachineReconciler) reconcileIPAddresses(ctx context.Context, s *m
 			if apierrors.IsNotFound(err) {
 				// The cache has not seen the address yet; its creation is
 				// followed by the claim's update, which wakes us again.
-				waiting = append(waiting, claim.Name)
+				waiting = append(waiting, waitingClaim{poolClaim: c, claim: claim})
 				continue
 			}
 			return ctrl.Result{}, false, err
@@ -111,9 +208,9 @@ func (r *PacketMachineReconciler) reconcileIPAddresses(ctx context.Context, s *m
 		if created {
 			reason = infrav1.IPAddressClaimsBeingCreatedReason
 		}
-		s.observe(infrav1.IPAddressClaimedCondition, metav1.ConditionFalse, reason,
-			fmt.Sprintf("%s, waiting for IPAddressClaims %s", count, strings.Join(waiting, ", ")))
-		return ctrl.Result{}, false, nil
+		text, reason, requeue := r.explainWaiting(count, waiting, reason)
+		s.observe(infrav1.IPAddressClaimedCondition, metav1.ConditionFalse, reason, text)
+		return ctrl.Result{RequeueAfter: requeue}, false, nil
 	}
 
 	networks, err := machineNetworks(pm, bound)
@@ -200,7 +297,8 @@ func setIPAddressClaimed(pm *infrav1.PacketMachine, status metav1.ConditionStatu
 	})
 	fulfilled := infrav1.IPAddressClaimsFulfilledReason
 	switch {
-	case reason == infrav1.IPAddressInvalidReason || reason == infrav1.IPAMNotInstalledReason:
+	case reason == infrav1.IPAddressInvalidReason || reason == infrav1.IPAMNotInstalledReason ||
+		reason == infrav1.PoolKindNotServedReason || reason == infrav1.NoIPAMProviderAnswerReason:
 		fulfilled = reason
 	case status != metav1.ConditionTrue:
 		fulfilled = infrav1.IPAddressClaimsNotFulfilledReason

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 
+	"go4.org/netipx"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
@@ -29,12 +30,32 @@ type resolvedNetworks struct {
 func machineNetworks(pm *infrav1.PacketMachine, bound map[string]*ipamv1.IPAddress) (resolvedNetworks, error) {
 	var out resolvedNetworks
 	var errs []error
+	// One sub-interface per port and vxlan holds one address per family:
+	// the first network to claim each, by its field path.
+	type slot struct {
+		port string
+		vlan int32
+		is4  bool
+	}
+	taken := map[slot]string{}
 	for i, port := range pm.Spec.Ports {
 		ps := infrav1.PortStatus{Name: port.Name}
 		for j, network := range port.Networks {
+			path := fmt.Sprintf("spec.ports[%d].networks[%d]", i, j)
 			n, claimName, err := resolveNetwork(pm.Name, i, j, port.Name, network, bound)
 			if err != nil {
-				errs = append(errs, fmt.Errorf("ports[%d].networks[%d]: %w", i, j, err))
+				errs = append(errs, fmt.Errorf("%s: %w", path, err))
+				continue
+			}
+			key := slot{port.Name, network.VXLAN, n.Address.Addr().Is4()}
+			if first, dup := taken[key]; dup {
+				errs = append(errs, fmt.Errorf("%s: address %s is the second %s address on %s, after the one of %s: a sub-interface holds one address of each IP family",
+					path, n.Address, familyName(n.Address.Addr()), n.Interface(port.Name), first))
+				continue
+			}
+			taken[key] = path
+			if err := n.Check(); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", path, err))
 				continue
 			}
 			out.render = append(out.render, n)
@@ -96,6 +117,9 @@ func resolveNetwork(machine string, i, j int, port string, network infrav1.Netwo
 		return n, "", fmt.Errorf("%s %s: %w", source, addr, err)
 	}
 	n.Address = netip.PrefixFrom(addr, bits)
+	if reserved := subnetReserved(n.Address); reserved != "" {
+		return n, "", fmt.Errorf("%s %s is the %s address of its subnet %s, which no host can have", source, n.Address, reserved, n.Address.Masked())
+	}
 	if gateway != "" {
 		if n.Gateway, err = netip.ParseAddr(gateway); err != nil {
 			return n, "", fmt.Errorf("%s: gateway %q is not an IP address", source, gateway)
@@ -115,6 +139,31 @@ func resolveNetwork(machine string, i, j int, port string, network infrav1.Netwo
 		n.Routes = append(n.Routes, r)
 	}
 	return n, claimName, nil
+}
+
+// subnetReserved names the address of its own subnet that a is ("network",
+// "broadcast"), or returns "" for a host address. Point-to-point and host
+// subnets (/31, /32, /127, /128) have no such address.
+func subnetReserved(a netip.Prefix) string {
+	if a.Addr().BitLen()-a.Bits() < 2 {
+		return ""
+	}
+	switch a.Addr() {
+	case a.Masked().Addr():
+		return "network"
+	case netipx.PrefixLastIP(a.Masked()):
+		if a.Addr().Is4() {
+			return "broadcast"
+		}
+	}
+	return ""
+}
+
+func familyName(a netip.Addr) string {
+	if a.Is4() {
+		return "IPv4"
+	}
+	return "IPv6"
 }
 
 // prefixLength is the address's prefix length, from the address itself or

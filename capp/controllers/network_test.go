@@ -101,6 +101,9 @@ func TestMachineNetworks(t *testing.T) {
 		{"gateway off the subnet", address("10.0.0.5", ptr.To[int32](24), "10.9.0.1"), "gateway 10.9.0.1 is outside the subnet 10.0.0.0/24"},
 		{"IPv6 on a network with a netmask", address("fd00::5", ptr.To[int32](64), ""), "netmask 255.255.255.0 is for IPv4"},
 		{"unbound", nil, "IPAddressClaim m-port-0-network-0 is not bound"},
+		{"the network address", address("10.0.0.0", ptr.To[int32](24), ""),
+			"spec.ports[0].networks[0]: IPAddress m-port-0-network-0 10.0.0.0/24 is the network address of its subnet 10.0.0.0/24"},
+		{"the broadcast address", address("10.0.0.255", ptr.To[int32](24), ""), "10.0.0.255/24 is the broadcast address of its subnet"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := machineNetworks(pm, tc.bound)
@@ -108,5 +111,32 @@ func TestMachineNetworks(t *testing.T) {
 				t.Fatalf("err = %v, want %q", err, tc.err)
 			}
 		})
+	}
+}
+
+// A port's vxlan is one sub-interface: a second address of one family on it
+// is refused naming both networks, while an IPv4 and an IPv6 pair, and the
+// same vxlan on another port, are not.
+func TestMachineNetworksOneAddressPerFamilyAndVXLAN(t *testing.T) {
+	pm := &infrav1.PacketMachine{}
+	pm.Name = "m"
+	pm.Spec.Ports = []infrav1.Port{
+		{Name: "bond0", Networks: []infrav1.Network{
+			{VXLAN: 100, Address: "10.0.0.5/24"},
+			{VXLAN: 100, Address: "fd00::5/64"},
+			{VXLAN: 100, AddressFromPool: poolReference()},
+		}},
+		{Name: "eth1", Networks: []infrav1.Network{{VXLAN: 100, Address: "10.1.0.5/24"}}},
+	}
+	bound := map[string]*ipamv1.IPAddress{"m-port-0-network-2": {Spec: ipamv1.IPAddressSpec{Address: "10.0.1.7", Prefix: ptr.To[int32](24)}}}
+	_, err := machineNetworks(pm, bound)
+	want := "spec.ports[0].networks[2]: address 10.0.1.7/24 is the second IPv4 address on bond0.100, after the one of spec.ports[0].networks[0]: a sub-interface holds one address of each IP family"
+	if err == nil || err.Error() != want {
+		t.Fatalf("err = %v, want %q alone", err, want)
+	}
+
+	pm.Spec.Ports[0].Networks = pm.Spec.Ports[0].Networks[:2]
+	if _, err := machineNetworks(pm, nil); err != nil {
+		t.Errorf("a dual-stack pair on one vxlan, and the vxlan again on another port: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/capp/cloudinit"
 	"github.com/metal-vrf/cluster-api-metal-vrf/capp/device"
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/message"
 )
 
 // machineScope is what the phases of one reconcile share: the objects read
@@ -63,12 +64,13 @@ type observation struct {
 	message string
 }
 
-// observe records a condition; setConditions writes it.
-func (o *observations) observe(conditionType string, status metav1.ConditionStatus, reason, message string) {
+// observe records a condition; setConditions writes it. The message is
+// bounded: it may quote values of the spec, claims and the platform.
+func (o *observations) observe(conditionType string, status metav1.ConditionStatus, reason, text string) {
 	if o.observed == nil {
 		o.observed = map[string]observation{}
 	}
-	o.observed[conditionType] = observation{status: status, reason: reason, message: message}
+	o.observed[conditionType] = observation{status: status, reason: reason, message: message.Bound(text)}
 }
 
 func (o *observations) observeTrue(conditionType, reason, message string) {

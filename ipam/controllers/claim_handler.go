@@ -25,7 +25,9 @@ import (
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolref"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/records"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/registry"
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolspace"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/cidr"
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/message"
 )
 
 // Claim condition reasons beyond CAPI's own.
@@ -118,10 +120,10 @@ func (h *claimHandler) EnsureAddress(ctx context.Context, address *ipamv1.IPAddr
 		// Not the claim's problem: this process may not allocate now.
 		return nil, err
 	case errors.Is(err, registry.ErrRequestedUnavailable):
-		h.setNotReady(ipamv1.IPAddressClaimReadyAllocationFailedReason, "%v; the claim is served once it is released", err)
+		h.requestedUnavailable(requested, err)
 		return nil, reconcile.TerminalError(err)
 	case errors.Is(err, registry.ErrPoolNotReady):
-		h.setNotReady(ipamv1.IPAddressClaimReadyPoolNotReadyReason, "%s %q cannot serve claims: %v", poolref.KindOf(h.pool), h.pool.GetName(), err)
+		h.setNotReady(ipamv1.IPAddressClaimReadyPoolNotReadyReason, "%s %q cannot serve claims: %s", poolref.KindOf(h.pool), h.pool.GetName(), h.notReadyBecause(err))
 		return nil, reconcile.TerminalError(err)
 	case err != nil:
 		h.setNotReady(ipamv1.IPAddressClaimReadyAllocationFailedReason, "%v", err)
@@ -161,6 +163,30 @@ func (h *claimHandler) claimID() registry.Claim {
 	return registry.Claim{NamespacedName: client.ObjectKeyFromObject(h.claim), UID: h.claim.UID}
 }
 
+// notReadyBecause says why the pool cannot serve claims: what its sources
+// failed with, when they gave it nothing, else its spec's error.
+func (h *claimHandler) notReadyBecause(err error) string {
+	sources := conditions.Get(h.pool, v1alpha1.SourcesResolvedCondition)
+	if sources != nil && sources.Status == metav1.ConditionFalse && len(h.pool.PoolStatus().Resolved) == 0 {
+		return sources.Message
+	}
+	return err.Error()
+}
+
+// requestedUnavailable says why the claim cannot have the address it
+// requested: the one rule of the pool that keeps the address out, or else the
+// claim that holds it (err), which releasing serves the claim.
+func (h *claimHandler) requestedUnavailable(requested netip.Addr, err error) {
+	why, ok := poolspace.WhyUnavailable(h.pool.PoolSpec(), h.pool.PoolStatus().Resolved, requested)
+	if !ok {
+		h.setNotReady(ipamv1.IPAddressClaimReadyAllocationFailedReason, "%v; the claim is served once it is released", err)
+		return
+	}
+	h.setNotReady(ipamv1.IPAddressClaimReadyAllocationFailedReason,
+		"annotation %s: requested address %s %s in %s %q: request an address the pool hands out, or remove the annotation",
+		v1alpha1.RequestedAddressAnnotation, requested, why.Detail, poolref.KindOf(h.pool), h.pool.GetName())
+}
+
 // requestedAddress reads the claim's requested-address annotation; a zero
 // Addr means none.
 func (h *claimHandler) requestedAddress() (netip.Addr, error) {
@@ -170,7 +196,7 @@ func (h *claimHandler) requestedAddress() (netip.Addr, error) {
 	}
 	ip, err := netip.ParseAddr(value)
 	if err != nil || ip.Zone() != "" || ip.Is4In6() {
-		return netip.Addr{}, fmt.Errorf("annotation %s: %q is not a plain IP address", v1alpha1.RequestedAddressAnnotation, value)
+		return netip.Addr{}, fmt.Errorf("annotation %s: %s is not a plain IP address", v1alpha1.RequestedAddressAnnotation, message.Quote(value))
 	}
 	return ip, nil
 }
@@ -277,7 +303,7 @@ func (h *claimHandler) setNotReady(reason, format string, args ...any) {
 		Type:               ipamv1.IPAddressClaimReadyCondition,
 		Status:             metav1.ConditionFalse,
 		Reason:             reason,
-		Message:            fmt.Sprintf(format, args...),
+		Message:            message.Bound(fmt.Sprintf(format, args...)),
 		ObservedGeneration: h.claim.Generation,
 	})
 }

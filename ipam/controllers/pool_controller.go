@@ -41,6 +41,8 @@ import (
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolref"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/registry"
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolspace"
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/message"
 )
 
 // poolDeletingReason: the pool waits for its addresses to be released before it goes.
@@ -151,11 +153,16 @@ func (r *poolReconciler) reconcileNormal(ctx context.Context, pool v1alpha1.Pool
 	default:
 		// The counts live in status.ipAddresses: a message that repeated them
 		// would cost a second write on every allocation.
-		message := "The pool serves claims"
+		text := "The pool serves claims"
 		if stats.Foreign > 0 {
-			message += fmt.Sprintf("; other pools of VRF %s hold some of its addresses", pool.PoolSpec().VRF.ID)
+			text += fmt.Sprintf("; other pools of VRF %s hold some of its addresses", pool.PoolSpec().VRF.ID)
 		}
-		r.setReady(pool, metav1.ConditionTrue, v1alpha1.ReadyReason, message)
+		// An exclusion outside what the sources gave is likely a typo, but
+		// the sources may grow into it: it is said, not refused.
+		if idle := poolspace.IdleExclusions(pool.PoolSpec(), pool.PoolStatus().Resolved); len(idle) > 0 {
+			text += "; but " + idle.ToAggregate().Error()
+		}
+		r.setReady(pool, metav1.ConditionTrue, v1alpha1.ReadyReason, text)
 	}
 	pool.PoolStatus().ObservedGeneration = pool.GetGeneration()
 	return ctrl.Result{RequeueAfter: requeueAfter}, nil
@@ -232,16 +239,17 @@ func (r *poolReconciler) reconcileSources(ctx context.Context, pool v1alpha1.Poo
 		})
 		return r.resync, nil
 	}
-	message := strings.Join(failed, "; ")
+	text := strings.Join(failed, "; ")
 	if stale {
-		message += fmt.Sprintf("; serving the addresses resolved at %s, which may be stale", status.LastSyncTime.UTC().Format(time.RFC3339))
+		text += fmt.Sprintf("; serving the addresses resolved at %s, which may be stale", status.LastSyncTime.UTC().Format(time.RFC3339))
 	}
+	text = message.Bound(text)
 	if conditions.GetReason(pool, v1alpha1.SourcesResolvedCondition) != reason {
-		r.recorder.Eventf(pool, nil, corev1.EventTypeWarning, reason, "ResolveSources", "%s", message)
+		r.recorder.Eventf(pool, nil, corev1.EventTypeWarning, reason, "ResolveSources", "%s", text)
 	}
 	conditions.Set(pool, metav1.Condition{
 		Type: v1alpha1.SourcesResolvedCondition, Status: metav1.ConditionFalse, Reason: reason,
-		Message: message, ObservedGeneration: pool.GetGeneration(),
+		Message: text, ObservedGeneration: pool.GetGeneration(),
 	})
 	return min(r.resync, maxSourceRetry), nil
 }
@@ -282,12 +290,12 @@ func (r *poolReconciler) publish(pool v1alpha1.Pool, stats registry.Stats) {
 	}
 }
 
-func (r *poolReconciler) setReady(pool v1alpha1.Pool, status metav1.ConditionStatus, reason, message string) {
+func (r *poolReconciler) setReady(pool v1alpha1.Pool, status metav1.ConditionStatus, reason, text string) {
 	conditions.Set(pool, metav1.Condition{
 		Type:               v1alpha1.ReadyCondition,
 		Status:             status,
 		Reason:             reason,
-		Message:            message,
+		Message:            message.Bound(text),
 		ObservedGeneration: pool.GetGeneration(),
 	})
 }

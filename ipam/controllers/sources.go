@@ -21,6 +21,7 @@ import (
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolspace"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/cidr"
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/message"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal"
 )
 
@@ -97,6 +98,13 @@ func (r *sourceResolver) resolveVRF(ctx context.Context, pool v1alpha1.Pool) sou
 	}
 	vrf, entries, err := vrfEntries(ctx, api, src)
 	switch {
+	case err == nil && !givesAddresses(entries):
+		result.failure = &sourceFailure{v1alpha1.VRFWithoutAddressesReason, fmt.Sprintf(
+			"VRF %s gives the pool no address: it has no %s %s (spec.vrf.ipFamily, spec.vrf.scope)",
+			src.ID, src.IPFamily, map[v1alpha1.VRFScope]string{
+				v1alpha1.VRFScopeGatewaySubnets: "IP reservation served by a Metal Gateway",
+				v1alpha1.VRFScopeIPRanges:       "ip_ranges",
+			}[src.Scope]), false}
 	case err == nil:
 		result.vrf, result.entries = vrf, entries
 	case metal.IsUnauthorized(err):
@@ -110,6 +118,12 @@ func (r *sourceResolver) resolveVRF(ctx context.Context, pool v1alpha1.Pool) sou
 		result.failure = &sourceFailure{v1alpha1.MetalAPIUnavailableReason, fmt.Sprintf("reading VRF %s: %v", src.ID, err), true}
 	}
 	return result
+}
+
+// givesAddresses reports whether some entry is handed out from, not only a
+// subnet other entries sit in.
+func givesAddresses(entries []v1alpha1.ResolvedAddresses) bool {
+	return slices.ContainsFunc(entries, func(e v1alpha1.ResolvedAddresses) bool { return !e.SubnetOnly })
 }
 
 // metalClient returns the client for the pool's credentials Secret.
@@ -253,15 +267,16 @@ func (r *sourceResolver) resolveNetwork(ctx context.Context, pool v1alpha1.Pool)
 	}
 	i := slices.IndexFunc(cluster.Spec.Networks, func(n cappv1.NetworkSpec) bool { return n.Name == ref.Network })
 	if i < 0 {
-		return fail(v1alpha1.NetworkNotFoundReason, "PacketCluster %s has no network %q in spec.networks", ref.Name, ref.Network)
+		return fail(v1alpha1.NetworkNotFoundReason, "PacketCluster %s has no network %s in spec.networks", ref.Name, message.Quote(ref.Network))
 	}
 	network := cluster.Spec.Networks[i]
 	if network.Assignment != cappv1.AssignmentClusterAPI {
 		return fail(v1alpha1.NetworkNotClusterAPIReason,
-			"network %q of PacketCluster %s has assignment %q: its addresses are not handed out by Cluster API, so the pool does not serve them (set assignment: %s)",
-			ref.Network, ref.Name, network.Assignment, cappv1.AssignmentClusterAPI)
+			"network %s of PacketCluster %s has assignment %q: its addresses are not handed out by Cluster API, so the pool does not serve them (set spec.networks[%d].assignment: %s)",
+			message.Quote(ref.Network), ref.Name, network.Assignment, i, cappv1.AssignmentClusterAPI)
 	}
 	family, known := poolspace.Family(pool.PoolSpec())
+	var otherFamily []string
 	for _, entry := range network.IPAddresses {
 		p, err := netip.ParsePrefix(entry)
 		if err != nil {
@@ -270,11 +285,22 @@ func (r *sourceResolver) resolveNetwork(ctx context.Context, pool v1alpha1.Pool)
 		if !known {
 			family, known = cidr.FamilyOf(p.Addr()), true
 		}
-		if cidr.FamilyOf(p.Addr()) == family {
-			result.entries = append(result.entries, v1alpha1.ResolvedAddresses{
-				Address: p.Masked().String(), Prefix: ptr.To(int32(p.Bits())), Source: result.source,
-			})
+		if cidr.FamilyOf(p.Addr()) != family {
+			otherFamily = append(otherFamily, entry)
+			continue
 		}
+		result.entries = append(result.entries, v1alpha1.ResolvedAddresses{
+			Address: p.Masked().String(), Prefix: ptr.To(int32(p.Bits())), Source: result.source,
+		})
 	}
-	return result, nil
+	switch {
+	case len(result.entries) > 0:
+		return result, nil
+	case len(otherFamily) > 0:
+		return fail(v1alpha1.NetworkWithoutAddressesReason,
+			"network %s of PacketCluster %s gives the pool no address: its spec.networks[%d].ipAddresses %s are not %s, the family %s fixes",
+			message.Quote(ref.Network), ref.Name, i, message.Quote(strings.Join(otherFamily, ", ")), family, poolspace.FamilyField(pool.PoolSpec()))
+	}
+	return fail(v1alpha1.NetworkWithoutAddressesReason,
+		"network %s of PacketCluster %s gives the pool no address: its spec.networks[%d].ipAddresses is empty", message.Quote(ref.Network), ref.Name, i)
 }

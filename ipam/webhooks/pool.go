@@ -79,17 +79,34 @@ func (v *poolValidator[T]) ValidateUpdate(ctx context.Context, old, pool T) (adm
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
-	var dropped []ipamv1.IPAddress
+	// Each address dropped is blamed on the field that now keeps it out, so
+	// the message names the field the user changed.
+	dropped := map[string][]ipamv1.IPAddress{}
+	var fields []string
 	for _, address := range inUse {
-		if ip, err := netip.ParseAddr(address.Spec.Address); err == nil && !space.Contains(ip) {
-			dropped = append(dropped, address)
+		ip, err := netip.ParseAddr(address.Spec.Address)
+		if err != nil || space.Contains(ip) {
+			continue
 		}
+		why, ok := poolspace.WhyUnavailable(pool.PoolSpec(), old.PoolStatus().Resolved, ip)
+		path := "spec.addresses"
+		if ok {
+			path = why.Field
+		}
+		if path == "spec.prefix" && old.PoolSpec().AllocateReservedIPAddresses && !pool.PoolSpec().AllocateReservedIPAddresses {
+			path = "spec.allocateReservedIPAddresses"
+		}
+		if _, seen := dropped[path]; !seen {
+			fields = append(fields, path)
+		}
+		dropped[path] = append(dropped[path], address)
 	}
-	if len(dropped) > 0 {
-		return nil, invalid(pool, field.ErrorList{field.Forbidden(field.NewPath("spec", "addresses"),
-			fmt.Sprintf("the update removes %d addresses in use from the pool: %s", len(dropped), listSome(describe(dropped))))})
+	var forbidden field.ErrorList
+	for _, path := range fields {
+		forbidden = append(forbidden, &field.Error{Type: field.ErrorTypeForbidden, Field: path,
+			Detail: fmt.Sprintf("the update takes %d addresses in use out of the pool: %s", len(dropped[path]), listSome(describe(dropped[path])))})
 	}
-	return nil, nil
+	return nil, invalid(pool, forbidden)
 }
 
 // refuseWhileInUse forbids a change at path while the pool has addresses in use.

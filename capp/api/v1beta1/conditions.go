@@ -30,6 +30,12 @@ const (
 	// IPAMNotInstalledReason: the cluster has no IPAddressClaim API (CAPI's
 	// IPAM CRDs are missing).
 	IPAMNotInstalledReason = "IPAMNotInstalled"
+	// PoolKindNotServedReason: an addressFromPool names a kind the API
+	// server does not serve, so no IPAM provider can answer its claim.
+	PoolKindNotServedReason = "PoolKindNotServed"
+	// NoIPAMProviderAnswerReason: a claim has had no answer at all for a
+	// while: no running IPAM provider serves its pool's kind.
+	NoIPAMProviderAnswerReason = "NoIPAMProviderAnswer"
 	// IPAddressClaimedReason: every claim is bound to a valid address.
 	IPAddressClaimedReason = "IPAddressClaimed"
 	// NoIPAddressClaimsReason: no network takes its address from a pool.

@@ -20,6 +20,9 @@ const (
 )
 
 // NetworkSpec is a network the cluster's machines can be attached to.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.assignment) || self.assignment != 'cluster-api' || (has(self.name) && size(self.name) > 0)",fieldPath=".name",message="is required with assignment cluster-api: a pool names the network in its spec.networkRef.network"
+// +kubebuilder:validation:XValidation:rule="!has(self.ipAddresses) || self.ipAddresses.all(a, !isCIDR(a) || !isCIDR(self.ipAddresses[0]) || cidr(a).ip().family() == cidr(self.ipAddresses[0]).ip().family())",fieldPath=".ipAddresses",messageExpression="'mixes IP families: %s is not of the family of %s; a network holds one family, so give the other its own network'.format([self.ipAddresses.filter(a, isCIDR(a) && isCIDR(self.ipAddresses[0]) && cidr(a).ip().family() != cidr(self.ipAddresses[0]).ip().family())[0], self.ipAddresses[0]])"
 type NetworkSpec struct {
 	// Name of the network, e.g. "storage VLAN".
 	// +optional
@@ -31,13 +34,14 @@ type NetworkSpec struct {
 	// +kubebuilder:validation:MaxLength=1024
 	Description string `json:"description,omitempty"`
 
-	// IPAddresses are the address ranges of the network (CIDRs), e.g. the
-	// ranges of an Equinix Metal VRF.
+	// IPAddresses are the address ranges of the network, e.g. the ranges of
+	// an Equinix Metal VRF: CIDRs without host bits, all of one IP family.
 	// +optional
 	// +listType=atomic
-	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:items:MaxLength=43
-	// +kubebuilder:validation:items:XValidation:rule="isCIDR(self)",message="must be a CIDR such as 10.60.0.0/16"
+	// +kubebuilder:validation:items:XValidation:rule="isCIDR(self)",messageExpression="'%s is not a CIDR: write a network such as 10.60.0.0/16'.format([self])"
+	// +kubebuilder:validation:items:XValidation:rule="!isCIDR(self) || cidr(self) == cidr(self).masked()",messageExpression="'%s has host bits set: write the network %s'.format([self, string(cidr(self).masked())])"
 	IPAddresses []string `json:"ipAddresses,omitempty"`
 
 	// Assignment is the component that hands out the network's addresses to
@@ -78,6 +82,8 @@ type ControlPlaneVIP struct {
 	// are not taken from, or one that leaves the VIP out of theirs.
 	// +required
 	// +kubebuilder:validation:XValidation:rule="has(self.apiGroup) && self.apiGroup != ''",message="apiGroup is required, e.g. ipam.cluster.x-k8s.io"
+	// +kubebuilder:validation:XValidation:rule="self.kind != ''",fieldPath=".kind",message="is required: the kind of the pool, e.g. InClusterIPPool"
+	// +kubebuilder:validation:XValidation:rule="self.name != ''",fieldPath=".name",message="is required: the name of the pool"
 	AddressFromPool corev1.TypedLocalObjectReference `json:"addressFromPool"`
 
 	// VXLAN is the VLAN whose sub-interface serves the VIP: every
@@ -100,7 +106,7 @@ const (
 
 // PacketClusterSpec is the Equinix Metal side of a Cluster.
 //
-// +kubebuilder:validation:XValidation:rule="!has(self.vip) || self.vipManager == 'KUBE_VIP'",message="vip needs vipManager KUBE_VIP: kube-vip announces it"
+// +kubebuilder:validation:XValidation:rule="!has(self.vip) || self.vipManager == 'KUBE_VIP'",fieldPath=".vipManager",messageExpression="'is %s, but vip needs vipManager KUBE_VIP: kube-vip announces it'.format([self.vipManager])"
 // +kubebuilder:validation:XValidation:rule="oldSelf.hasValue() || !has(self.vip) || !has(self.controlPlaneEndpoint) || !has(self.controlPlaneEndpoint.host) || size(self.controlPlaneEndpoint.host) == 0",optionalOldSelf=true,message="controlPlaneEndpoint.host must be empty with vip: the VIP claimed from the pool fills it"
 // +kubebuilder:validation:XValidation:rule="!oldSelf.hasValue() || has(self.vip) == has(oldSelf.value().vip) && (!has(self.vip) || self.vip == oldSelf.value().vip)",optionalOldSelf=true,message="vip is immutable: the cluster's endpoint cannot move"
 type PacketClusterSpec struct {
@@ -139,10 +145,14 @@ type PacketClusterSpec struct {
 	// +kubebuilder:default=CPEM
 	VIPManager VIPManager `json:"vipManager,omitempty"`
 
-	// Networks the cluster's machines can be attached to.
+	// Networks the cluster's machines can be attached to. Their names are
+	// unique, and no two of their ipAddresses overlap: a pool that draws
+	// from one network would otherwise hand out another's addresses.
 	// +optional
 	// +listType=atomic
-	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:XValidation:rule="self.all(n, !has(n.name) || self.filter(m, has(m.name) && m.name == n.name).size() == 1)",messageExpression="'network names must be unique: %s names more than one network'.format([self.filter(n, has(n.name) && self.filter(m, has(m.name) && m.name == n.name).size() > 1)[0].name])"
+	// +kubebuilder:validation:XValidation:rule="self.all(n, !has(n.ipAddresses) || n.ipAddresses.all(a, !isCIDR(a) || self.map(m, has(m.ipAddresses) ? m.ipAddresses.filter(b, isCIDR(b) && cidr(b).containsIP(cidr(a).ip())).size() : 0).sum() == 1))",messageExpression="'ipAddresses overlap: %s lies inside another entry; each address belongs to one network'.format([self.map(n, has(n.ipAddresses) ? n.ipAddresses.filter(a, isCIDR(a) && self.map(m, has(m.ipAddresses) ? m.ipAddresses.filter(b, isCIDR(b) && cidr(b).containsIP(cidr(a).ip())).size() : 0).sum() > 1) : []).filter(l, l.size() > 0)[0][0]])"
 	Networks []NetworkSpec `json:"networks,omitempty"`
 
 	// VIP is the control-plane endpoint claimed from an IPAM pool, with

@@ -135,6 +135,12 @@ type PacketMachineSpec struct {
 
 // Port is the Layer 2 configuration of one of the device's ports.
 //
+// A port has one VLAN sub-interface <name>.<vxlan> per vxlan, which holds at
+// most one address of each IP family: two networks of one vxlan on a port
+// are a dual-stack pair, never two addresses of one family.
+//
+// +kubebuilder:validation:XValidation:rule="self.networks.all(n, self.networks.filter(m, m.vxlan == n.vxlan).size() <= 2)",fieldPath=".networks",messageExpression="'vxlan %d has more than two networks on port %s: its sub-interface %s.%d holds at most one IPv4 and one IPv6 address'.format([self.networks.filter(n, self.networks.filter(m, m.vxlan == n.vxlan).size() > 2)[0].vxlan, self.name, self.name, self.networks.filter(n, self.networks.filter(m, m.vxlan == n.vxlan).size() > 2)[0].vxlan])"
+// +kubebuilder:validation:XValidation:rule="self.networks.all(n, !has(n.address) || self.networks.filter(m, m.vxlan == n.vxlan && has(m.address) && (isCIDR(m.address) ? cidr(m.address).ip().family() : (isIP(m.address) ? ip(m.address).family() : 0)) == (isCIDR(n.address) ? cidr(n.address).ip().family() : (isIP(n.address) ? ip(n.address).family() : 0))).size() == 1)",fieldPath=".networks",messageExpression="'static addresses %s and %s are of one IP family on vxlan %d: the sub-interface %s.%d holds one address of each family'.format([self.networks.filter(n, has(n.address) && self.networks.filter(m, m.vxlan == n.vxlan && has(m.address) && (isCIDR(m.address) ? cidr(m.address).ip().family() : (isIP(m.address) ? ip(m.address).family() : 0)) == (isCIDR(n.address) ? cidr(n.address).ip().family() : (isIP(n.address) ? ip(n.address).family() : 0))).size() > 1)[0].address, self.networks.filter(n, has(n.address) && self.networks.filter(m, m.vxlan == n.vxlan && has(m.address) && (isCIDR(m.address) ? cidr(m.address).ip().family() : (isIP(m.address) ? ip(m.address).family() : 0)) == (isCIDR(n.address) ? cidr(n.address).ip().family() : (isIP(n.address) ? ip(n.address).family() : 0))).size() > 1)[1].address, self.networks.filter(n, has(n.address) && self.networks.filter(m, m.vxlan == n.vxlan && has(m.address) && (isCIDR(m.address) ? cidr(m.address).ip().family() : (isIP(m.address) ? ip(m.address).family() : 0)) == (isCIDR(n.address) ? cidr(n.address).ip().family() : (isIP(n.address) ? ip(n.address).family() : 0))).size() > 1)[0].vxlan, self.name, self.networks.filter(n, has(n.address) && self.networks.filter(m, m.vxlan == n.vxlan && has(m.address) && (isCIDR(m.address) ? cidr(m.address).ip().family() : (isIP(m.address) ? ip(m.address).family() : 0)) == (isCIDR(n.address) ? cidr(n.address).ip().family() : (isIP(n.address) ? ip(n.address).family() : 0))).size() > 1)[0].vxlan])"
 // +kubebuilder:validation:XValidation:rule="!self.name.startsWith('bond') || !has(self.layer2) || !self.layer2",message="layer2 is not supported on a bond: full Layer 2 takes the device's Layer 3 addresses, and with them the metadata service the node reports through; use the hybrid modes (networks on bond0, or on eth1 taken out of the bond)"
 // +kubebuilder:validation:XValidation:rule="self.name.startsWith('bond') || !has(self.bonded) || !self.bonded",message="a NIC inside the bond cannot carry VLANs of its own: put the networks on bond0, or leave bonded false to take the NIC out of the bond (hybrid unbonded)"
 type Port struct {
@@ -143,8 +149,8 @@ type Port struct {
 	// VLAN sub-interface <name>.<vxlan>, which must fit Linux's 15-character
 	// interface names, so the name has at most 10 characters.
 	// +required
-	// +kubebuilder:validation:MaxLength=10
-	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-zA-Z][a-zA-Z0-9_-]{0,9}$')",message="must be an interface name like bond0 or eth1: a letter, then letters, digits, '-' or '_', at most 10 characters"
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-zA-Z][a-zA-Z0-9_-]{0,9}$')",messageExpression="size(self) > 10 ? '%s has %d characters, more than 10: its VLAN sub-interfaces %s.<vxlan> must fit the 15 characters of a Linux interface name'.format([self, size(self), self]) : '%s is not an interface name like bond0 or eth1: a letter, then letters, digits, - or _'.format([self])"
 	Name string `json:"name"`
 
 	// Bonded says whether a NIC (eth0, eth1) stays in bond0. A NIC that
@@ -174,8 +180,8 @@ type Port struct {
 // The address comes either from an IPAM pool (addressFromPool) or from the
 // spec (address): exactly one of the two.
 //
-// +kubebuilder:validation:XValidation:rule="has(self.addressFromPool) != has(self.address)",message="exactly one of addressFromPool or address (a static address) must be set"
-// +kubebuilder:validation:XValidation:rule="!has(self.gateway) || has(self.address)",message="gateway is only set with a static address; an address from a pool carries its pool's gateway"
+// +kubebuilder:validation:XValidation:rule="has(self.addressFromPool) != has(self.address)",messageExpression="has(self.address) ? 'exactly one of addressFromPool or address must be set, not both: address %s and addressFromPool %s %s'.format([self.address, self.addressFromPool.kind, self.addressFromPool.name]) : 'exactly one of addressFromPool or address (a static address) must be set; neither is'"
+// +kubebuilder:validation:XValidation:rule="!has(self.gateway) || has(self.address)",fieldPath=".gateway",messageExpression="'%s is only set with a static address: an address from a pool comes with the gateway of its pool'.format([self.gateway])"
 type Network struct {
 	// VXLAN is the VLAN's tag (its "vxlan" in Equinix Metal), 2-3999. The
 	// node's sub-interface is <port>.<vxlan>.
@@ -202,6 +208,8 @@ type Network struct {
 	// node's address on this network.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="has(self.apiGroup) && self.apiGroup != ''",message="apiGroup is required, e.g. ipam.cluster.x-k8s.io"
+	// +kubebuilder:validation:XValidation:rule="self.kind != ''",fieldPath=".kind",message="is required: the kind of the pool, e.g. InClusterIPPool"
+	// +kubebuilder:validation:XValidation:rule="self.name != ''",fieldPath=".name",message="is required: the name of the pool"
 	AddressFromPool *corev1.TypedLocalObjectReference `json:"addressFromPool,omitempty"`
 
 	// Address is a static address of the node on this network, with its
@@ -209,6 +217,7 @@ type Network struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=43
 	// +kubebuilder:validation:XValidation:rule="isIP(self) || isCIDR(self)",message="must be an IP address, optionally with a prefix length, e.g. 10.60.0.5/24"
+	// +kubebuilder:validation:XValidation:rule="!isCIDR(self) || !(cidr(self) == cidr(self).masked()) || self.endsWith('/31') && cidr(self).ip().family() == 4 || self.endsWith('/32') || self.endsWith('/127') || self.endsWith('/128')",messageExpression="'%s is the network address of its subnet %s, which no host can have: give the node an address inside the subnet'.format([self, string(cidr(self).masked())])"
 	Address string `json:"address,omitempty"`
 
 	// Gateway of a static address's subnet.
@@ -230,7 +239,7 @@ type Network struct {
 
 // RouteSpec is a static route through a network.
 //
-// +kubebuilder:validation:XValidation:rule="!has(self.gateway) || !isIP(self.gateway) || !isCIDR(self.destination) || ip(self.gateway).family() == cidr(self.destination).ip().family()",message="gateway and destination must be of the same IP family"
+// +kubebuilder:validation:XValidation:rule="!has(self.gateway) || !isIP(self.gateway) || !isCIDR(self.destination) || ip(self.gateway).family() == cidr(self.destination).ip().family()",fieldPath=".gateway",messageExpression="'%s is of another IP family than the destination %s: gateway and destination must be of the same IP family'.format([self.gateway, self.destination])"
 type RouteSpec struct {
 	// Destination network, e.g. 192.168.0.0/16.
 	// +required

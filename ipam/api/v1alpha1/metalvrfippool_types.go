@@ -16,8 +16,10 @@ const (
 
 	// RequestedAddressAnnotation on an IPAddressClaim asks for one specific
 	// address of the pool instead of the lowest free one. A claim whose
-	// address is taken, reserved or outside the pool says so in its Ready
-	// condition and is served once the address is released.
+	// address another claim holds says so in its Ready condition and is
+	// served once the address is released; one whose address the pool never
+	// hands out (outside it, excluded, a gateway, of the other family) says
+	// which rule keeps it out.
 	RequestedAddressAnnotation = "metal-vrf.ipam.cluster.x-k8s.io/requested-address"
 
 	// SkipDeleteValidationAnnotation lets a pool with addresses in use be deleted.
@@ -65,6 +67,10 @@ const (
 	// VRFMismatchReason: the VRF is not in spec.vrf.projectID or spec.vrf.metro,
 	// or a reservation of spec.vrf.reservationIDs is missing or not served by a Metal Gateway.
 	VRFMismatchReason = "VRFMismatch"
+	// VRFWithoutAddressesReason: the VRF gives the pool no address of its
+	// family and scope (no IP reservation served by a Metal Gateway, or no
+	// ip_ranges with scope IPRanges).
+	VRFWithoutAddressesReason = "VRFWithoutAddresses"
 	// MetalAPIUnavailableReason: the Metal API failed (5xx, timeout, rate limit).
 	MetalAPIUnavailableReason = "MetalAPIUnavailable"
 	// PacketClusterNotFoundReason: the PacketCluster named by spec.networkRef does not exist,
@@ -75,6 +81,9 @@ const (
 	// NetworkNotClusterAPIReason: the network's addresses are assigned by
 	// DHCP (or unset), not by Cluster API, so the pool must not hand them out.
 	NetworkNotClusterAPIReason = "NetworkNotAssignedByClusterAPI"
+	// NetworkWithoutAddressesReason: the network gives the pool no address:
+	// it has no ipAddresses, or none of the pool's IP family.
+	NetworkWithoutAddressesReason = "NetworkWithoutAddresses"
 )
 
 // VRFScope chooses which addresses of a VRF a pool hands out.

@@ -11,6 +11,7 @@ package poolspace
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"go4.org/netipx"
 	"k8s.io/apimachinery/pkg/types"
@@ -93,6 +94,10 @@ func resolve(spec *v1alpha1.MetalVRFIPPoolSpec, resolved []v1alpha1.ResolvedAddr
 			fmt.Sprintf("but spec.addresses are %s: a pool holds one IP family", family)))
 	}
 
+	if !hasSources {
+		errs = append(errs, idleExclusions(spec, ranges, excluded)...)
+	}
+
 	var subnets []cidr.Subnet
 	subnet, subnetErrs := specSubnet(spec, ranges, family, known)
 	errs = append(errs, subnetErrs...)
@@ -150,6 +155,38 @@ func resolve(spec *v1alpha1.MetalVRFIPPoolSpec, resolved []v1alpha1.ResolvedAddr
 	return s, nil
 }
 
+// IdleExclusions reports the entries of spec.excludedAddresses that hold no
+// address of spec.addresses nor of what the sources resolved to: they
+// exclude nothing, most likely by a typo.
+func IdleExclusions(spec *v1alpha1.MetalVRFIPPoolSpec, resolved []v1alpha1.ResolvedAddresses) field.ErrorList {
+	ranges, errs := parseList(specPath.Child("addresses"), spec.Addresses)
+	excluded, exclErrs := parseList(specPath.Child("excludedAddresses"), spec.ExcludedAddresses)
+	if len(errs) > 0 || len(exclErrs) > 0 {
+		return nil
+	}
+	for _, entry := range resolved {
+		if r, err := cidr.ParseEntry(entry.Address); err == nil && !entry.SubnetOnly {
+			ranges = append(ranges, r)
+		}
+	}
+	if len(ranges) == 0 {
+		return nil
+	}
+	return idleExclusions(spec, ranges, excluded)
+}
+
+func idleExclusions(spec *v1alpha1.MetalVRFIPPoolSpec, ranges, excluded []netipx.IPRange) field.ErrorList {
+	var errs field.ErrorList
+	for i, x := range excluded {
+		// One of the other family is reported as mixing families.
+		if len(ranges) > 0 && rangeFamily(x) == rangeFamily(ranges[0]) && !slices.ContainsFunc(ranges, x.Overlaps) {
+			errs = append(errs, field.Invalid(specPath.Child("excludedAddresses").Index(i), spec.ExcludedAddresses[i],
+				"lies outside the pool's addresses: it excludes nothing"))
+		}
+	}
+	return errs
+}
+
 // CredentialsSecret returns the Secret holding the Metal credentials of the
 // pool's spec.vrf. A MetalVRFIPPool may only read Secrets of its own
 // namespace, so that a pool cannot borrow another tenant's credentials; a
@@ -176,6 +213,21 @@ func CredentialsSecret(pool v1alpha1.Pool) (types.NamespacedName, *field.Error) 
 func Family(spec *v1alpha1.MetalVRFIPPoolSpec) (cidr.Family, bool) {
 	ranges, _ := parseList(specPath.Child("addresses"), spec.Addresses)
 	return specFamily(spec, ranges)
+}
+
+// FamilyField names the field that fixes the pool's IP family (see Family):
+// spec.addresses, spec.vrf.ipFamily or spec.gateway; empty when none does.
+func FamilyField(spec *v1alpha1.MetalVRFIPPoolSpec) string {
+	ranges, _ := parseList(specPath.Child("addresses"), spec.Addresses)
+	switch _, known := specFamily(spec, ranges); {
+	case !known:
+		return ""
+	case len(ranges) > 0:
+		return "spec.addresses"
+	case spec.VRF != nil:
+		return "spec.vrf.ipFamily"
+	}
+	return "spec.gateway"
 }
 
 func specFamily(spec *v1alpha1.MetalVRFIPPoolSpec, ranges []netipx.IPRange) (cidr.Family, bool) {

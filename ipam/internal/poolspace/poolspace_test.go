@@ -149,6 +149,11 @@ var invalidSpecs = []struct {
 		want: []wantErr{{field.ErrorTypeInvalid, "spec.excludedAddresses[0]", "fd00::/64", "is IPv6 but spec.addresses are IPv4"}},
 	},
 	{
+		name: "excluded entry outside the pool",
+		spec: v1alpha1.MetalVRFIPPoolSpec{Addresses: []string{"10.0.0.0/24"}, Prefix: new(int32(24)), ExcludedAddresses: []string{"10.0.0.5", "10.9.9.9"}},
+		want: []wantErr{{field.ErrorTypeInvalid, "spec.excludedAddresses[1]", "10.9.9.9", "lies outside the pool's addresses: it excludes nothing"}},
+	},
+	{
 		name: "mixed families among excluded entries",
 		spec: v1alpha1.MetalVRFIPPoolSpec{Addresses: []string{"10.0.0.0/24"}, Prefix: new(int32(24)), ExcludedAddresses: []string{"10.0.0.5", "fd00::5"}},
 		want: []wantErr{{field.ErrorTypeInvalid, "spec.excludedAddresses[1]", "fd00::5", "is IPv6 but spec.excludedAddresses[0] is IPv4"}},

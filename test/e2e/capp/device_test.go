@@ -403,7 +403,8 @@ var _ = Describe("A PacketMachine with bad input", func() {
 	It("names a VLAN that is in another metro, or nowhere, and creates no device", func() {
 		createNodesPool(ns)
 		ports := hybridPorts()
-		ports[0].Networks[1] = infrav1.Network{VXLAN: simtest.NodesVXLAN, VLANID: simtest.NewYorkVLAN, Address: "10.61.0.5/28"}
+		// IPv6, so bond0.1001 holds one address of each family.
+		ports[0].Networks[1] = infrav1.Network{VXLAN: simtest.NodesVXLAN, VLANID: simtest.NewYorkVLAN, Address: "fd00:61::5/64"}
 		ports[1].Networks[0].VXLAN = 3999
 		pm := readyMachine(ns, "vlans", ports, nil)
 		expectRefused(pm, infrav1.DeviceReadyCondition, infrav1.VLANNotFoundReason,

@@ -36,8 +36,8 @@ var _ = Describe("Requesting a specific address", func() {
 		Expect(boundAddress(createClaim(ns, "plain", poolKind, "pool")).Spec.Address).To(Equal("10.6.0.2"),
 			"claims without a request still get the lowest free address")
 
-		failsWith(requesting("gateway", "10.6.0.1"), "requested address 10.6.0.1 is not one the pool hands out")
-		failsWith(requesting("outside", "10.7.0.5"), "requested address 10.7.0.5 is not one the pool hands out")
+		failsWith(requesting("gateway", "10.6.0.1"), "requested address 10.6.0.1 is the pool's gateway (spec.gateway)")
+		failsWith(requesting("outside", "10.7.0.5"), "requested address 10.7.0.5 lies outside every address the pool hands out")
 		failsWith(requesting("garbage", "ten"), `annotation `+v1alpha1.RequestedAddressAnnotation+`: "ten" is not a plain IP address`)
 
 		taken := requesting("taken", "10.6.0.200")

@@ -165,6 +165,22 @@ var _ = Describe("Pools sourced from an Equinix Metal VRF", func() {
 		ns = newNamespace()
 	})
 
+	It("says which VRF gives nothing of the pool's family and scope, and serves nothing", func() {
+		createCredentials(ns, demoToken)
+		spec := vrfSpec(v1alpha1.VRFScopeGatewaySubnets)
+		spec.VRF.IPFamily = v1alpha1.IPv6Family
+		pool := createPool(ns, "vrf", spec)
+		expectPool(pool, func(g Gomega, p v1alpha1.Pool) {
+			c := haveCondition(g, p, v1alpha1.SourcesResolvedCondition, metav1.ConditionFalse, v1alpha1.VRFWithoutAddressesReason)
+			g.Expect(c.Message).To(Equal("VRF " + demoVRF + " gives the pool no address: it has no IPv6 IP reservation served by a Metal Gateway (spec.vrf.ipFamily, spec.vrf.scope)"))
+			r := haveCondition(g, p, v1alpha1.ReadyCondition, metav1.ConditionFalse, v1alpha1.SourcesNotResolvedReason)
+			g.Expect(r.Message).To(ContainSubstring(c.Message))
+		})
+		claim := createClaim(ns, "claim", v1alpha1.MetalVRFIPPoolKind, pool.Name)
+		Eventually(func() string { return reasonOf(claim) }).Should(Equal(ipamv1.IPAddressClaimReadyPoolNotReadyReason))
+		Expect(readyCondition(claim).Message).To(ContainSubstring("gives the pool no address"))
+	})
+
 	It("hands out only the Metal Gateway subnets, never a gateway, with each subnet's prefix and gateway", func() {
 		createCredentials(ns, demoToken)
 		pool := createPool(ns, "vrf", vrfSpec(v1alpha1.VRFScopeGatewaySubnets))

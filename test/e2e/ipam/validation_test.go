@@ -53,6 +53,34 @@ var _ = Describe("Validating pools", func() {
 		Entry("excluded entry of the other family", v1alpha1.MetalVRFIPPoolSpec{
 			Addresses: []string{"10.0.0.0/24"}, Prefix: ptr.To[int32](24), ExcludedAddresses: []string{"fd00::/64"},
 		}, `spec.excludedAddresses[0]: Invalid value: "fd00::/64"`, "mixed IP families"),
+		Entry("excluded entry outside the pool", v1alpha1.MetalVRFIPPoolSpec{
+			Addresses: []string{"10.0.0.0/24"}, Prefix: ptr.To[int32](24), ExcludedAddresses: []string{"10.9.9.9"},
+		}, `spec.excludedAddresses[0]: Invalid value: "10.9.9.9"`, "lies outside the pool's addresses: it excludes nothing"),
+		Entry("excluded entry that is not one", v1alpha1.MetalVRFIPPoolSpec{
+			Addresses: []string{"10.0.0.0/24"}, Prefix: ptr.To[int32](24), ExcludedAddresses: []string{"10.0.0.5/33"},
+		}, `spec.excludedAddresses[0]: Invalid value: "10.0.0.5/33"`, "not a valid IP, range, nor CIDR"),
+		Entry("a range that runs backwards", poolSpec(24, "", "10.0.0.50-10.0.0.10"),
+			`spec.addresses[0]: Invalid value: "10.0.0.50-10.0.0.10"`, "not a valid IP, range, nor CIDR"),
+		Entry("IPv6 prefix beyond 128 (schema rule)", poolSpec(129, "", "fd00::/64"),
+			"spec.prefix: Invalid value: 129", "less than or equal to 128"),
+		Entry("a negative reuse grace period (schema rule)", v1alpha1.MetalVRFIPPoolSpec{
+			Addresses: []string{"10.0.0.0/24"}, Prefix: ptr.To[int32](24), AddressReuseGracePeriodSeconds: ptr.To[int32](-1),
+		}, "spec.addressReuseGracePeriodSeconds: Invalid value: -1", "greater than or equal to 0"),
+		Entry("a gateway that leaves nothing to hand out", poolSpec(32, "10.0.0.1", "10.0.0.1"),
+			`spec.addresses: Invalid value: ["10.0.0.1"]`, "leaves no address to hand out"),
+		Entry("credentials of another namespace", v1alpha1.MetalVRFIPPoolSpec{VRF: &v1alpha1.VRFSource{
+			ID: "vrf-1", CredentialsRef: v1alpha1.SecretReference{Name: "metal", Namespace: "other"},
+		}}, `spec.vrf.credentialsRef.namespace: Invalid value: "other"`, "reads Secrets of its own namespace"),
+		Entry("a VRF family other than the addresses'", v1alpha1.MetalVRFIPPoolSpec{
+			Addresses: []string{"10.0.0.0/24"}, Prefix: ptr.To[int32](24),
+			VRF: &v1alpha1.VRFSource{ID: "vrf-1", CredentialsRef: v1alpha1.SecretReference{Name: "metal"}, IPFamily: v1alpha1.IPv6Family},
+		}, `spec.vrf.ipFamily: Invalid value: "IPv6"`, "but spec.addresses are IPv4"),
+		Entry("a VRF scope that does not exist (schema rule)", v1alpha1.MetalVRFIPPoolSpec{
+			VRF: &v1alpha1.VRFSource{ID: "vrf-1", CredentialsRef: v1alpha1.SecretReference{Name: "metal"}, Scope: "Everything"},
+		}, "spec.vrf.scope: Unsupported value: \"Everything\"", "GatewaySubnets"),
+		Entry("an empty network name (schema rule)", v1alpha1.MetalVRFIPPoolSpec{
+			NetworkRef: &v1alpha1.NetworkReference{Name: "demo"},
+		}, `spec.networkRef.network: Invalid value: ""`, "at least 1 chars long"),
 	)
 
 	It("applies the same rules to GlobalMetalVRFIPPools", func() {
@@ -80,7 +108,7 @@ var _ = Describe("Validating pools", func() {
 			return apierrors.IsConflict(err)
 		}).Should(BeFalse())
 		Expect(err).To(HaveOccurred())
-		Expect(err.Error()).To(ContainSubstring("spec.addresses: Forbidden: the update removes 1 addresses in use"))
+		Expect(err.Error()).To(ContainSubstring("spec.addresses: Forbidden: the update takes 1 addresses in use out of the pool"))
 		Expect(err.Error()).To(ContainSubstring(fmt.Sprintf("10.2.0.1 (IPAddress %s/claim)", ns)))
 
 		excluded := pool.DeepCopy()
