@@ -424,7 +424,9 @@ var _ = Describe("Pools sourced from an Equinix Metal VRF", func() {
 		probe.Annotations = map[string]string{v1alpha1.RequestedAddressAnnotation: held}
 		Expect(k8s.Create(ctx, probe)).To(Succeed())
 		Eventually(func() string { return reasonOf(probe) }).Should(Equal(ipamv1.IPAddressClaimReadyPoolNotReadyReason))
-		Expect(readyCondition(probe).Message).To(ContainSubstring("spec.vrf has not been read with the pool's credentials"))
+		// The pool's own failure is the reason: its credentials cannot read
+		// the VRF.
+		Expect(readyCondition(probe).Message).To(SatisfyAll(ContainSubstring(`"intruder" cannot serve claims`), ContainSubstring("VRF "+spec.VRF.ID), ContainSubstring("Not Found")))
 		Expect(readyCondition(probe).Message).NotTo(ContainSubstring(ns), "a message names another namespace's objects")
 		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(probe), probe)).To(Succeed())
 		Expect(probe.Status.AddressRef.Name).To(BeEmpty())
