@@ -23,9 +23,9 @@ import (
 
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolref"
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolspace"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/records"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/registry"
-	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolspace"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/cidr"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/message"
 )

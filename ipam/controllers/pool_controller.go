@@ -40,8 +40,8 @@ import (
 	cappv1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolref"
-	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/registry"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolspace"
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/registry"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/message"
 )
 
