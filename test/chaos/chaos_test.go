@@ -106,13 +106,9 @@ func runScenario(t *testing.T, leaderElect bool, disturb disturb) {
 	checked, targets := createPools(ctx, t, ns)
 
 	logs := replicaLogs(t)
-	leaderNamespace := ""
-	if leaderElect {
-		leaderNamespace = ns
-	}
 	var replicas []*replica
 	for _, name := range []string{"replica-a", "replica-b"} {
-		r, err := startReplica(name, leaderNamespace, logs)
+		r, err := startReplica(name, ns, leaderElect, logs)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -42,9 +42,9 @@ type replica struct {
 }
 
 // startReplica starts a replica of the manager with its own health and
-// metrics ports; leaderNamespace, when not empty, turns leader election on
-// with its lease there.
-func startReplica(name, leaderNamespace string, logs io.Writer) (*replica, error) {
+// metrics ports, its allocation records in namespace; leaderElect turns
+// leader election on with its lease there too.
+func startReplica(name, namespace string, leaderElect bool, logs io.Writer) (*replica, error) {
 	health, err := freePort()
 	if err != nil {
 		return nil, err
@@ -54,12 +54,12 @@ func startReplica(name, leaderNamespace string, logs io.Writer) (*replica, error
 		return nil, err
 	}
 	args := []string{
-		"--kubeconfig=" + kubeconfig, "--webhook-port=0",
+		"--kubeconfig=" + kubeconfig, "--webhook-port=0", "--allocation-namespace=" + namespace,
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", health),
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metrics),
 	}
-	if leaderNamespace != "" {
-		args = append(args, "--leader-elect", "--leader-election-namespace="+leaderNamespace,
+	if leaderElect {
+		args = append(args, "--leader-elect", "--leader-election-namespace="+namespace,
 			"--leader-elect-lease-duration="+leaseDuration.String(),
 			"--leader-elect-renew-deadline="+renewDeadline.String(),
 			"--leader-elect-retry-period="+retryPeriod.String())
