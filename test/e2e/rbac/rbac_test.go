@@ -101,7 +101,13 @@ func start(ctx context.Context) (stops []func(), err error) {
 		}
 	}
 
+	if err := bindLeaderElectionRole(ctx, ipamAccount, filepath.Join(env.Root, "config", "ipam", "rbac", "leader_election_role.yaml")); err != nil {
+		return stops, err
+	}
 	ipamOpts := env.IPAMOptions(2)
+	// As installed: the allocation records live in the manager's own
+	// namespace, where the leader election Role lets it keep Leases.
+	ipamOpts.AllocationNamespace = systemNamespace
 	ipamOpts.MetalRetry = metal.RetryPolicy{MaxAttempts: 2, InitialBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}
 	stop, err := env.StartIPAMAs(ctx, ipamUser, ipamOpts)
 	if err != nil {
@@ -141,6 +147,30 @@ func bindGeneratedRole(ctx context.Context, name, file string) error {
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.GetName()},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}},
+	})
+}
+
+// bindLeaderElectionRole creates the Role of file (as generated, the
+// manager's namespaced rights) in systemNamespace, bound to the
+// ServiceAccount name.
+func bindLeaderElectionRole(ctx context.Context, name, file string) error {
+	objects, err := testenv.ReadObjects(file)
+	if err != nil {
+		return err
+	}
+	if len(objects) != 1 || objects[0].GetKind() != "Role" {
+		return fmt.Errorf("%s: want one Role", file)
+	}
+	role := objects[0]
+	role.SetNamespace(systemNamespace)
+	role.SetName(name + "-" + role.GetName())
+	if err := env.Client.Create(ctx, role); err != nil {
+		return err
+	}
+	return env.Client.Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: systemNamespace, Name: role.GetName()},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.GetName()},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: systemNamespace, Name: name}},
 	})
 }
 
