@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	ipammanager "github.com/metal-vrf/cluster-api-metal-vrf/ipam/manager"
+	"github.com/metal-vrf/cluster-api-metal-vrf/test/testenv"
 )
 
 // Leader election is timed short so that takeovers happen within seconds;
@@ -45,11 +45,11 @@ type replica struct {
 // metrics ports, its allocation records in namespace; leaderElect turns
 // leader election on with its lease there too.
 func startReplica(name, namespace string, leaderElect bool, logs io.Writer) (*replica, error) {
-	health, err := freePort()
+	health, err := testenv.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	metrics, err := freePort()
+	metrics, err := testenv.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -178,14 +178,4 @@ func leader(ctx context.Context, replicas []*replica) (*replica, error) {
 		case <-time.After(retryPeriod):
 		}
 	}
-}
-
-// freePort is a TCP port on the loopback address nothing listens on now.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -345,7 +345,7 @@ func (e *Environment) StartCAPICore(logs io.Writer) (stop func(), err error) {
 			os.WriteFile(filepath.Join(dir, "tls.key"), key, 0o600)); err != nil {
 			return nil, err
 		}
-		port, err := freePort()
+		port, err := FreePort()
 		if err != nil {
 			return nil, err
 		}
@@ -389,8 +389,8 @@ func (e *Environment) startManager(envVar, name string, logs io.Writer, args fun
 	}, nil
 }
 
-// freePort is a TCP port on the loopback address nothing listens on now.
-func freePort() (int, error) {
+// FreePort is a TCP port on the loopback address nothing listens on now.
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
