@@ -13,6 +13,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
@@ -329,10 +330,16 @@ var _ = Describe("Pools sourced from an Equinix Metal VRF", func() {
 		pool := createPool(ns, "vrf", vrfSpec(v1alpha1.VRFScopeGatewaySubnets))
 		address := boundAddress(createClaim(ns, "c", v1alpha1.MetalVRFIPPoolKind, pool.Name))
 
-		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(pool), pool)).To(Succeed())
-		moved := pool.DeepCopy()
-		moved.Spec.VRF.ID = "d5a2c0de-0000-4000-8000-00000000dead"
-		err := k8s.Update(ctx, moved)
+		// The manager writes the pool's status meanwhile: retry a conflict,
+		// so what answers is the webhook.
+		var err error
+		Eventually(func() bool {
+			Expect(k8s.Get(ctx, client.ObjectKeyFromObject(pool), pool)).To(Succeed())
+			moved := pool.DeepCopy()
+			moved.Spec.VRF.ID = "d5a2c0de-0000-4000-8000-00000000dead"
+			err = k8s.Update(ctx, moved)
+			return apierrors.IsConflict(err)
+		}).Should(BeFalse())
 		Expect(err).To(HaveOccurred())
 		Expect(err.Error()).To(ContainSubstring("spec.vrf.id: Forbidden: cannot change while addresses of the pool are in use"))
 		Expect(err.Error()).To(ContainSubstring(fmt.Sprintf("%s (IPAddress %s/c)", address.Spec.Address, ns)))

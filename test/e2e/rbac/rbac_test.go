@@ -294,6 +294,10 @@ func rendered(ctx context.Context, pm *infrav1.PacketMachine) error {
 	if c := conditions.Get(pm, infrav1.BootstrapDataRenderedCondition); c == nil || c.Status != metav1.ConditionTrue {
 		return fmt.Errorf("BootstrapDataRendered: %+v", c)
 	}
+	// The patch helper writes the conditions before the rest of the status.
+	if pm.Status.UserDataSecretName == "" {
+		return errors.New("status.userDataSecretName is not written yet")
+	}
 	return nil
 }
 

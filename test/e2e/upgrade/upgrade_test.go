@@ -158,7 +158,8 @@ func TestUpgradeFromUpstreamCAPP(t *testing.T) {
 		}
 		g.Eventually(func() *metav1.Condition { return conditions.Get(read(), infrav1.ReadyCondition) }).Should(
 			And(Not(BeNil()), HaveField("Status", metav1.ConditionTrue)), "machine %s", m.name)
-		g.Expect(pm.Status.Initialization.Provisioned).To(HaveValue(BeTrue()))
+		// The patch helper writes the conditions before the rest of the status.
+		g.Eventually(func() *bool { return read().Status.Initialization.Provisioned }).Should(HaveValue(BeTrue()))
 		g.Expect(pm.Spec.DevicePlan()).To(Equal("c3.small.x86"))
 		g.Expect(conditions.Get(pm, infrav1.DeviceReadyCondition)).To(HaveField("Reason", infrav1.DeviceActiveReason))
 		g.Expect(conditions.Get(pm, infrav1.NodeNetworkConfiguredCondition)).To(HaveField("Reason", infrav1.NodeReportNotExpectedReason))
