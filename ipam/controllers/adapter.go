@@ -57,7 +57,7 @@ func (a *ProviderAdapter) SetupWithManager(_ context.Context, b *ctrl.Builder) e
 		)
 	}
 	wakeWaiting := handler.EnqueueRequestsFromMapFunc(a.unboundClaimsOf)
-	poolChanged := builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, unpaused(), resolvedChanged()))
+	poolChanged := builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, unpaused(), resolvedChanged(), allocatorChanged()))
 
 	b.For(&ipamv1.IPAddressClaim{}, builder.WithPredicates(ourKinds(ipampredicates.ClaimReferencesPoolKind))).
 		Owns(&ipamv1.IPAddress{}, builder.WithPredicates(ourKinds(ipampredicates.AddressReferencesPoolKind))).
@@ -104,6 +104,21 @@ func resolvedChanged() predicate.Funcs {
 			before, okBefore := e.ObjectOld.(v1alpha1.Pool)
 			after, okAfter := e.ObjectNew.(v1alpha1.Pool)
 			return okBefore && okAfter && !equality.Semantic.DeepEqual(before.PoolStatus().Resolved, after.PoolStatus().Resolved)
+		},
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+}
+
+// allocatorChanged passes updates that change where a global pool
+// allocates (see reconcileAllocator): a take-over lets its claims be served.
+func allocatorChanged() predicate.Funcs {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			before, after := e.ObjectOld.GetAnnotations(), e.ObjectNew.GetAnnotations()
+			return before[v1alpha1.AllocatingClusterAnnotation] != after[v1alpha1.AllocatingClusterAnnotation] ||
+				before[v1alpha1.HandoverTokenAnnotation] != after[v1alpha1.HandoverTokenAnnotation]
 		},
 		CreateFunc:  func(event.CreateEvent) bool { return false },
 		DeleteFunc:  func(event.DeleteEvent) bool { return false },

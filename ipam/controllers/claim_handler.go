@@ -92,6 +92,11 @@ func (h *claimHandler) EnsureAddress(ctx context.Context, address *ipamv1.IPAddr
 			h.setNotReady(ipamv1.IPAddressClaimReadyAllocationFailedReason, "IPAddress %s: %v", address.Name, err)
 			return nil, reconcile.TerminalError(err)
 		}
+		if h.claim.Status.AddressRef.Name == "" {
+			// Bound to an IPAddress it did not get here (moved or
+			// restored): no IPAddress event tells the pool its count grew.
+			h.releases.counted(ctx, poolref.KeyOf(h.pool))
+		}
 		h.setBound(address.Spec.Address)
 		return nil, nil
 	}

@@ -65,6 +65,8 @@ type poolReconciler struct {
 	recorder events.EventRecorder
 	releases *releases
 	kind     string
+	// cluster identifies this management cluster (see reconcileAllocator).
+	cluster string
 	// resync is how often the sources of a pool are read again when nothing
 	// triggers it: the Metal API sends no events.
 	resync time.Duration
@@ -128,6 +130,10 @@ func (r *poolReconciler) reconcileNormal(ctx context.Context, pool v1alpha1.Pool
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	handOverWaits, err := r.reconcileAllocator(ctx, pool)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	stats, err := r.registry.Stats(ctx, pool)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -139,6 +145,12 @@ func (r *poolReconciler) reconcileNormal(ctx context.Context, pool v1alpha1.Pool
 	// why the sources failed, not what an empty spec lacks.
 	sourcesGaveNothing := conditions.IsFalse(pool, v1alpha1.SourcesResolvedCondition) && len(pool.PoolStatus().Resolved) == 0
 	switch {
+	case stats.Elsewhere != nil:
+		reason := v1alpha1.AllocatesElsewhereReason
+		if pool.GetAnnotations()[v1alpha1.AllocatingClusterAnnotation] == r.cluster {
+			reason = v1alpha1.HandedOverReason
+		}
+		r.setReady(pool, metav1.ConditionFalse, reason, stats.Elsewhere.Error())
 	case stats.SpaceErr != nil && sourcesGaveNothing:
 		r.setReady(pool, metav1.ConditionFalse, v1alpha1.SourcesNotResolvedReason,
 			"No address to hand out: "+conditions.GetMessage(pool, v1alpha1.SourcesResolvedCondition))
@@ -159,6 +171,10 @@ func (r *poolReconciler) reconcileNormal(ctx context.Context, pool v1alpha1.Pool
 		}
 		// An exclusion outside what the sources gave is likely a typo, but
 		// the sources may grow into it: it is said, not refused.
+		if stats.Retired > 0 {
+			text += fmt.Sprintf("; %d addresses whose IPAddresses were left without their claims (moved to another management cluster) are kept out of use", stats.Retired)
+		}
+		text += handOverWaits
 		if idle := poolspace.IdleExclusions(pool.PoolSpec(), pool.PoolStatus().Resolved); len(idle) > 0 {
 			text += "; but " + idle.ToAggregate().Error()
 		}
@@ -267,7 +283,9 @@ func (r *poolReconciler) reconcileDelete(ctx context.Context, pool v1alpha1.Pool
 			fmt.Sprintf("Waiting for %d IPAddresses to be released before the pool is deleted", stats.Used))
 		return nil
 	}
-	r.registry.Forget(pool)
+	if err := r.registry.Forget(ctx, pool); err != nil {
+		return err
+	}
 	poolAddresses.DeletePartialMatch(map[string]string{"kind": r.kind, "namespace": pool.GetNamespace(), "name": pool.GetName()})
 	controllerutil.RemoveFinalizer(pool, v1alpha1.ProtectPoolFinalizer)
 	return nil

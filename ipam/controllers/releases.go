@@ -41,7 +41,17 @@ func (r *releases) poolSource(kind string) source.Source {
 // released announces a release. The channels are drained into work queues
 // as fast as they fill, so a send waits only under a burst of releases.
 func (r *releases) released(ctx context.Context, key poolref.Key) {
-	for _, ch := range []chan event.GenericEvent{r.claims, r.pools[key.Kind]} {
+	r.send(ctx, key, r.claims, r.pools[key.Kind])
+}
+
+// counted tells the pool's controller that its counts changed without an
+// IPAddress coming or going: an existing one was adopted or retired.
+func (r *releases) counted(ctx context.Context, key poolref.Key) {
+	r.send(ctx, key, r.pools[key.Kind])
+}
+
+func (r *releases) send(ctx context.Context, key poolref.Key, channels ...chan event.GenericEvent) {
+	for _, ch := range channels {
 		pool, _ := poolref.New(key.Kind)
 		pool.SetNamespace(key.Namespace)
 		pool.SetName(key.Name)

@@ -10,7 +10,9 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
@@ -57,10 +59,12 @@ const DefaultSourceResyncPeriod = 10 * time.Minute
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=packetclusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups="",resources=namespaces,resourceNames=kube-system,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// SetupWithManager registers the claim and pool controllers with mgr.
-func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error {
+// SetupWithManager registers the claim, IPAddress and pool controllers with
+// mgr, and returns the registry they hand addresses out through.
+func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) (*registry.Registry, error) {
 	if opts.Concurrency < 1 {
 		opts.Concurrency = 1
 	}
@@ -68,11 +72,11 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 		opts.SourceResyncPeriod = DefaultSourceResyncPeriod
 	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &ipamv1.IPAddressClaim{}, unboundClaimsByPool, indexUnboundClaim); err != nil {
-		return fmt.Errorf("indexing claims by pool: %w", err)
+		return nil, fmt.Errorf("indexing claims by pool: %w", err)
 	}
 	for _, pool := range []client.Object{&v1alpha1.MetalVRFIPPool{}, &v1alpha1.GlobalMetalVRFIPPool{}} {
 		if err := mgr.GetFieldIndexer().IndexField(ctx, pool, poolsByPacketCluster, indexPoolPacketCluster); err != nil {
-			return fmt.Errorf("indexing pools by PacketCluster: %w", err)
+			return nil, fmt.Errorf("indexing pools by PacketCluster: %w", err)
 		}
 	}
 	// The IPAM provider is installed without CAPP as often as with it:
@@ -82,7 +86,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	case meta.IsNoMatchError(err):
 		ctrl.LoggerFrom(ctx).Info("The PacketCluster CRD is not installed: pools with spec.networkRef will say so")
 	case err != nil:
-		return fmt.Errorf("looking up the PacketCluster CRD: %w", err)
+		return nil, fmt.Errorf("looking up the PacketCluster CRD: %w", err)
 	}
 	sources := &sourceResolver{
 		reader:         mgr.GetAPIReader(),
@@ -91,7 +95,11 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 		metal:          metal.NewClientCache(opts.Metal),
 	}
 
-	reg := registry.New(records.New(mgr.GetClient(), mgr.GetAPIReader(), opts.AllocationNamespace), opts.Fence)
+	cluster, err := managementCluster(ctx, mgr.GetAPIReader())
+	if err != nil {
+		return nil, err
+	}
+	reg := registry.New(records.New(mgr.GetClient(), mgr.GetAPIReader(), opts.AllocationNamespace), opts.Fence, cluster)
 	adapter := &ProviderAdapter{
 		client:      mgr.GetClient(),
 		reader:      mgr.GetAPIReader(),
@@ -107,17 +115,33 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 		watchFilterValue: opts.WatchFilterValue,
 	}
 	if err := claims.setupWithManager(ctx, mgr); err != nil {
-		return fmt.Errorf("setting up the claim controller: %w", err)
+		return nil, fmt.Errorf("setting up the claim controller: %w", err)
 	}
 
 	for _, kind := range []string{v1alpha1.MetalVRFIPPoolKind, v1alpha1.GlobalMetalVRFIPPoolKind} {
 		pools := &poolReconciler{
 			client: mgr.GetClient(), registry: reg, sources: sources, recorder: adapter.recorder,
-			releases: adapter.releases, kind: kind, resync: opts.SourceResyncPeriod,
+			releases: adapter.releases, kind: kind, cluster: cluster, resync: opts.SourceResyncPeriod,
 		}
 		if err := pools.setupWithManager(ctx, mgr, opts); err != nil {
-			return fmt.Errorf("setting up the %s controller: %w", kind, err)
+			return nil, fmt.Errorf("setting up the %s controller: %w", kind, err)
 		}
 	}
-	return nil
+	addresses := &addressReconciler{
+		client: mgr.GetClient(), reader: mgr.GetAPIReader(), registry: reg, releases: adapter.releases, recorder: adapter.recorder,
+	}
+	if err := addresses.setupWithManager(ctx, mgr, opts); err != nil {
+		return nil, fmt.Errorf("setting up the IPAddress controller: %w", err)
+	}
+	return reg, nil
+}
+
+// managementCluster identifies the management cluster: the UID of its
+// kube-system namespace, which every cluster has and no other shares.
+func managementCluster(ctx context.Context, reader client.Reader) (string, error) {
+	ns := &corev1.Namespace{}
+	if err := reader.Get(ctx, client.ObjectKey{Name: metav1.NamespaceSystem}, ns); err != nil {
+		return "", fmt.Errorf("reading namespace %s, which identifies the management cluster: %w", metav1.NamespaceSystem, err)
+	}
+	return string(ns.UID), nil
 }

@@ -97,7 +97,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
-	if err := controllers.SetupWithManager(ctx, mgr, controllers.Options{
+	reg, err := controllers.SetupWithManager(ctx, mgr, controllers.Options{
 		WatchFilterValue:   opts.WatchFilterValue,
 		Concurrency:        opts.Concurrency,
 		SourceResyncPeriod: opts.SourceResyncPeriod,
@@ -106,11 +106,12 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		},
 		AllocationNamespace: allocations,
 		Fence:               fenceCheck,
-	}); err != nil {
+	})
+	if err != nil {
 		return nil, err
 	}
 	if opts.WebhookPort != 0 {
-		if err := webhooks.SetupWithManager(mgr); err != nil {
+		if err := webhooks.SetupWithManager(mgr, reg); err != nil {
 			return nil, fmt.Errorf("setting up the webhooks: %w", err)
 		}
 	}

@@ -17,11 +17,13 @@ import (
 	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolref"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolspace"
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/registry"
 )
 
 // +kubebuilder:webhook:path=/validate-ipam-cluster-x-k8s-io-v1alpha1-metalvrfippool,mutating=false,failurePolicy=fail,sideEffects=None,groups=ipam.cluster.x-k8s.io,resources=metalvrfippools,verbs=create;update;delete,versions=v1alpha1,name=validation.metalvrfippool.ipam.cluster.x-k8s.io,admissionReviewVersions=v1
@@ -30,16 +32,24 @@ import (
 // maxListed bounds how many offending addresses a rejection spells out.
 const maxListed = 5
 
-// SetupWithManager registers the validating webhooks of both pool kinds.
-func SetupWithManager(mgr ctrl.Manager) error {
+// SetupWithManager registers the validating webhooks of both pool kinds,
+// and the one that records the addresses of IPAddresses others create
+// through reg.
+func SetupWithManager(mgr ctrl.Manager, reg *registry.Registry) error {
 	if err := ctrl.NewWebhookManagedBy(mgr, &v1alpha1.MetalVRFIPPool{}).
 		WithValidator(&poolValidator[*v1alpha1.MetalVRFIPPool]{client: mgr.GetClient()}).
 		Complete(); err != nil {
 		return err
 	}
-	return ctrl.NewWebhookManagedBy(mgr, &v1alpha1.GlobalMetalVRFIPPool{}).
+	if err := ctrl.NewWebhookManagedBy(mgr, &v1alpha1.GlobalMetalVRFIPPool{}).
 		WithValidator(&poolValidator[*v1alpha1.GlobalMetalVRFIPPool]{client: mgr.GetClient()}).
-		Complete()
+		Complete(); err != nil {
+		return err
+	}
+	mgr.GetWebhookServer().Register(addressPath, &webhook.Admission{Handler: &addressRecorder{
+		client: mgr.GetClient(), registry: reg, decoder: admission.NewDecoder(mgr.GetScheme()),
+	}})
+	return nil
 }
 
 // poolValidator validates one pool kind.

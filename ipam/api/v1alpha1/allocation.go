@@ -20,3 +20,35 @@ const (
 	// Lease's holderIdentity says the same, for kubectl.
 	AllocationClaimAnnotation = "ipam.cluster.x-k8s.io/metal-vrf-claim"
 )
+
+// AllocationRetiredLabel marks the record of an address whose IPAddress
+// lost its claim without a release (clusterctl move copies a global pool's
+// IPAddresses and deletes their claims): the address may live on in
+// another management cluster, so the record keeps it out of use here until
+// the pool is deleted.
+const AllocationRetiredLabel = "ipam.cluster.x-k8s.io/metal-vrf-retired"
+
+// AllocationClaimUIDAnnotation keeps the UID of the claim of a retired
+// record, which no longer carries AllocationClaimUIDLabel.
+const AllocationClaimUIDAnnotation = "ipam.cluster.x-k8s.io/metal-vrf-claim-uid"
+
+// A GlobalMetalVRFIPPool hands out addresses in one management cluster
+// only: clusterctl move copies it to the target and leaves it on the
+// source, and two copies allocating on their own would hand out the same
+// addresses. See docs/install.md, "Moving a cluster".
+const (
+	// AllocatingClusterAnnotation names the management cluster that hands
+	// out the pool's addresses (the UID of its kube-system namespace). The
+	// manager sets it on a pool that has none.
+	AllocatingClusterAnnotation = "metal-vrf.ipam.cluster.x-k8s.io/allocating-cluster"
+	// HandOverAnnotation, set by a user on the allocating cluster's copy,
+	// asks it to stop allocating once no claim of this cluster holds an
+	// address of the pool.
+	HandOverAnnotation = "metal-vrf.ipam.cluster.x-k8s.io/hand-over"
+	// HandoverTokenAnnotation is written by the manager when it has handed
+	// the pool over; from then on this copy hands out nothing.
+	HandoverTokenAnnotation = "metal-vrf.ipam.cluster.x-k8s.io/handover-token"
+	// TakeOverAnnotation, set by a user on another cluster's copy to the
+	// token of the hand-over, makes that cluster the allocating one.
+	TakeOverAnnotation = "metal-vrf.ipam.cluster.x-k8s.io/take-over"
+)

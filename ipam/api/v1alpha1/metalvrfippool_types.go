@@ -42,6 +42,14 @@ const (
 	InvalidSpecReason = "InvalidSpec"
 	// ExhaustedReason means every address of the pool is in use.
 	ExhaustedReason = "Exhausted"
+	// AllocatesElsewhereReason means the GlobalMetalVRFIPPool is a copy that
+	// another management cluster allocates from (see
+	// AllocatingClusterAnnotation): it keeps the addresses of the claims here
+	// and hands out none until it is taken over.
+	AllocatesElsewhereReason = "AllocatesElsewhere"
+	// HandedOverReason means the GlobalMetalVRFIPPool was handed over to
+	// another management cluster and hands out nothing here.
+	HandedOverReason = "HandedOver"
 	// SourcesNotResolvedReason means the pool has no address yet because
 	// its sources (spec.vrf, spec.networkRef) have not resolved; the
 	// SourcesResolved condition says why.

@@ -95,7 +95,7 @@ func (s *Store) Records(ctx context.Context, domain string) ([]registry.Record, 
 		if !ok || item.Annotations[v1alpha1.AllocationDomainAnnotation] != domain {
 			continue
 		}
-		if !live[rec.Holder.Claim.UID] {
+		if !live[rec.Holder.Claim.UID] && !rec.Holder.Retired {
 			if err := s.delete(ctx, item); err != nil {
 				return nil, err
 			}
@@ -158,6 +158,41 @@ func (s *Store) Unreserve(ctx context.Context, domain string, r registry.Record)
 		return nil
 	}
 	return s.delete(ctx, existing)
+}
+
+// Retire marks the record of r's address retired if r's claim holds it:
+// labelled so, and no longer labelled with the claim, so that neither the
+// claim's release nor the sweep of records without a claim deletes it.
+func (s *Store) Retire(ctx context.Context, domain string, r registry.Record) error {
+	existing := &coordinationv1.Lease{}
+	if err := s.reader.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: name(domain, r.Address)}, existing); err != nil {
+		return err
+	}
+	if existing.Labels[v1alpha1.AllocationClaimUIDLabel] != string(r.Holder.Claim.UID) {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(existing.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	delete(existing.Labels, v1alpha1.AllocationClaimUIDLabel)
+	existing.Labels[v1alpha1.AllocationRetiredLabel] = "true"
+	existing.Annotations[v1alpha1.AllocationClaimUIDAnnotation] = string(r.Holder.Claim.UID)
+	return s.client.Patch(ctx, existing, patch)
+}
+
+// ForgetRetired deletes the retired records of a pool in a domain.
+func (s *Store) ForgetRetired(ctx context.Context, domain string, pool poolref.Key) error {
+	var list coordinationv1.LeaseList
+	if err := s.reader.List(ctx, &list, client.InNamespace(s.namespace), client.MatchingLabels{
+		v1alpha1.AllocationDomainLabel: domainHash(domain), v1alpha1.AllocationRetiredLabel: "true",
+	}); err != nil {
+		return err
+	}
+	var errs []error
+	for i := range list.Items {
+		if list.Items[i].Annotations[v1alpha1.AllocationPoolAnnotation] == pool.String() {
+			errs = append(errs, s.delete(ctx, &list.Items[i]))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Free deletes every record of the claim.
@@ -239,11 +274,21 @@ func (s *Store) claimUID(ctx context.Context, address *ipamv1.IPAddress) (types.
 	claim := &ipamv1.IPAddressClaim{}
 	err := s.reader.Get(ctx, client.ObjectKey{Namespace: address.Namespace, Name: address.Spec.ClaimRef.Name}, claim)
 	if apierrors.IsNotFound(err) {
-		// No claim: the address is held by nobody who could release it;
-		// a UID of its own keeps it recorded until the IPAddress goes.
-		return types.UID("ipaddress-" + string(address.UID)), nil
+		return AddressClaim(address).UID, nil
 	}
 	return claim.UID, err
+}
+
+// AddressClaim is the claim an IPAddress was handed out to: its UID comes
+// from the IPAddress's owner reference. One without such a reference is
+// held by nobody who could release it: a UID of its own keeps its address
+// recorded until the IPAddress goes.
+func AddressClaim(address *ipamv1.IPAddress) registry.Claim {
+	uid, ok := ClaimUID(address)
+	if !ok {
+		uid = types.UID("ipaddress-" + string(address.UID))
+	}
+	return registry.Claim{NamespacedName: types.NamespacedName{Namespace: address.Namespace, Name: address.Spec.ClaimRef.Name}, UID: uid}
 }
 
 // ClaimUID returns the UID of the claim an IPAddress's owner reference names.
@@ -271,12 +316,18 @@ func recordOf(obj *coordinationv1.Lease) (registry.Record, bool) {
 	if !ok {
 		return registry.Record{}, false
 	}
+	retired := obj.Labels[v1alpha1.AllocationRetiredLabel] == "true"
+	uid := obj.Labels[v1alpha1.AllocationClaimUIDLabel]
+	if retired {
+		uid = obj.Annotations[v1alpha1.AllocationClaimUIDAnnotation]
+	}
 	return registry.Record{Address: ip, Holder: registry.Holder{
 		Pool: pool,
 		Claim: registry.Claim{
 			NamespacedName: types.NamespacedName{Namespace: namespace, Name: name},
-			UID:            types.UID(obj.Labels[v1alpha1.AllocationClaimUIDLabel]),
+			UID:            types.UID(uid),
 		},
+		Retired: retired,
 	}}, true
 }
 

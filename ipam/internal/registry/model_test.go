@@ -89,9 +89,30 @@ func (s *memStore) Free(_ context.Context, claim Claim) error {
 	defer s.mu.Unlock()
 	for _, records := range s.records {
 		for ip, r := range records {
-			if r.Holder.Claim.UID == claim.UID {
+			if r.Holder.Claim.UID == claim.UID && !r.Holder.Retired {
 				delete(records, ip)
 			}
+		}
+	}
+	return nil
+}
+
+func (s *memStore) Retire(_ context.Context, domain string, r Record) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if existing, ok := s.records[domain][r.Address]; ok && existing.Holder.Claim.UID == r.Holder.Claim.UID {
+		existing.Holder.Retired = true
+		s.records[domain][r.Address] = existing
+	}
+	return nil
+}
+
+func (s *memStore) ForgetRetired(_ context.Context, domain string, pool poolref.Key) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ip, r := range s.records[domain] {
+		if r.Holder.Retired && r.Holder.Pool == pool {
+			delete(s.records[domain], ip)
 		}
 	}
 	return nil
@@ -193,7 +214,7 @@ func runModel(t *testing.T, seed uint64, steps int) {
 		store.addresses[c.NamespacedName] = ipAddress{pool: c.pool.key, claim: c.Claim, ip: netip.MustParseAddr(fmt.Sprintf("10.0.0.%d", 2+2*i)), legacy: true}
 	}
 
-	procs := []*process{{reg: New(store, nil), seen: map[poolref.Key]int{}}, {reg: New(store, nil), seen: map[poolref.Key]int{}}}
+	procs := []*process{{reg: New(store, nil, ""), seen: map[poolref.Key]int{}}, {reg: New(store, nil, ""), seen: map[poolref.Key]int{}}}
 
 	// read returns a read of the pool for process p: mostly the newest,
 	// sometimes one older than what p has seen already.
@@ -318,7 +339,7 @@ func runModel(t *testing.T, seed uint64, steps int) {
 			}
 			mp.reads = append(mp.reads, next)
 		case op < 19: // a restart: the process forgets everything and reseeds
-			*p = process{reg: New(store, nil), seen: map[poolref.Key]int{}}
+			*p = process{reg: New(store, nil, ""), seen: map[poolref.Key]int{}}
 		default: // counts, as the pool reconciler reads them
 			mp := pools[rng.IntN(len(pools))]
 			if _, err := p.reg.Stats(ctx, read(p, mp)); err != nil {
@@ -339,7 +360,7 @@ func TestRegistryConcurrent(t *testing.T) {
 		Spec:       v1alpha1.MetalVRFIPPoolSpec{Addresses: []string{"10.1.0.0/24"}, Prefix: ptr.To(int32(24)), Gateway: "10.1.0.1"},
 	}
 	store.domainOf[poolref.KeyOf(pool)] = DomainOf(pool)
-	regs := []*Registry{New(store, nil), New(store, nil)}
+	regs := []*Registry{New(store, nil, ""), New(store, nil, "")}
 	const claims = 200
 	got := make([]netip.Addr, claims)
 	var wg sync.WaitGroup

@@ -30,6 +30,12 @@
 //   - An address in use that the pool's space no longer contains is
 //     counted out of range until released: a shrinking source never revokes
 //     an address.
+//   - IPAddresses made by others (clusterctl move, a restore) are recorded
+//     before they are created (Admit, from the IPAddress webhook), so no
+//     claim is served an address they hold, whatever the order.
+//   - A GlobalMetalVRFIPPool hands out addresses in the one management
+//     cluster its annotation names (see allocatesHere); its copies elsewhere
+//     only keep what their claims hold.
 package registry
 
 import (
@@ -55,16 +61,19 @@ type Registry struct {
 	store Store
 	// fence says whether this process may allocate now; nil when it always may.
 	fence func() error
+	// cluster identifies the management cluster this process runs in.
+	cluster string
 
 	mu      sync.Mutex
 	pools   map[poolref.Key]*poolState
 	domains map[string]*domain
 }
 
-// New returns a registry over store. fence, when not nil, is asked before
-// every allocation; an error from it refuses the allocation.
-func New(store Store, fence func() error) *Registry {
-	return &Registry{store: store, fence: fence, pools: map[poolref.Key]*poolState{}, domains: map[string]*domain{}}
+// New returns a registry over store, in the management cluster named
+// cluster. fence, when not nil, is asked before every allocation; an error
+// from it refuses the allocation.
+func New(store Store, fence func() error, cluster string) *Registry {
+	return &Registry{store: store, fence: fence, cluster: cluster, pools: map[poolref.Key]*poolState{}, domains: map[string]*domain{}}
 }
 
 // Stats are a pool's counts as the registry sees them.
@@ -72,8 +81,13 @@ type Stats struct {
 	Total, Free      *big.Int
 	Used, OutOfRange int64
 	// Foreign counts the addresses of the space held by other pools of its domain.
-	Foreign  int64
+	Foreign int64
+	// Retired counts the pool's addresses kept out of use by Retire.
+	Retired  int64
 	SpaceErr error
+	// Elsewhere says why the pool hands out nothing in this management
+	// cluster (see allocatesHere), or is nil.
+	Elsewhere error
 }
 
 // Acquire returns the address the claim holds in the pool, with the subnet
@@ -100,6 +114,10 @@ func (r *Registry) Acquire(ctx context.Context, pool v1alpha1.Pool, claim Claim,
 		if err := ps.ready(); err != nil {
 			d.mu.Unlock()
 			return netip.Addr{}, cidr.Subnet{}, err
+		}
+		if ps.elsewhere != nil {
+			d.mu.Unlock()
+			return netip.Addr{}, cidr.Subnet{}, fmt.Errorf("%w: %w", ErrPoolNotReady, ps.elsewhere)
 		}
 		if ip, err = ps.pick(requested, claim); err != nil {
 			d.mu.Unlock()
@@ -192,6 +210,94 @@ func (r *Registry) Adopt(ctx context.Context, pool v1alpha1.Pool, claim Claim, i
 	return r.store.Unreserve(ctx, d.key, Record{Address: prev, Holder: holder})
 }
 
+// Admit records the address of an IPAddress of the claim that is about to
+// be created, and fails with ErrConflict if another claim holds it. It is
+// how IPAddresses this process did not hand out (clusterctl move, a
+// restore) are known before any claim could be served their address: the
+// record is created before the IPAddress exists. A replica that may not
+// allocate now leaves its memory alone, which only the allocating one keeps
+// current, and asks the store alone.
+func (r *Registry) Admit(ctx context.Context, pool v1alpha1.Pool, claim Claim, ip netip.Addr) error {
+	if r.fence == nil || r.fence() == nil {
+		return r.Adopt(ctx, pool, claim, ip)
+	}
+	key, allocates := domainOf(pool)
+	if !allocates {
+		return nil
+	}
+	err := r.store.Reserve(ctx, key, Record{Address: ip, Holder: Holder{Pool: poolref.KeyOf(pool), Claim: claim}})
+	var taken *TakenError
+	switch {
+	case errors.As(err, &taken) && taken.Holder.Claim.UID == claim.UID:
+		return nil
+	case errors.As(err, &taken):
+		return fmt.Errorf("%w: address %s of claim %s is also held by %s", ErrConflict, ip, claim.Name, describe(poolref.KeyOf(pool), taken.Holder, claim))
+	}
+	return err
+}
+
+// Retire keeps ip out of use for good when the claim's IPAddress holding it
+// lost its claim without a release: clusterctl move deletes the claims of a
+// global pool's IPAddresses and leaves the IPAddresses, whose addresses live
+// on in the target cluster. The record stays, marked retired, until the
+// pool is deleted; the caller then deletes the IPAddress. An address with no
+// record yet gets a retired one.
+func (r *Registry) Retire(ctx context.Context, pool v1alpha1.Pool, claim Claim, ip netip.Addr) error {
+	ps, err := r.lock(ctx, pool)
+	if err != nil {
+		return err
+	}
+	d := ps.domain
+	defer d.mu.Unlock()
+	holder := Holder{Pool: ps.key, Claim: claim}
+	h, held := d.held[ip]
+	switch {
+	case held && h.Retired:
+		return nil
+	case held && h.Claim.UID != claim.UID:
+		return nil // not this claim's: nothing of it to keep
+	case !held && d.allocates:
+		var taken *TakenError
+		if err := r.store.Reserve(ctx, d.key, Record{Address: ip, Holder: holder}); errors.As(err, &taken) {
+			d.take(ip, taken.Holder)
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("recording address %s: %w", ip, err)
+		}
+	}
+	if d.allocates {
+		if err := r.store.Retire(ctx, d.key, Record{Address: ip, Holder: holder}); err != nil {
+			return fmt.Errorf("retiring the record of address %s: %w", ip, err)
+		}
+	}
+	holder.Retired = true
+	d.take(ip, holder)
+	if ps.byClaim[claim] == ip {
+		delete(ps.byClaim, claim)
+	}
+	return nil
+}
+
+// HandOver stops the pool from handing out addresses in this management
+// cluster, if none of its claims here holds one; it returns how many
+// claims of each namespace hold one otherwise, and then changes nothing.
+func (r *Registry) HandOver(ctx context.Context, pool v1alpha1.Pool) (map[string]int, error) {
+	ps, err := r.lock(ctx, pool)
+	if err != nil {
+		return nil, err
+	}
+	defer ps.domain.mu.Unlock()
+	holders := map[string]int{}
+	for c := range ps.byClaim {
+		holders[c.Namespace]++
+	}
+	if len(holders) == 0 {
+		ps.handedOver = true
+		ps.elsewhere = allocatesHere(ps.built, r.cluster, true)
+	}
+	return holders, nil
+}
+
 // Release frees every address the claim holds. It returns the pools that
 // gained a free address. The caller must have made sure the claim's
 // IPAddress is gone.
@@ -211,7 +317,7 @@ func (r *Registry) Release(ctx context.Context, key poolref.Key, claim Claim) ([
 	delete(ps.byClaim, claim)
 	var gained []poolref.Key
 	for ip, h := range d.held {
-		if h.Claim.UID == claim.UID {
+		if h.Claim.UID == claim.UID && !h.Retired {
 			gained = append(gained, d.give(ip)...)
 		}
 	}
@@ -226,7 +332,12 @@ func (r *Registry) Stats(ctx context.Context, pool v1alpha1.Pool) (Stats, error)
 	}
 	defer ps.domain.mu.Unlock()
 
-	s := Stats{Total: new(big.Int), Free: new(big.Int), Used: int64(len(ps.byClaim)), SpaceErr: ps.ready()}
+	s := Stats{Total: new(big.Int), Free: new(big.Int), Used: int64(len(ps.byClaim)), SpaceErr: ps.ready(), Elsewhere: ps.elsewhere}
+	for _, h := range ps.domain.held {
+		if h.Pool == ps.key && h.Retired {
+			s.Retired++
+		}
+	}
 	for _, ip := range ps.byClaim {
 		if ps.space == nil || !ps.space.Contains(ip) {
 			s.OutOfRange++
@@ -245,9 +356,15 @@ func (r *Registry) Stats(ctx context.Context, pool v1alpha1.Pool) (Stats, error)
 	return s, nil
 }
 
-// Forget drops a deleted pool's state.
-func (r *Registry) Forget(pool v1alpha1.Pool) {
+// Forget drops a deleted pool's state, and the records it retired: nothing
+// can reuse their addresses once the pool is gone.
+func (r *Registry) Forget(ctx context.Context, pool v1alpha1.Pool) error {
 	key := poolref.KeyOf(pool)
+	if domain, allocates := domainOf(pool); allocates {
+		if err := r.store.ForgetRetired(ctx, domain, key); err != nil {
+			return fmt.Errorf("deleting the retired records of %s: %w", key, err)
+		}
+	}
 	r.mu.Lock()
 	ps, ok := r.pools[key]
 	if ok && ps.uid == pool.GetUID() {
@@ -258,6 +375,7 @@ func (r *Registry) Forget(pool v1alpha1.Pool) {
 	if ok && ps.uid == pool.GetUID() {
 		ps.domain.leave(ps)
 	}
+	return nil
 }
 
 // domain is a set of pools that must never hand out the same address. Its
@@ -291,6 +409,12 @@ type poolState struct {
 
 	// left is set when the pool left its domain.
 	left bool
+	// handedOver is set once HandOver stopped the pool here, before the
+	// pool's annotations say so.
+	handedOver bool
+	// elsewhere says why the pool hands out nothing here (allocatesHere
+	// of the read it was built from), or is nil.
+	elsewhere error
 	// built is the read the allocator was built from; nil until seeded.
 	built v1alpha1.Pool
 	// alloc and space are nil while the pool does not resolve; spaceErr says why.
@@ -320,6 +444,30 @@ func domainOf(pool v1alpha1.Pool) (key string, allocates bool) {
 		return "vrf/" + vrf.ProjectID + "/" + vrf.ID, true
 	}
 	return "unresolved/" + poolref.KeyOf(pool).String(), false
+}
+
+// allocatesHere says why the pool hands out nothing in management cluster
+// cluster, or returns nil. Only a GlobalMetalVRFIPPool can be elsewhere:
+// clusterctl move copies it and leaves the source's copy, while a namespaced
+// pool moves whole. A pool without the annotation waits for its manager to
+// set it, so that no copy made before can allocate too.
+func allocatesHere(pool v1alpha1.Pool, cluster string, handedOver bool) error {
+	if poolref.KindOf(pool) != v1alpha1.GlobalMetalVRFIPPoolKind {
+		return nil
+	}
+	annotations := pool.GetAnnotations()
+	allocating := annotations[v1alpha1.AllocatingClusterAnnotation]
+	_, tokened := annotations[v1alpha1.HandoverTokenAnnotation]
+	switch {
+	case handedOver || (tokened && allocating == cluster):
+		return fmt.Errorf("%s %q was handed over to another management cluster and hands out nothing here", v1alpha1.GlobalMetalVRFIPPoolKind, pool.GetName())
+	case allocating == "":
+		return fmt.Errorf("%s %q has no annotation %s yet", v1alpha1.GlobalMetalVRFIPPoolKind, pool.GetName(), v1alpha1.AllocatingClusterAnnotation)
+	case allocating != cluster:
+		return fmt.Errorf("%s %q allocates in management cluster %s (annotation %s): this copy keeps the addresses of its claims and hands out none until it is taken over (docs/install.md, \"Moving a cluster\")",
+			v1alpha1.GlobalMetalVRFIPPoolKind, pool.GetName(), allocating, v1alpha1.AllocatingClusterAnnotation)
+	}
+	return nil
 }
 
 // newer reports whether read a of a pool is newer than read b. Resource
@@ -368,6 +516,7 @@ func (r *Registry) lockOnce(ctx context.Context, pool v1alpha1.Pool) (*poolState
 		!equality.Semantic.DeepEqual(ps.built.PoolStatus().Resolved, latest.PoolStatus().Resolved) {
 		ps.rebuild(latest)
 	}
+	ps.elsewhere = allocatesHere(latest, r.cluster, ps.handedOver)
 	return ps, nil
 }
 
@@ -473,7 +622,7 @@ func (d *domain) seedPool(ctx context.Context, store Store, ps *poolState) error
 	}
 	ps.byClaim = map[Claim]netip.Addr{}
 	for ip, h := range d.held {
-		if h.Pool == ps.key {
+		if h.Pool == ps.key && !h.Retired {
 			ps.byClaim[h.Claim] = ip
 		}
 	}
@@ -579,20 +728,25 @@ func (ps *poolState) pick(requested netip.Addr, claim Claim) (netip.Addr, error)
 // unavailable says that requested is held by h, naming only what the
 // claim's namespace may see.
 func (ps *poolState) unavailable(requested netip.Addr, h Holder, claim Claim) error {
-	return fmt.Errorf("%w: requested address %s is held by %s", ErrRequestedUnavailable, requested, ps.describe(h, claim))
+	return fmt.Errorf("%w: requested address %s is held by %s", ErrRequestedUnavailable, requested, describe(ps.key, h, claim))
 }
 
 // conflict says that ip, which the claim's IPAddress names, is h's.
 func (ps *poolState) conflict(ip netip.Addr, h Holder, claim Claim) error {
-	return fmt.Errorf("%w: address %s of claim %s is also held by %s", ErrConflict, ip, claim.Name, ps.describe(h, claim))
+	return fmt.Errorf("%w: address %s of claim %s is also held by %s", ErrConflict, ip, claim.Name, describe(ps.key, h, claim))
 }
 
-// describe names a holder as seen from the claim's namespace: a claim of
-// the same namespace by name, anything else without naming it.
-func (ps *poolState) describe(h Holder, claim Claim) string {
+// describe names a holder of an address of pool as seen from the claim's
+// namespace: a claim of the same namespace by name, anything else without
+// naming it.
+func describe(pool poolref.Key, h Holder, claim Claim) string {
 	switch {
-	case h.Pool != ps.key:
+	case h.Pool != pool:
 		return "another pool of its VRF"
+	case h.Retired && h.Claim.Namespace == claim.Namespace:
+		return "claim " + h.Claim.String() + ", whose IPAddress was left without it (moved to another management cluster)"
+	case h.Retired:
+		return "an address moved to another management cluster"
 	case h.Claim.Namespace == claim.Namespace:
 		return "claim " + h.Claim.String()
 	}

@@ -22,6 +22,10 @@ type Claim struct {
 type Holder struct {
 	Pool  poolref.Key
 	Claim Claim
+	// Retired: the claim's IPAddress was left without its claim (see
+	// Registry.Retire); the address stays out of use, and no release of
+	// the claim frees it.
+	Retired bool
 }
 
 // Record is one address in use, as the API server keeps it.
@@ -43,8 +47,13 @@ type Store interface {
 	Reserve(ctx context.Context, domain string, r Record) error
 	// Unreserve deletes the record of an address if r's claim holds it.
 	Unreserve(ctx context.Context, domain string, r Record) error
-	// Free deletes every record the claim holds, in any domain.
+	// Free deletes every record the claim holds, in any domain, but the
+	// retired ones.
 	Free(ctx context.Context, claim Claim) error
+	// Retire marks the record of r's address retired, if r's claim holds it.
+	Retire(ctx context.Context, domain string, r Record) error
+	// ForgetRetired deletes the retired records of a deleted pool.
+	ForgetRetired(ctx context.Context, domain string, pool poolref.Key) error
 	// Addresses lists the IPAddresses of the pools of a domain, read live,
 	// as records: what was handed out before records existed.
 	Addresses(ctx context.Context, domain string) ([]Record, error)

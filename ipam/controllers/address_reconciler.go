@@ -1,0 +1,212 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/events"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/cluster-api/util/annotations"
+	"sigs.k8s.io/cluster-api/util/predicates"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"sigs.k8s.io/cluster-api-ipam-provider-in-cluster/pkg/ipamutil"
+
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolref"
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/records"
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/registry"
+)
+
+// orphanRetiredReason is the event of an IPAddress deleted without its
+// claim while its address stays out of use.
+const orphanRetiredReason = "AddressRetired"
+
+// addressReconciler looks after the IPAddresses of our pools that no claim
+// reconcile reaches, as clusterctl move leaves them:
+//
+//   - An IPAddress whose owner reference to its pool carries another UID
+//     (move rebuilds owner references from the UIDs it created, and a global
+//     pool that existed already on the target is not one of them) is
+//     pointed at the pool it names.
+//   - An IPAddress whose claim is gone (move deletes the claims of a global
+//     pool's IPAddresses and leaves the IPAddresses; an admin may strip a
+//     claim's finalizer) is deleted. The address of a global pool may live
+//     on in another management cluster, so it stays out of use here
+//     (registry.Retire); one of a namespaced pool, which moves whole, is
+//     freed.
+//
+// Both wait while the IPAddress's Cluster is paused, as during a move.
+type addressReconciler struct {
+	client   client.Client
+	reader   client.Reader
+	registry *registry.Registry
+	releases *releases
+	recorder events.EventRecorder
+}
+
+func (r *addressReconciler) setupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error {
+	ours := predicate.NewPredicateFuncs(func(obj client.Object) bool {
+		address, ok := obj.(*ipamv1.IPAddress)
+		if !ok {
+			return false
+		}
+		_, ok = poolref.For(address.Spec.PoolRef, address.Namespace)
+		return ok
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("ipaddress").
+		For(&ipamv1.IPAddress{}, builder.WithPredicates(ours)).
+		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.addressesOfCluster), builder.WithPredicates(clusterUnpaused())).
+		WithEventFilter(predicates.ResourceHasFilterLabel(mgr.GetScheme(), ctrl.LoggerFrom(ctx), opts.WatchFilterValue)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Concurrency}).
+		Complete(r)
+}
+
+// Reconcile checks one IPAddress's pool owner reference and claim.
+func (r *addressReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	address := &ipamv1.IPAddress{}
+	if err := r.client.Get(ctx, req.NamespacedName, address); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	key, ok := poolref.For(address.Spec.PoolRef, address.Namespace)
+	if !ok {
+		return ctrl.Result{}, nil
+	}
+	if paused, err := r.clusterPaused(ctx, address); paused || err != nil {
+		return ctrl.Result{}, err
+	}
+	pool, _ := poolref.New(key.Kind)
+	if err := r.client.Get(ctx, key.ObjectKey(), pool); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	pool.GetObjectKind().SetGroupVersionKind(v1alpha1.GroupVersion.WithKind(key.Kind))
+
+	orphan, claim, err := r.orphaned(ctx, address)
+	if err != nil || !orphan {
+		if err == nil {
+			err = r.ownedByPool(ctx, address, pool)
+		}
+		return ctrl.Result{}, err
+	}
+	if address.DeletionTimestamp.IsZero() || controllerutil.ContainsFinalizer(address, ipamutil.ProtectAddressFinalizer) {
+		return ctrl.Result{}, r.dropOrphan(ctx, address, pool, claim)
+	}
+	return ctrl.Result{}, nil
+}
+
+// orphaned reports whether the IPAddress's claim is gone, or is another
+// claim of the same name, and names the claim the address was handed out
+// to. The cache may not have seen a claim created just before its
+// IPAddress (as move creates them): a claim missing from it is looked up
+// in the API server.
+func (r *addressReconciler) orphaned(ctx context.Context, address *ipamv1.IPAddress) (bool, registry.Claim, error) {
+	owner := records.AddressClaim(address)
+	claim := &ipamv1.IPAddressClaim{}
+	key := client.ObjectKey{Namespace: address.Namespace, Name: address.Spec.ClaimRef.Name}
+	err := r.client.Get(ctx, key, claim)
+	if apierrors.IsNotFound(err) {
+		err = r.reader.Get(ctx, key, claim)
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		return true, owner, nil
+	case err != nil:
+		return false, owner, fmt.Errorf("reading claim %s: %w", key.Name, err)
+	}
+	_, known := records.ClaimUID(address)
+	return known && claim.UID != owner.UID, owner, nil
+}
+
+// dropOrphan deletes an IPAddress without its claim. A global pool's address
+// is retired first, so that it is never free here while the IPAddress is
+// gone; a namespaced pool's is freed once the IPAddress is gone.
+func (r *addressReconciler) dropOrphan(ctx context.Context, address *ipamv1.IPAddress, pool v1alpha1.Pool, claim registry.Claim) error {
+	ip, err := netip.ParseAddr(address.Spec.Address)
+	if err != nil {
+		return nil // CAPI's webhook validates addresses: not one of ours
+	}
+	global := poolref.KindOf(pool) == v1alpha1.GlobalMetalVRFIPPoolKind
+	if global {
+		if err := r.registry.Retire(ctx, pool, claim, ip); err != nil {
+			return err
+		}
+	}
+	patch := client.MergeFrom(address.DeepCopy())
+	if controllerutil.RemoveFinalizer(address, ipamutil.ProtectAddressFinalizer) {
+		if err := r.client.Patch(ctx, address, patch); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+	}
+	if err := r.client.Delete(ctx, address, client.Preconditions{UID: &address.UID}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting IPAddress %s: %w", address.Name, err)
+	}
+	if global {
+		r.recorder.Eventf(pool, address, corev1.EventTypeNormal, orphanRetiredReason, "Retire",
+			"IPAddress %s/%s lost its claim without a release (clusterctl move?); deleted it and keep %s out of use", address.Namespace, address.Name, ip)
+		r.releases.counted(ctx, poolref.KeyOf(pool))
+		return nil
+	}
+	gained, err := r.registry.Release(ctx, poolref.KeyOf(pool), claim)
+	for _, key := range gained {
+		r.releases.released(ctx, key)
+	}
+	return err
+}
+
+// ownedByPool points the IPAddress's owner reference to its pool at the
+// pool's UID.
+func (r *addressReconciler) ownedByPool(ctx context.Context, address *ipamv1.IPAddress, pool v1alpha1.Pool) error {
+	patch := client.MergeFrom(address.DeepCopy())
+	changed := false
+	for i, ref := range address.OwnerReferences {
+		if ref.Kind == poolref.KindOf(pool) && ref.Name == pool.GetName() && ref.UID != pool.GetUID() &&
+			ref.APIVersion == v1alpha1.GroupVersion.String() {
+			address.OwnerReferences[i].UID = pool.GetUID()
+			changed = true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	return client.IgnoreNotFound(r.client.Patch(ctx, address, patch))
+}
+
+// clusterPaused reports whether the IPAddress's Cluster is paused.
+func (r *addressReconciler) clusterPaused(ctx context.Context, address *ipamv1.IPAddress) (bool, error) {
+	name := address.Labels[clusterv1.ClusterNameLabel]
+	if name == "" {
+		return false, nil
+	}
+	cluster := &clusterv1.Cluster{}
+	err := r.client.Get(ctx, client.ObjectKey{Namespace: address.Namespace, Name: name}, cluster)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	return err == nil && annotations.IsPaused(cluster, cluster), err
+}
+
+// addressesOfCluster maps a Cluster to the IPAddresses labelled with it.
+func (r *addressReconciler) addressesOfCluster(ctx context.Context, obj client.Object) []reconcile.Request {
+	list := &ipamv1.IPAddressList{}
+	if err := r.client.List(ctx, list, client.InNamespace(obj.GetNamespace()), client.MatchingLabels{clusterv1.ClusterNameLabel: obj.GetName()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing the IPAddresses of a Cluster", "Cluster", client.ObjectKeyFromObject(obj))
+		return nil
+	}
+	requests := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return requests
+}

@@ -1,0 +1,95 @@
+package webhooks
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/netip"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolref"
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/records"
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/registry"
+)
+
+// +kubebuilder:webhook:path=/validate-ipam-cluster-x-k8s-io-v1beta2-ipaddress,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=ipam.cluster.x-k8s.io,resources=ipaddresses,verbs=create,versions=v1beta2,name=record.ipaddress.metal-vrf.ipam.cluster.x-k8s.io,admissionReviewVersions=v1,matchPolicy=Equivalent
+
+// addressPath serves addressRecorder.
+const addressPath = "/validate-ipam-cluster-x-k8s-io-v1beta2-ipaddress"
+
+// addressRecorder records the address of every IPAddress of our pools
+// before the API server creates it, and refuses one whose address another
+// claim holds. The provider's own IPAddresses are recorded already when
+// they are created; this is for those that others create: clusterctl move
+// creates the moved IPAddresses on the target while its manager may be
+// serving claims of the same pools, and a restore does the same. Refusing
+// there is what keeps an address from being held twice whatever the order.
+// config/ipam/webhook narrows the webhook to IPAddresses of our pool kinds,
+// so the IPAddresses of other providers never wait on this one.
+type addressRecorder struct {
+	client   client.Reader
+	registry *registry.Registry
+	decoder  admission.Decoder
+}
+
+// Handle admits an IPAddress being created.
+func (v *addressRecorder) Handle(ctx context.Context, req admission.Request) admission.Response {
+	address := &ipamv1.IPAddress{}
+	if err := v.decoder.Decode(req, address); err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	key, ok := poolref.For(address.Spec.PoolRef, address.Namespace)
+	if !ok {
+		return admission.Allowed("not an address of this provider's pools")
+	}
+	ip, err := netip.ParseAddr(address.Spec.Address)
+	if err != nil {
+		return admission.Allowed("Cluster API's own validation refuses an address that does not parse")
+	}
+	pool, _ := poolref.New(key.Kind)
+	if err := v.client.Get(ctx, key.ObjectKey(), pool); apierrors.IsNotFound(err) {
+		// The pool's addresses are read when it appears.
+		return admission.Allowed("the pool does not exist yet")
+	} else if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	pool.GetObjectKind().SetGroupVersionKind(v1alpha1.GroupVersion.WithKind(key.Kind))
+	claim, err := v.claimOf(ctx, address)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	if ptr.Deref(req.DryRun, false) {
+		return admission.Allowed("dry run: nothing recorded")
+	}
+	err = v.registry.Admit(ctx, pool, claim, ip)
+	if errors.Is(err, registry.ErrConflict) {
+		return admission.Denied(field.Invalid(field.NewPath("spec", "address"), address.Spec.Address, err.Error()).Error())
+	}
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	return admission.Allowed("")
+}
+
+// claimOf names the claim the IPAddress is created for: from its owner
+// reference (clusterctl move rewrites it to the claim it created first), else
+// from the claim itself.
+func (v *addressRecorder) claimOf(ctx context.Context, address *ipamv1.IPAddress) (registry.Claim, error) {
+	claim := records.AddressClaim(address)
+	if _, ok := records.ClaimUID(address); ok {
+		return claim, nil
+	}
+	live := &ipamv1.IPAddressClaim{}
+	if err := v.client.Get(ctx, claim.NamespacedName, live); err != nil {
+		return claim, client.IgnoreNotFound(err)
+	}
+	claim.UID = live.UID
+	return claim, nil
+}
