@@ -72,7 +72,8 @@ var _ = Describe("Allocating across restarts and replicas", Ordered, func() {
 		opts.LeaderElect, opts.LeaderElectionNamespace = true, "default"
 		stopFirst, err := env.StartIPAM(ctx, opts)
 		Expect(err).NotTo(HaveOccurred())
-		opts.WebhookPort = 0 // one webhook server is enough, and the port is taken
+		webhookPort := opts.WebhookPort
+		opts.WebhookPort = 0 // envtest points the webhooks at one port, the first replica's
 		stopSecond, err := env.StartIPAM(ctx, opts)
 		Expect(err).NotTo(HaveOccurred())
 		defer stopSecond()
@@ -80,6 +81,12 @@ var _ = Describe("Allocating across restarts and replicas", Ordered, func() {
 
 		first := createClaimsAtOnce(ns, "first", 60, 8)
 		stopFirst() // whichever replica led, allocation must carry on without duplicates
+		// The IPAddress webhook must answer for any IPAddress to be created:
+		// a third replica takes the first one's webhook port.
+		opts.WebhookPort = webhookPort
+		stopThird, err := env.StartIPAM(ctx, opts)
+		Expect(err).NotTo(HaveOccurred())
+		defer stopThird()
 		second := createClaimsAtOnce(ns, "second", 60, 8)
 		Expect(expectDistinctBound(append(first, second...))).To(HaveLen(120))
 	})

@@ -1,0 +1,186 @@
+package ipam
+
+import (
+	"strings"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
+)
+
+// What clusterctl move does to the IPAM provider, step by step on one API
+// server; test/e2e/move runs the real clusterctl move between two.
+var _ = Describe("What clusterctl move leaves", func() {
+	It("records an IPAddress someone else creates before any claim could be served its address", func() {
+		ns := newNamespace()
+		pool := createPool(ns, "pool", poolSpec(29, "10.60.0.1", "10.60.0.0/29"))
+		// A paused Cluster's claims, as move creates them on the target.
+		cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "moved"}, Spec: clusterv1.ClusterSpec{Paused: ptr.To(true)}}
+		Expect(k8s.Create(ctx, cluster)).To(Succeed())
+		pausedClaim := func(name string) *ipamv1.IPAddressClaim {
+			claim := newClaim(ns, name, v1alpha1.MetalVRFIPPoolKind, pool.Name)
+			claim.Labels = map[string]string{clusterv1.ClusterNameLabel: cluster.Name}
+			Expect(k8s.Create(ctx, claim)).To(Succeed())
+			return claim
+		}
+		// The IPAddress move creates, owned by the claim and by the pool
+		// under the source pool's UID.
+		movedAddress := func(claim *ipamv1.IPAddressClaim, address string) *ipamv1.IPAddress {
+			return &ipamv1.IPAddress{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: claim.Name, OwnerReferences: []metav1.OwnerReference{
+					{APIVersion: ipamv1.GroupVersion.String(), Kind: "IPAddressClaim", Name: claim.Name, UID: claim.UID, Controller: ptr.To(true)},
+					{APIVersion: v1alpha1.GroupVersion.String(), Kind: v1alpha1.MetalVRFIPPoolKind, Name: pool.Name, UID: types.UID("source-pool-uid")},
+				}},
+				Spec: ipamv1.IPAddressSpec{
+					ClaimRef: ipamv1.IPAddressClaimReference{Name: claim.Name},
+					PoolRef:  ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: v1alpha1.MetalVRFIPPoolKind, Name: pool.Name},
+					Address:  address, Prefix: ptr.To(int32(29)), Gateway: "10.60.0.1",
+				},
+			}
+		}
+		moved := pausedClaim("moved")
+		Expect(k8s.Create(ctx, movedAddress(moved, "10.60.0.2"))).To(Succeed())
+
+		By("a claim served now skips the moved address")
+		waiting := createClaim(ns, "waiting", v1alpha1.MetalVRFIPPoolKind, pool.Name)
+		Expect(boundAddress(waiting).Spec.Address).To(Equal("10.60.0.3"))
+
+		By("a second IPAddress of a held address is refused, naming the field and the value")
+		dup := pausedClaim("dup")
+		err := k8s.Create(ctx, movedAddress(dup, "10.60.0.3"))
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(And(ContainSubstring("spec.address"), ContainSubstring(`"10.60.0.3"`), ContainSubstring("claim "+ns+"/waiting")))
+
+		By("once the Cluster resumes, the moved claim is bound to its IPAddress, which names the pool here, and the counts follow")
+		cluster.Spec.Paused = ptr.To(false)
+		Expect(k8s.Update(ctx, cluster)).To(Succeed())
+		Expect(boundAddress(moved).Spec.Address).To(Equal("10.60.0.2"))
+		Eventually(func(g Gomega) {
+			address := &ipamv1.IPAddress{}
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(moved), address)).To(Succeed())
+			g.Expect(address.OwnerReferences).To(ContainElement(And(HaveField("Kind", v1alpha1.MetalVRFIPPoolKind), HaveField("UID", pool.UID))))
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(pool), pool)).To(Succeed())
+			g.Expect(pool.Status.IPAddresses).NotTo(BeNil())
+			// moved, waiting, and dup (served once resumed).
+			g.Expect(pool.Status.IPAddresses.Used).To(BeEquivalentTo(3))
+		}).Should(Succeed())
+		Expect(boundAddress(dup).Spec.Address).To(Equal("10.60.0.4"))
+	})
+
+	It("deletes a global pool's IPAddress whose claim is gone, and keeps its address out of use", func() {
+		ns := newNamespace()
+		pool := createGlobalPool("retire-"+ns, poolSpec(29, "10.61.0.1", "10.61.0.0/29"))
+		DeferCleanup(func() { deleteAndWait(pool) })
+		cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "moving"}, Spec: clusterv1.ClusterSpec{Paused: ptr.To(false)}}
+		Expect(k8s.Create(ctx, cluster)).To(Succeed())
+		claim := newClaim(ns, "gone", v1alpha1.GlobalMetalVRFIPPoolKind, pool.Name)
+		claim.Labels = map[string]string{clusterv1.ClusterNameLabel: cluster.Name}
+		Expect(k8s.Create(ctx, claim)).To(Succeed())
+		address := boundAddress(claim)
+
+		By("moving the claim away the way clusterctl does: Cluster paused, claim deleted with its finalizers dropped, Cluster deleted")
+		cluster.Spec.Paused = ptr.To(true)
+		Expect(k8s.Update(ctx, cluster)).To(Succeed())
+		Expect(k8s.Delete(ctx, claim)).To(Succeed())
+		Expect(k8s.Patch(ctx, claim, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":[]}}`)))).To(Succeed())
+		Expect(k8s.Delete(ctx, cluster)).To(Succeed())
+		Eventually(func() error { return k8s.Get(ctx, client.ObjectKeyFromObject(address), &ipamv1.IPAddress{}) }).Should(Satisfy(func(err error) bool {
+			return client.IgnoreNotFound(err) == nil && err != nil
+		}), "the IPAddress left without its claim is deleted")
+
+		By("its address is not handed out again here")
+		again := newClaim(ns, "again", v1alpha1.GlobalMetalVRFIPPoolKind, pool.Name)
+		again.Annotations = map[string]string{v1alpha1.RequestedAddressAnnotation: address.Spec.Address}
+		Expect(k8s.Create(ctx, again)).To(Succeed())
+		Eventually(readyCondition).WithArguments(again).Should(And(
+			HaveField("Reason", ipamv1.IPAddressClaimReadyAllocationFailedReason),
+			HaveField("Message", ContainSubstring("moved to another management cluster"))))
+		expectPool(pool, func(g Gomega, pool v1alpha1.Pool) {
+			g.Expect(haveCondition(g, pool, v1alpha1.ReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason).Message).To(ContainSubstring("1 addresses whose IPAddresses were left without their claims"))
+		})
+		deleteAndWait(again)
+	})
+
+	It("hands a global pool out in one management cluster, over which it is handed with a token", func() {
+		ns := newNamespace()
+		system := &corev1.Namespace{}
+		Expect(k8s.Get(ctx, client.ObjectKey{Name: metav1.NamespaceSystem}, system)).To(Succeed())
+		here := string(system.UID)
+
+		By("a new global pool is named after this management cluster")
+		own := createGlobalPool("own-"+ns, poolSpec(29, "10.62.0.1", "10.62.0.0/29"))
+		DeferCleanup(func() { deleteAndWait(own) })
+		Eventually(func() string {
+			_ = k8s.Get(ctx, client.ObjectKeyFromObject(own), own)
+			return own.Annotations[v1alpha1.AllocatingClusterAnnotation]
+		}).Should(Equal(here))
+
+		By("a copy made elsewhere serves no claim")
+		copied := &v1alpha1.GlobalMetalVRFIPPool{
+			ObjectMeta: metav1.ObjectMeta{Name: "copy-" + ns, Annotations: map[string]string{v1alpha1.AllocatingClusterAnnotation: "source-cluster"}},
+			Spec:       poolSpec(29, "10.63.0.1", "10.63.0.0/29"),
+		}
+		Expect(k8s.Create(ctx, copied)).To(Succeed())
+		DeferCleanup(func() { deleteAndWait(copied) })
+		waiting := createClaim(ns, "waiting", v1alpha1.GlobalMetalVRFIPPoolKind, copied.Name)
+		Eventually(readyCondition).WithArguments(waiting).Should(And(
+			HaveField("Reason", ipamv1.IPAddressClaimReadyPoolNotReadyReason),
+			HaveField("Message", ContainSubstring("allocates in management cluster source-cluster"))))
+		expectPool(copied, func(g Gomega, pool v1alpha1.Pool) {
+			haveCondition(g, pool, v1alpha1.ReadyCondition, metav1.ConditionFalse, v1alpha1.AllocatesElsewhereReason)
+		})
+
+		annotate := func(pool *v1alpha1.GlobalMetalVRFIPPool, key, value string) {
+			GinkgoHelper()
+			patch := []byte(`{"metadata":{"annotations":{"` + key + `":"` + value + `"}}}`)
+			Expect(k8s.Patch(ctx, pool, client.RawPatch(types.MergePatchType, patch))).To(Succeed())
+		}
+		By("a token another cluster did not make is refused")
+		annotate(copied, v1alpha1.TakeOverAnnotation, "elsewhere.0123")
+		Eventually(func() map[string]string {
+			_ = k8s.Get(ctx, client.ObjectKeyFromObject(copied), copied)
+			return copied.Annotations
+		}).ShouldNot(HaveKey(v1alpha1.TakeOverAnnotation))
+		Expect(copied.Annotations).To(HaveKeyWithValue(v1alpha1.AllocatingClusterAnnotation, "source-cluster"))
+		Expect(readyCondition(waiting).Reason).To(Equal(ipamv1.IPAddressClaimReadyPoolNotReadyReason))
+
+		By("its allocating cluster's token makes this cluster allocate, and the waiting claim is served")
+		annotate(copied, v1alpha1.TakeOverAnnotation, "source-cluster.0123")
+		Expect(boundAddress(waiting).Spec.Address).To(Equal("10.63.0.2"))
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(copied), copied)).To(Succeed())
+		Expect(copied.Annotations).To(HaveKeyWithValue(v1alpha1.AllocatingClusterAnnotation, here))
+
+		By("a hand-over waits while a claim here holds an address")
+		annotate(copied, v1alpha1.HandOverAnnotation, "")
+		expectPool(copied, func(g Gomega, pool v1alpha1.Pool) {
+			g.Expect(haveCondition(g, pool, v1alpha1.ReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason).Message).To(ContainSubstring("hand-over waits for the claims here to move: 1 in namespace " + ns))
+		})
+		Expect(copied.Annotations).NotTo(HaveKey(v1alpha1.HandoverTokenAnnotation))
+
+		By("and happens once none does: a token, and nothing more handed out here")
+		deleteAndWait(waiting)
+		var token string
+		Eventually(func() string {
+			_ = k8s.Get(ctx, client.ObjectKeyFromObject(copied), copied)
+			token = copied.Annotations[v1alpha1.HandoverTokenAnnotation]
+			return token
+		}).Should(HavePrefix(here + "."))
+		Expect(strings.TrimPrefix(token, here+".")).NotTo(BeEmpty())
+		late := createClaim(ns, "late", v1alpha1.GlobalMetalVRFIPPoolKind, copied.Name)
+		Eventually(readyCondition).WithArguments(late).Should(And(
+			HaveField("Reason", ipamv1.IPAddressClaimReadyPoolNotReadyReason),
+			HaveField("Message", ContainSubstring("handed over"))))
+		expectPool(copied, func(g Gomega, pool v1alpha1.Pool) {
+			haveCondition(g, pool, v1alpha1.ReadyCondition, metav1.ConditionFalse, v1alpha1.HandedOverReason)
+		})
+		deleteAndWait(late)
+	})
+})
