@@ -140,7 +140,7 @@ func (r *addressReconciler) dropOrphan(ctx context.Context, address *ipamv1.IPAd
 	global := poolref.KindOf(pool) == v1alpha1.GlobalMetalVRFIPPoolKind
 	if global {
 		if err := r.registry.Retire(ctx, pool, claim, ip); err != nil {
-			return err
+			return err // retried with backoff: a VRF pool's records come once its VRF is read
 		}
 	}
 	patch := client.MergeFrom(address.DeepCopy())

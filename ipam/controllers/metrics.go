@@ -18,7 +18,7 @@ var (
 	// exact up to 2^53 and close enough beyond for a gauge.
 	poolAddresses = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "metal_vrf_ipam_pool_addresses",
-		Help: "Addresses of a pool by state (total, used, free, out_of_range).",
+		Help: "Addresses of a pool by state (total, used, free, out_of_range, retired).",
 	}, []string{"kind", "namespace", "name", "state"})
 )
 

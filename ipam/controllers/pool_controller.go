@@ -303,6 +303,7 @@ func (r *poolReconciler) publish(pool v1alpha1.Pool, stats registry.Stats) {
 	free, _ := stats.Free.Float64()
 	for state, value := range map[string]float64{
 		"total": total, "free": free, "used": float64(stats.Used), "out_of_range": float64(stats.OutOfRange),
+		"retired": float64(stats.Retired),
 	} {
 		poolAddresses.WithLabelValues(r.kind, pool.GetNamespace(), pool.GetName(), state).Set(value)
 	}

@@ -69,8 +69,11 @@ func (v *addressRecorder) Handle(ctx context.Context, req admission.Request) adm
 		return admission.Allowed("dry run: nothing recorded")
 	}
 	err = v.registry.Admit(ctx, pool, claim, ip)
-	if errors.Is(err, registry.ErrConflict) {
+	switch {
+	case errors.Is(err, registry.ErrConflict):
 		return admission.Denied(field.Invalid(field.NewPath("spec", "address"), address.Spec.Address, err.Error()).Error())
+	case errors.Is(err, registry.ErrPoolNotReady):
+		return admission.Denied(field.Invalid(field.NewPath("spec", "poolRef"), key.String(), err.Error()+"; retry once it is").Error())
 	}
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)

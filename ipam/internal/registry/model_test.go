@@ -227,11 +227,17 @@ func runModel(t *testing.T, seed uint64, steps int) {
 		return mp.reads[newest]
 	}
 
+	// retired are the addresses of each domain whose claim moved away
+	// leaving its IPAddress: out of use for good.
+	retired := map[string]map[netip.Addr]bool{}
 	checkNoDuplicate := func(step int, what string) {
 		t.Helper()
 		byDomain := map[string]map[netip.Addr]types.NamespacedName{}
 		for name, a := range store.addresses {
 			d := store.domainOf[a.pool]
+			if retired[d][a.ip] {
+				t.Fatalf("step %d (%s): retired %s handed out to %s", step, what, a.ip, name)
+			}
 			if byDomain[d] == nil {
 				byDomain[d] = map[netip.Addr]types.NamespacedName{}
 			}
@@ -296,6 +302,40 @@ func runModel(t *testing.T, seed uint64, steps int) {
 				}
 			}
 			checkNoDuplicate(step, "reconcile "+c.Name)
+		case op < 12: // someone else (clusterctl move, a restore) creates a claim's IPAddress
+			c := claims[rng.IntN(len(claims))]
+			if _, ok := store.addresses[c.NamespacedName]; ok {
+				break
+			}
+			ip := window[rng.IntN(len(window))]
+			err := p.reg.Admit(ctx, read(p, c.pool), c.Claim, ip)
+			switch {
+			case err == nil:
+				store.addresses[c.NamespacedName] = ipAddress{pool: c.pool.key, claim: c.Claim, ip: ip}
+			case errors.Is(err, ErrConflict), errors.Is(err, ErrPoolNotReady):
+				// refused: the IPAddress is not created
+			default:
+				t.Fatalf("step %d: admit %s for %s: %v", step, ip, c.Name, err)
+			}
+			checkNoDuplicate(step, "admit "+c.Name)
+		case op < 13: // a claim moves away and leaves its IPAddress, which is retired and deleted
+			c := claims[rng.IntN(len(claims))]
+			a, ok := store.addresses[c.NamespacedName]
+			if !ok {
+				break
+			}
+			if err := p.reg.Retire(ctx, read(p, c.pool), c.Claim, a.ip); errors.Is(err, ErrPoolNotReady) {
+				break
+			} else if err != nil {
+				t.Fatalf("step %d: retire %s of %s: %v", step, a.ip, c.Name, err)
+			}
+			delete(store.addresses, c.NamespacedName)
+			d := store.domainOf[c.pool.key]
+			if retired[d] == nil {
+				retired[d] = map[netip.Addr]bool{}
+			}
+			retired[d][a.ip] = true
+			c.UID = newUID()
 		case op < 14: // delete a claim: its IPAddress goes, then its address is released
 			c := claims[rng.IntN(len(claims))]
 			delete(store.addresses, c.NamespacedName)

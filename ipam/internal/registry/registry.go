@@ -176,6 +176,11 @@ func (r *Registry) Adopt(ctx context.Context, pool v1alpha1.Pool, claim Claim, i
 	if err != nil {
 		return err
 	}
+	return r.adopt(ctx, ps, claim, ip)
+}
+
+// adopt is Adopt on the pool's state, its domain locked; it unlocks it.
+func (r *Registry) adopt(ctx context.Context, ps *poolState, claim Claim, ip netip.Addr) error {
 	d := ps.domain
 	holder := Holder{Pool: ps.key, Claim: claim}
 	if h, ok := d.held[ip]; (!ok || h.Claim.UID != claim.UID) && d.allocates {
@@ -214,16 +219,28 @@ func (r *Registry) Adopt(ctx context.Context, pool v1alpha1.Pool, claim Claim, i
 // be created, and fails with ErrConflict if another claim holds it. It is
 // how IPAddresses this process did not hand out (clusterctl move, a
 // restore) are known before any claim could be served their address: the
-// record is created before the IPAddress exists. A replica that may not
+// record is created before the IPAddress exists. A VRF pool whose VRF was
+// not read yet refuses it with ErrPoolNotReady. A replica that may not
 // allocate now leaves its memory alone, which only the allocating one keeps
 // current, and asks the store alone.
 func (r *Registry) Admit(ctx context.Context, pool v1alpha1.Pool, claim Claim, ip netip.Addr) error {
+	// A domain that does not allocate keeps no records: the record's name is
+	// not known yet.
+	notReady := fmt.Errorf("%w: spec.vrf has not been read with the pool's credentials yet (see the SourcesResolved condition)", ErrPoolNotReady)
 	if r.fence == nil || r.fence() == nil {
-		return r.Adopt(ctx, pool, claim, ip)
+		ps, err := r.lock(ctx, pool)
+		if err != nil {
+			return err
+		}
+		if !ps.domain.allocates {
+			ps.domain.mu.Unlock()
+			return notReady
+		}
+		return r.adopt(ctx, ps, claim, ip)
 	}
 	key, allocates := domainOf(pool)
 	if !allocates {
-		return nil
+		return notReady
 	}
 	err := r.store.Reserve(ctx, key, Record{Address: ip, Holder: Holder{Pool: poolref.KeyOf(pool), Claim: claim}})
 	var taken *TakenError
@@ -241,7 +258,8 @@ func (r *Registry) Admit(ctx context.Context, pool v1alpha1.Pool, claim Claim, i
 // global pool's IPAddresses and leaves the IPAddresses, whose addresses live
 // on in the target cluster. The record stays, marked retired, until the
 // pool is deleted; the caller then deletes the IPAddress. An address with no
-// record yet gets a retired one.
+// record yet gets a retired one. A pool whose spec.vrf has not resolved has
+// no records: it fails with ErrPoolNotReady, and the IPAddress must wait.
 func (r *Registry) Retire(ctx context.Context, pool v1alpha1.Pool, claim Claim, ip netip.Addr) error {
 	ps, err := r.lock(ctx, pool)
 	if err != nil {
@@ -249,6 +267,11 @@ func (r *Registry) Retire(ctx context.Context, pool v1alpha1.Pool, claim Claim, 
 	}
 	d := ps.domain
 	defer d.mu.Unlock()
+	if !d.allocates {
+		// Without records a retired address would be free again after a
+		// restart.
+		return ps.ready()
+	}
 	holder := Holder{Pool: ps.key, Claim: claim}
 	h, held := d.held[ip]
 	switch {
@@ -256,7 +279,7 @@ func (r *Registry) Retire(ctx context.Context, pool v1alpha1.Pool, claim Claim, 
 		return nil
 	case held && h.Claim.UID != claim.UID:
 		return nil // not this claim's: nothing of it to keep
-	case !held && d.allocates:
+	case !held:
 		var taken *TakenError
 		if err := r.store.Reserve(ctx, d.key, Record{Address: ip, Holder: holder}); errors.As(err, &taken) {
 			d.take(ip, taken.Holder)
@@ -265,10 +288,8 @@ func (r *Registry) Retire(ctx context.Context, pool v1alpha1.Pool, claim Claim, 
 			return fmt.Errorf("recording address %s: %w", ip, err)
 		}
 	}
-	if d.allocates {
-		if err := r.store.Retire(ctx, d.key, Record{Address: ip, Holder: holder}); err != nil {
-			return fmt.Errorf("retiring the record of address %s: %w", ip, err)
-		}
+	if err := r.store.Retire(ctx, d.key, Record{Address: ip, Holder: holder}); err != nil {
+		return fmt.Errorf("retiring the record of address %s: %w", ip, err)
 	}
 	holder.Retired = true
 	d.take(ip, holder)
