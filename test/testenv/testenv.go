@@ -244,7 +244,8 @@ func (e *Environment) AllocationRecords(ctx context.Context, claimNamespace stri
 }
 
 // IPAMOptions returns IPAM manager options that fit this environment: run in
-// process, with the webhooks on the port envtest configured (when installed).
+// process, with the webhooks on the port envtest configured (when installed,
+// by Options.Webhooks or ServeIPAMWebhooks).
 func (e *Environment) IPAMOptions(concurrency int) manager.Options {
 	opts := manager.Options{Options: inProcess(concurrency), AllocationNamespace: AllocationNamespace}
 	if wh := e.env.WebhookInstallOptions; len(wh.ValidatingWebhooks) > 0 {
