@@ -10,6 +10,7 @@ import (
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -18,8 +19,8 @@ import (
 
 // TestMoveNamespacedPool moves a namespace whose Cluster's claims draw from
 // a MetalVRFIPPool of the namespace: bound claims, one bound to the address
-// it requested, and claims created while the Cluster was paused, which move
-// unbound. On the target the moved claims keep their addresses and the
+// it requested, and claims created while move had paused the Cluster, which
+// move unbound. On the target the moved claims keep their addresses and the
 // unbound ones get others: the target must learn the moved addresses before
 // it hands out any.
 func TestMoveNamespacedPool(t *testing.T) {
@@ -40,21 +41,35 @@ func TestMoveNamespacedPool(t *testing.T) {
 	before := waitBound(g, src, ns, 41)
 	g.Expect(before).To(HaveKeyWithValue("requested", requestedAddress))
 
-	// Claims created while their Cluster is paused wait, and move unbound.
-	setPaused(g, src, cluster, true)
+	// Claims created while move has paused their Cluster wait, and move
+	// unbound. move refuses a Cluster paused before it starts, so the
+	// waiting claims are created paused themselves and resumed once move
+	// has paused their Cluster.
 	waiting := []string{"waiting-0", "waiting-1", "waiting-2"}
 	for _, name := range waiting {
-		createClaim(g, src, cluster, name, kind, pool, nil)
+		createClaim(g, src, cluster, name, kind, pool, map[string]string{clusterv1.PausedAnnotation: ""})
 	}
-	g.Consistently(func(g Gomega) map[string]string { return boundAddresses(g, src, ns) }).Should(HaveLen(41), "the waiting claims stay unbound")
+	moveWhilePaused(t, g, cluster, func() {
+		for _, name := range waiting {
+			claim := &ipamv1.IPAddressClaim{}
+			g.Expect(src.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, claim)).To(Succeed())
+			base := claim.DeepCopy()
+			delete(claim.Annotations, clusterv1.PausedAnnotation)
+			g.Expect(src.Patch(ctx, claim, client.MergeFrom(base))).To(Succeed())
+		}
+		g.Consistently(func(g Gomega) map[string]string { return boundAddresses(g, src, ns) }).Should(HaveLen(41), "the waiting claims stay unbound")
+	})
 
-	move(t, g, ns)
-
+	// The waiting claims are served first; the check for addresses held
+	// twice comes before the one that all claims are bound, whose failure
+	// would hide it.
+	g.Eventually(func(g Gomega) map[string]string { return boundAddresses(g, dst, ns) }).Should(And(
+		HaveKey(waiting[0]), HaveKey(waiting[1]), HaveKey(waiting[2])), "the waiting claims served on the target")
+	g.Expect(duplicates(g, dst, kind, pool, ns)).To(BeEmpty(), "addresses held twice on the target")
 	after := waitBound(g, dst, ns, 44)
 	for name, address := range before {
 		g.Expect(after).To(HaveKeyWithValue(name, address), "moved claim %s keeps its address", name)
 	}
-	g.Expect(duplicates(g, dst, kind, pool, ns)).To(BeEmpty(), "addresses held twice on the target")
 	targetPool := &v1alpha1.MetalVRFIPPool{}
 	g.Expect(dst.Get(ctx, client.ObjectKey{Namespace: ns, Name: pool}, targetPool)).To(Succeed())
 	g.Eventually(func(g Gomega) {

@@ -25,6 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -160,19 +161,60 @@ func newG(t *testing.T) *WithT {
 
 // move runs `clusterctl move --namespace ns` from source to target.
 func move(t *testing.T, g Gomega, ns string) {
-	start := time.Now()
-	out, err := testenv.RunTool("", ctlEnv, clusterctl, "move", "--kubeconfig", kubeconfigs[source],
-		"--to-kubeconfig", kubeconfigs[target], "--namespace", ns, "--config", config)
-	g.Expect(err).NotTo(HaveOccurred(), "clusterctl move --namespace %s:\n%s", ns, out)
-	t.Logf("clusterctl move --namespace %s took %s", ns, time.Since(start).Round(time.Second))
+	g.Expect(<-startMove(t, ns)).To(Succeed())
+}
+
+// startMove starts `clusterctl move --namespace ns` from source to target;
+// the channel tells how it ended.
+func startMove(t *testing.T, ns string) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		start := time.Now()
+		out, err := testenv.RunTool("", ctlEnv, clusterctl, "move", "--kubeconfig", kubeconfigs[source],
+			"--to-kubeconfig", kubeconfigs[target], "--namespace", ns, "--config", config)
+		if err != nil {
+			err = fmt.Errorf("clusterctl move --namespace %s: %w\n%s", ns, err, out)
+		}
+		t.Logf("clusterctl move --namespace %s took %s", ns, time.Since(start).Round(time.Second))
+		done <- err
+	}()
+	return done
+}
+
+// moveWhilePaused moves cluster's namespace, calling whilePaused once move
+// has paused cluster on the source and before it copies anything: the
+// Cluster carries clusterctl's block-move annotation, whose removal move
+// waits for after pausing the Clusters; the test removes it after
+// whilePaused.
+func moveWhilePaused(t *testing.T, g Gomega, cluster *clusterv1.Cluster, whilePaused func()) {
+	k8s := source.Client
+	base := cluster.DeepCopy()
+	metav1.SetMetaDataAnnotation(&cluster.ObjectMeta, clusterctlv1.BlockMoveAnnotation, "")
+	g.Expect(k8s.Patch(ctx, cluster, client.MergeFrom(base))).To(Succeed())
+	done := startMove(t, cluster.Namespace)
+	g.Eventually(func(g Gomega) bool {
+		return ptr.Deref(getCluster(g, k8s, cluster.Namespace, cluster.Name).Spec.Paused, false)
+	}).Should(BeTrue(), "move pauses the Cluster")
+	// Let the manager's cache see the pause too.
+	time.Sleep(time.Second)
+	whilePaused()
+	cluster = getCluster(g, k8s, cluster.Namespace, cluster.Name)
+	base = cluster.DeepCopy()
+	delete(cluster.Annotations, clusterctlv1.BlockMoveAnnotation)
+	g.Expect(k8s.Patch(ctx, cluster, client.MergeFrom(base))).To(Succeed())
+	g.Expect(<-done).To(Succeed())
 }
 
 // createCluster creates a Cluster ready to move: move checks that its
 // infrastructure is provisioned and its control plane initialized, which,
 // with no Cluster API core manager running, the test writes itself.
 func createCluster(g Gomega, k8s client.Client, ns, name string) *clusterv1.Cluster {
-	// The API server wants a spec with at least one field.
-	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: clusterv1.ClusterSpec{Paused: ptr.To(false)}}
+	// The API server wants a spec with at least one field besides paused,
+	// which move sets and clears.
+	cluster := &clusterv1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       clusterv1.ClusterSpec{ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: name + ".example.com", Port: 6443}},
+	}
 	g.Expect(k8s.Create(ctx, cluster)).To(Succeed())
 	cluster.Status.Initialization.InfrastructureProvisioned = ptr.To(true)
 	conditions.Set(cluster, metav1.Condition{
@@ -188,13 +230,6 @@ func getCluster(g Gomega, k8s client.Client, ns, name string) *clusterv1.Cluster
 	cluster := &clusterv1.Cluster{}
 	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cluster)).To(Succeed())
 	return cluster
-}
-
-// setPaused sets the Cluster's spec.paused.
-func setPaused(g Gomega, k8s client.Client, cluster *clusterv1.Cluster, paused bool) {
-	base := cluster.DeepCopy()
-	cluster.Spec.Paused = ptr.To(paused)
-	g.Expect(k8s.Patch(ctx, cluster, client.MergeFrom(base))).To(Succeed())
 }
 
 // createClaim creates a claim of cluster's on the pool of kind and name,
