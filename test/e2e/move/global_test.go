@@ -160,9 +160,13 @@ func TestMoveGlobalPoolNamespaceByNamespace(t *testing.T) {
 // the IPAddresses the global pool owns to the target and left them on the
 // source, without their claims, for the source's manager to release.
 func expectNoAddresses(g Gomega, k8s client.Client, ns string) {
-	g.Eventually(func(g Gomega) []ipamv1.IPAddress {
+	g.Eventually(func(g Gomega) []string {
 		list := &ipamv1.IPAddressList{}
 		g.Expect(k8s.List(ctx, list, client.InNamespace(ns))).To(Succeed())
-		return list.Items
+		var left []string
+		for _, a := range list.Items {
+			left = append(left, fmt.Sprintf("%s (%s, finalizers %v)", a.Name, a.Spec.Address, a.Finalizers))
+		}
+		return left
 	}).Should(BeEmpty(), "addresses left in %s on the source", ns)
 }
