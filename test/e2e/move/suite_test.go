@@ -325,7 +325,14 @@ func expectEmpty(g Gomega, k8s client.Client, ns string) {
 	g.Eventually(func(g Gomega) {
 		for _, list := range []client.ObjectList{&ipamv1.IPAddressClaimList{}, &ipamv1.IPAddressList{}, &v1alpha1.MetalVRFIPPoolList{}} {
 			g.Expect(k8s.List(ctx, list, client.InNamespace(ns))).To(Succeed())
-			g.Expect(apimeta.ExtractList(list)).To(BeEmpty(), "%T left in %s", list, ns)
+			items, err := apimeta.ExtractList(list)
+			g.Expect(err).NotTo(HaveOccurred())
+			var left []string
+			for _, item := range items {
+				obj := item.(client.Object)
+				left = append(left, fmt.Sprintf("%s (finalizers %v)", obj.GetName(), obj.GetFinalizers()))
+			}
+			g.Expect(left).To(BeEmpty(), "%T left in %s", list, ns)
 		}
 	}).Should(Succeed())
 }
