@@ -9,7 +9,6 @@ import (
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -27,12 +26,7 @@ func TestMoveNamespacedPool(t *testing.T) {
 	g := newG(t)
 	src, dst := source.Client, target.Client
 	const kind, pool, requestedAddress = v1alpha1.MetalVRFIPPoolKind, "nodes", "10.30.0.200"
-	ns, err := source.NewNamespace(ctx, "move")
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(src.Create(ctx, &v1alpha1.MetalVRFIPPool{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pool},
-		Spec:       v1alpha1.MetalVRFIPPoolSpec{Addresses: []string{"10.30.0.0/24"}, Prefix: ptr.To[int32](24), Gateway: "10.30.0.1"},
-	})).To(Succeed())
+	ns := newPoolNamespace(g, "move", pool, "10.30.0.0/24", "10.30.0.1")
 	cluster := createCluster(g, src, ns, "a")
 	for i := range 40 {
 		createClaim(g, src, cluster, fmt.Sprintf("claim-%02d", i), kind, pool, nil)

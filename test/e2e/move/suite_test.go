@@ -205,6 +205,18 @@ func moveWhilePaused(t *testing.T, g Gomega, cluster *clusterv1.Cluster, whilePa
 	g.Expect(<-done).To(Succeed())
 }
 
+// newPoolNamespace creates a namespace on the source holding a
+// MetalVRFIPPool named pool over addresses, with gateway on a /24.
+func newPoolNamespace(g Gomega, prefix, pool, addresses, gateway string) string {
+	ns, err := source.NewNamespace(ctx, prefix)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(source.Client.Create(ctx, &v1alpha1.MetalVRFIPPool{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pool},
+		Spec:       v1alpha1.MetalVRFIPPoolSpec{Addresses: []string{addresses}, Prefix: ptr.To[int32](24), Gateway: gateway},
+	})).To(Succeed())
+	return ns
+}
+
 // createCluster creates a Cluster ready to move: move checks that its
 // infrastructure is provisioned and its control plane initialized, which,
 // with no Cluster API core manager running, the test writes itself.
@@ -254,17 +266,8 @@ func createClaim(g Gomega, k8s client.Client, cluster *clusterv1.Cluster, name, 
 
 // boundAddresses maps each bound claim of ns to its IPAddress's address.
 func boundAddresses(g Gomega, k8s client.Client, ns string) map[string]string {
-	claims := &ipamv1.IPAddressClaimList{}
-	g.Expect(k8s.List(ctx, claims, client.InNamespace(ns))).To(Succeed())
-	addresses := map[string]string{}
-	for _, c := range claims.Items {
-		if c.Status.AddressRef.Name == "" {
-			continue
-		}
-		address := &ipamv1.IPAddress{}
-		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: c.Status.AddressRef.Name}, address)).To(Succeed())
-		addresses[c.Name] = address.Spec.Address
-	}
+	addresses, err := testenv.ClaimedAddresses(ctx, k8s, ns)
+	g.Expect(err).NotTo(HaveOccurred())
 	return addresses
 }
 
