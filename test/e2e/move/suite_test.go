@@ -249,7 +249,7 @@ func getCluster(g Gomega, k8s client.Client, ns, name string) *clusterv1.Cluster
 // through its machine: an owner reference, which move follows, and the
 // cluster-name label, through which the IPAM manager pauses it with its
 // Cluster.
-func createClaim(g Gomega, k8s client.Client, cluster *clusterv1.Cluster, name, kind, pool string, annotations map[string]string) *ipamv1.IPAddressClaim {
+func createClaim(g Gomega, k8s client.Client, cluster *clusterv1.Cluster, name, kind, pool string, annotations map[string]string) {
 	claim := &ipamv1.IPAddressClaim{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: cluster.Namespace, Name: name, Annotations: annotations,
@@ -261,7 +261,6 @@ func createClaim(g Gomega, k8s client.Client, cluster *clusterv1.Cluster, name, 
 		Spec: ipamv1.IPAddressClaimSpec{PoolRef: ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: kind, Name: pool}},
 	}
 	g.Expect(k8s.Create(ctx, claim)).To(Succeed())
-	return claim
 }
 
 // boundAddresses maps each bound claim of ns to its IPAddress's address.
