@@ -8,8 +8,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -131,23 +133,59 @@ func WriteClusterctlRepository(root, dir, kustomize string, kubeadm bool) (confi
 }
 
 // DeleteWebhookConfigurations deletes every validating and mutating webhook
-// configuration: no Pod runs in envtest, so nothing serves the webhooks
-// `clusterctl init` registered (failurePolicy Fail), and they would refuse
-// every object they cover. Without them the API server still checks each
-// object against its CRD's schema and CEL rules.
-func (e *Environment) DeleteWebhookConfigurations(ctx context.Context) error {
+// configuration but those named in keep: no Pod runs in envtest, so nothing
+// serves the webhooks `clusterctl init` registered (failurePolicy Fail), and
+// they would refuse every object they cover. Without them the API server
+// still checks each object against its CRD's schema and CEL rules.
+func (e *Environment) DeleteWebhookConfigurations(ctx context.Context, keep ...string) error {
 	for _, kind := range []string{"ValidatingWebhookConfigurationList", "MutatingWebhookConfigurationList"} {
 		list := &unstructured.UnstructuredList{Object: map[string]any{"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind}}
 		if err := e.Client.List(ctx, list); err != nil {
 			return err
 		}
 		for i := range list.Items {
+			if slices.Contains(keep, list.Items[i].GetName()) {
+				continue
+			}
 			if err := e.Client.Delete(ctx, &list.Items[i]); client.IgnoreNotFound(err) != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// IPAMWebhookConfiguration is the name `clusterctl init` gives the IPAM
+// provider's validating webhook configuration: config/ipam/default's name
+// prefix on config/ipam/webhook's.
+const IPAMWebhookConfiguration = "ipam-metal-vrf-validating-webhook-configuration"
+
+// ServeIPAMWebhooks points the IPAM provider's validating webhooks, as
+// `clusterctl init` installed them, at an IPAM manager running in this
+// process, and deletes every other webhook configuration (see
+// DeleteWebhookConfigurations): the provider's webhooks then guard what
+// `clusterctl move` writes, as on a real management cluster. IPAMOptions
+// then carries the webhook server's host, port and certificates. envtest's
+// own webhook installer makes them: a serving certificate for 127.0.0.1
+// signed by a CA of its own, in a temporary folder Stop removes, and each
+// webhook's clientConfig turned from the Service into
+// https://127.0.0.1:<port>/<the Service's path> trusting that CA.
+func (e *Environment) ServeIPAMWebhooks(ctx context.Context) error {
+	hook := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	if err := e.Client.Get(ctx, client.ObjectKey{Name: IPAMWebhookConfiguration}, hook); err != nil {
+		return fmt.Errorf("reading the IPAM provider's webhook configuration: %w", err)
+	}
+	e.env.WebhookInstallOptions = envtest.WebhookInstallOptions{
+		ValidatingWebhooks: []*admissionregistrationv1.ValidatingWebhookConfiguration{hook},
+		LocalServingHost:   "127.0.0.1",
+	}
+	if err := e.env.WebhookInstallOptions.PrepWithoutInstalling(); err != nil {
+		return err
+	}
+	if err := e.Client.Update(ctx, hook); err != nil {
+		return err
+	}
+	return e.DeleteWebhookConfigurations(ctx, IPAMWebhookConfiguration)
 }
 
 // RunTool runs a program in dir, with env as its whole environment

@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	certutil "k8s.io/client-go/util/cert"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -243,8 +244,30 @@ func (e *Environment) AllocationRecords(ctx context.Context, claimNamespace stri
 	return held, nil
 }
 
+// ClaimedAddresses maps each bound claim of a namespace to its IPAddress's
+// address.
+func ClaimedAddresses(ctx context.Context, k8s client.Client, ns string) (map[string]string, error) {
+	claims := &ipamv1.IPAddressClaimList{}
+	if err := k8s.List(ctx, claims, client.InNamespace(ns)); err != nil {
+		return nil, err
+	}
+	addresses := map[string]string{}
+	for _, c := range claims.Items {
+		if c.Status.AddressRef.Name == "" {
+			continue
+		}
+		address := &ipamv1.IPAddress{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: c.Status.AddressRef.Name}, address); err != nil {
+			return nil, err
+		}
+		addresses[c.Name] = address.Spec.Address
+	}
+	return addresses, nil
+}
+
 // IPAMOptions returns IPAM manager options that fit this environment: run in
-// process, with the webhooks on the port envtest configured (when installed).
+// process, with the webhooks on the port envtest configured (when installed,
+// by Options.Webhooks or ServeIPAMWebhooks).
 func (e *Environment) IPAMOptions(concurrency int) manager.Options {
 	opts := manager.Options{Options: inProcess(concurrency), AllocationNamespace: AllocationNamespace}
 	if wh := e.env.WebhookInstallOptions; len(wh.ValidatingWebhooks) > 0 {

@@ -225,17 +225,8 @@ func providerIDs(ctx context.Context, g Gomega, k8s client.Client, ns string) ma
 
 // claimedAddresses maps each bound claim's name to its IPAddress's address.
 func claimedAddresses(ctx context.Context, g Gomega, k8s client.Client, ns string) map[string]string {
-	claims := &ipamv1.IPAddressClaimList{}
-	g.Expect(k8s.List(ctx, claims, client.InNamespace(ns))).To(Succeed())
-	addresses := map[string]string{}
-	for _, c := range claims.Items {
-		if c.Status.AddressRef.Name == "" {
-			continue
-		}
-		address := &ipamv1.IPAddress{}
-		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: c.Status.AddressRef.Name}, address)).To(Succeed())
-		addresses[c.Name] = address.Spec.Address
-	}
+	addresses, err := testenv.ClaimedAddresses(ctx, k8s, ns)
+	g.Expect(err).NotTo(HaveOccurred())
 	return addresses
 }
 
