@@ -15,24 +15,6 @@ import (
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
 )
 
-// The annotations through which a GlobalMetalVRFIPPool changes the
-// management cluster that allocates from it.
-// TODO: use the constants of ipam/api/v1alpha1 once they are there.
-const (
-	// allocatingClusterAnnotation names the management cluster that hands
-	// out new addresses from the pool; the managers stamp it.
-	allocatingClusterAnnotation = "metal-vrf.ipam.cluster.x-k8s.io/allocating-cluster"
-	// handOverAnnotation, set by the user on the allocating copy, asks it
-	// to hand the pool over once no namespace there holds its addresses.
-	handOverAnnotation = "metal-vrf.ipam.cluster.x-k8s.io/hand-over"
-	// handoverTokenAnnotation is what the allocating copy writes when it has
-	// stopped allocating.
-	handoverTokenAnnotation = "metal-vrf.ipam.cluster.x-k8s.io/handover-token"
-	// takeOverAnnotation, set by the user on another copy to the token,
-	// makes that copy's management cluster the allocating one.
-	takeOverAnnotation = "metal-vrf.ipam.cluster.x-k8s.io/take-over"
-)
-
 // TestMoveGlobalPoolNamespaceByNamespace moves two namespaces whose
 // Clusters' claims share a GlobalMetalVRFIPPool, one after the other. move
 // copies the pool to the target and leaves it on the source, so two copies
@@ -88,14 +70,14 @@ func TestMoveGlobalPoolNamespaceByNamespace(t *testing.T) {
 	}
 	sourceIdentity := ""
 	g.Eventually(func(g Gomega) string {
-		sourceIdentity = annotation(src, sourcePool, allocatingClusterAnnotation)(g)
+		sourceIdentity = annotation(src, sourcePool, v1alpha1.AllocatingClusterAnnotation)(g)
 		return sourceIdentity
 	}).ShouldNot(BeEmpty(), "the source stamps the pool as its own")
 
 	t.Log("moving a2: the target re-binds its claims but serves no new one")
 	move(t, g, nsA)
 	g.Eventually(func(g Gomega) map[string]string { return boundAddresses(g, dst, nsA) }).Should(Equal(before[nsA]))
-	g.Expect(annotation(dst, targetPool, allocatingClusterAnnotation)(g)).To(Equal(sourceIdentity), "move copied the pool with its stamp")
+	g.Expect(annotation(dst, targetPool, v1alpha1.AllocatingClusterAnnotation)(g)).To(Equal(sourceIdentity), "move copied the pool with its stamp")
 	clusterA := getCluster(g, dst, nsA, "a2")
 	createClaim(g, dst, clusterA, "new", kind, pool, nil)
 	// waitsForSource checks that the claim new of nsA waits on the target.
@@ -105,7 +87,7 @@ func TestMoveGlobalPoolNamespaceByNamespace(t *testing.T) {
 			g.Expect(ready).NotTo(BeNil())
 			g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
 			g.Expect(ready.Reason).To(Equal(ipamv1.IPAddressClaimReadyPoolNotReadyReason))
-			g.Expect(ready.Message).To(ContainSubstring("another management cluster"))
+			g.Expect(ready.Message).To(ContainSubstring("allocates in management cluster"))
 		}).Should(Succeed(), "the target's new claim waits for the pool")
 		g.Consistently(func(g Gomega) map[string]string { return boundAddresses(g, dst, nsA) }).ShouldNot(HaveKey("new"))
 	}
@@ -120,11 +102,11 @@ func TestMoveGlobalPoolNamespaceByNamespace(t *testing.T) {
 	g.Expect(waitBound(g, src, nsB, 6)["new-0"]).NotTo(BeElementOf(heldByA), "the source hands out no address a2 holds")
 
 	t.Log("a hand-over while b2 holds addresses on the source yields no token")
-	annotate(src, sourcePool, handOverAnnotation, ptr.To(""))
-	g.Consistently(annotation(src, sourcePool, handoverTokenAnnotation), "5s").Should(BeEmpty())
+	annotate(src, sourcePool, v1alpha1.HandOverAnnotation, ptr.To(""))
+	g.Consistently(annotation(src, sourcePool, v1alpha1.HandoverTokenAnnotation), "5s").Should(BeEmpty())
 	createClaim(g, src, clusterB, "new-1", kind, pool, nil)
 	g.Expect(waitBound(g, src, nsB, 7)["new-1"]).NotTo(BeElementOf(heldByA), "the source still serves b2")
-	annotate(src, sourcePool, handOverAnnotation, nil)
+	annotate(src, sourcePool, v1alpha1.HandOverAnnotation, nil)
 	before[nsB] = boundAddresses(g, src, nsB)
 
 	t.Log("moving b2, then handing the pool over to the target")
@@ -132,14 +114,14 @@ func TestMoveGlobalPoolNamespaceByNamespace(t *testing.T) {
 	g.Eventually(func(g Gomega) map[string]string { return boundAddresses(g, dst, nsB) }).Should(Equal(before[nsB]))
 	expectNoAddresses(g, src, nsB)
 	waitsForSource()
-	annotate(src, sourcePool, handOverAnnotation, ptr.To(""))
+	annotate(src, sourcePool, v1alpha1.HandOverAnnotation, ptr.To(""))
 	token := ""
 	g.Eventually(func(g Gomega) string {
-		token = annotation(src, sourcePool, handoverTokenAnnotation)(g)
+		token = annotation(src, sourcePool, v1alpha1.HandoverTokenAnnotation)(g)
 		return token
 	}).ShouldNot(BeEmpty(), "the source hands the pool over")
-	annotate(dst, targetPool, takeOverAnnotation, &token)
-	g.Eventually(annotation(dst, targetPool, allocatingClusterAnnotation)).Should(And(Not(BeEmpty()), Not(Equal(sourceIdentity))),
+	annotate(dst, targetPool, v1alpha1.TakeOverAnnotation, &token)
+	g.Eventually(annotation(dst, targetPool, v1alpha1.AllocatingClusterAnnotation)).Should(And(Not(BeEmpty()), Not(Equal(sourceIdentity))),
 		"the target stamps the pool as its own")
 	waitBound(g, dst, nsA, 6)
 
