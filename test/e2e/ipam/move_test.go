@@ -131,12 +131,7 @@ var _ = Describe("What clusterctl move leaves", func() {
 		Expect(k8s.Create(ctx, copied)).To(Succeed())
 		DeferCleanup(func() { deleteAndWait(copied) })
 		waiting := createClaim(ns, "waiting", v1alpha1.GlobalMetalVRFIPPoolKind, copied.Name)
-		Eventually(readyCondition).WithArguments(waiting).Should(And(
-			HaveField("Reason", ipamv1.IPAddressClaimReadyPoolNotReadyReason),
-			HaveField("Message", ContainSubstring("allocates in management cluster source-cluster"))))
-		expectPool(copied, func(g Gomega, pool v1alpha1.Pool) {
-			haveCondition(g, pool, v1alpha1.ReadyCondition, metav1.ConditionFalse, v1alpha1.AllocatesElsewhereReason)
-		})
+		expectServedNowhere(waiting, copied, "allocates in management cluster source-cluster", v1alpha1.AllocatesElsewhereReason)
 
 		annotate := func(pool *v1alpha1.GlobalMetalVRFIPPool, key, value string) {
 			GinkgoHelper()
@@ -175,12 +170,19 @@ var _ = Describe("What clusterctl move leaves", func() {
 		}).Should(HavePrefix(here + "."))
 		Expect(strings.TrimPrefix(token, here+".")).NotTo(BeEmpty())
 		late := createClaim(ns, "late", v1alpha1.GlobalMetalVRFIPPoolKind, copied.Name)
-		Eventually(readyCondition).WithArguments(late).Should(And(
-			HaveField("Reason", ipamv1.IPAddressClaimReadyPoolNotReadyReason),
-			HaveField("Message", ContainSubstring("handed over"))))
-		expectPool(copied, func(g Gomega, pool v1alpha1.Pool) {
-			haveCondition(g, pool, v1alpha1.ReadyCondition, metav1.ConditionFalse, v1alpha1.HandedOverReason)
-		})
+		expectServedNowhere(late, copied, "handed over", v1alpha1.HandedOverReason)
 		deleteAndWait(late)
 	})
 })
+
+// expectServedNowhere waits until the claim waits on a global pool that
+// hands out nothing here, saying why, and the pool says so with reason.
+func expectServedNowhere(claim *ipamv1.IPAddressClaim, pool *v1alpha1.GlobalMetalVRFIPPool, why, reason string) {
+	GinkgoHelper()
+	Eventually(readyCondition).WithArguments(claim).Should(And(
+		HaveField("Reason", ipamv1.IPAddressClaimReadyPoolNotReadyReason),
+		HaveField("Message", ContainSubstring(why))))
+	expectPool(pool, func(g Gomega, pool v1alpha1.Pool) {
+		haveCondition(g, pool, v1alpha1.ReadyCondition, metav1.ConditionFalse, reason)
+	})
+}
