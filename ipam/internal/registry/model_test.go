@@ -303,13 +303,14 @@ func runModel(t *testing.T, seed uint64, steps int) {
 			}
 			checkNoDuplicate(step, "reconcile "+c.Name)
 		case op < 12: // someone else (clusterctl move, a restore) creates a claim's IPAddress
+			// A claim with an IPAddress already: the creation is admitted,
+			// then fails (another replica created the claim's first).
 			c := claims[rng.IntN(len(claims))]
-			if _, ok := store.addresses[c.NamespacedName]; ok {
-				break
-			}
+			_, exists := store.addresses[c.NamespacedName]
 			ip := window[rng.IntN(len(window))]
 			err := p.reg.Admit(ctx, read(p, c.pool), c.Claim, ip)
 			switch {
+			case err == nil && exists:
 			case err == nil:
 				store.addresses[c.NamespacedName] = ipAddress{pool: c.pool.key, claim: c.Claim, ip: ip}
 			case errors.Is(err, ErrConflict), errors.Is(err, ErrPoolNotReady):

@@ -236,7 +236,7 @@ func (r *Registry) Admit(ctx context.Context, pool v1alpha1.Pool, claim Claim, i
 			ps.domain.mu.Unlock()
 			return notReady
 		}
-		return r.adopt(ctx, ps, claim, ip)
+		return r.admit(ctx, ps, claim, ip)
 	}
 	key, allocates := domainOf(pool)
 	if !allocates {
@@ -251,6 +251,38 @@ func (r *Registry) Admit(ctx context.Context, pool v1alpha1.Pool, claim Claim, i
 		return fmt.Errorf("%w: address %s of claim %s is also held by %s", ErrConflict, ip, claim.Name, describe(poolref.KeyOf(pool), taken.Holder, claim))
 	}
 	return err
+}
+
+// admit is Admit on the pool's state, its domain locked; it unlocks it.
+// Unlike adopt it gives back no other address of the claim: the IPAddress
+// is not created yet, and its creation may still fail (another replica
+// created the claim's IPAddress first, with the address it holds). An
+// address recorded for a creation that failed stays the claim's until the
+// claim is released.
+func (r *Registry) admit(ctx context.Context, ps *poolState, claim Claim, ip netip.Addr) error {
+	d := ps.domain
+	holder := Holder{Pool: ps.key, Claim: claim}
+	if h, ok := d.held[ip]; ok && h.Claim.UID == claim.UID && !h.Retired {
+		d.mu.Unlock()
+		return nil
+	}
+	d.mu.Unlock()
+	err := r.store.Reserve(ctx, d.key, Record{Address: ip, Holder: holder})
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var taken *TakenError
+	switch {
+	case err == nil, errors.As(err, &taken) && taken.Holder.Claim.UID == claim.UID:
+		d.take(ip, holder)
+		if _, had := ps.byClaim[claim]; !had {
+			ps.byClaim[claim] = ip
+		}
+		return nil
+	case errors.As(err, &taken):
+		d.take(ip, taken.Holder)
+		return ps.conflict(ip, taken.Holder, claim)
+	}
+	return fmt.Errorf("recording address %s: %w", ip, err)
 }
 
 // Retire keeps ip out of use for good when the claim's IPAddress holding it
