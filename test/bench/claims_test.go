@@ -67,13 +67,8 @@ const (
 // manager, the pool kind its claims refer to, and how to create that pool
 // and read its count of addresses in use.
 type provider struct {
-	name  string
-	start func(env *testenv.Environment) (stop func(), err error)
-	// webhooks installs the provider's webhooks, as its components do. Ours
-	// record every IPAddress's address on its creation (docs/pools.md), a
-	// round trip per claim a production manager pays; the in-cluster
-	// provider's webhooks guard its pools only, not IPAddresses.
-	webhooks  bool
+	name      string
+	start     func(env *testenv.Environment) (stop func(), err error)
 	group     string
 	kind      string
 	newPool   func() client.Object
@@ -99,7 +94,7 @@ var providers = []provider{
 		},
 	},
 	{
-		name: ourName, start: startOurs, webhooks: true, group: v1alpha1.GroupVersion.Group, kind: v1alpha1.MetalVRFIPPoolKind,
+		name: ourName, start: startOurs, group: v1alpha1.GroupVersion.Group, kind: v1alpha1.MetalVRFIPPoolKind,
 		newPool: func() client.Object {
 			return &v1alpha1.MetalVRFIPPool{Spec: v1alpha1.MetalVRFIPPoolSpec{
 				Addresses: []string{poolCIDR}, Prefix: ptr.To[int32](poolPrefix), Gateway: gateway,

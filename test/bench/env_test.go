@@ -107,8 +107,7 @@ func prepare() error {
 }
 
 // environment is one API server and etcd with CAPI's, our and the in-cluster
-// provider's CRDs, the measured provider's webhooks if it has them in the
-// path of a claim, and one provider's manager: ours in-process,
+// provider's CRDs (no webhooks) and one provider's manager: ours in-process,
 // or the in-cluster provider's as a peer process.
 type environment struct {
 	// k8s is the environment's uncached client, without client-side rate
@@ -121,7 +120,7 @@ type environment struct {
 
 // startAlone starts a fresh environment running only p's manager.
 func startAlone(p provider) (*environment, error) {
-	env, err := testenv.Start(testenv.Options{InClusterCRDs: true, Webhooks: p.webhooks})
+	env, err := testenv.Start(testenv.Options{InClusterCRDs: true})
 	if err != nil {
 		return nil, err
 	}

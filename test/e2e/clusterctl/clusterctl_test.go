@@ -224,11 +224,20 @@ func checkWiring(t *testing.T, objs []*unstructured.Unstructured) {
 	}
 
 	vwc := find(t, objs, "ValidatingWebhookConfiguration", "ipam-metal-vrf-validating-webhook-configuration")
+	skipsManager := false
 	for _, wh := range items(vwc.Object, "webhooks") {
 		if ns := field(wh, "clientConfig", "service", "namespace"); ns != namespace {
 			t.Errorf("webhook %s calls a Service in namespace %q, want %q", field(wh, "name"), ns, namespace)
 		}
 		find(t, objs, "Service", field(wh, "clientConfig", "service", "name"))
+		// The IPAddress webhook spares the manager's own creations, named
+		// by its ServiceAccount's username.
+		for _, cond := range items(wh, "matchConditions") {
+			skipsManager = skipsManager || field(cond, "expression") == "request.userInfo.username != 'system:serviceaccount:"+namespace+":"+sa+"'"
+		}
+	}
+	if !skipsManager {
+		t.Errorf("%s: no webhook skips the requests of the manager's ServiceAccount %s/%s", id(vwc), namespace, sa)
 	}
 	certRef := strings.SplitN(vwc.GetAnnotations()["cert-manager.io/inject-ca-from"], "/", 2)
 	if len(certRef) != 2 || certRef[0] != namespace {

@@ -134,6 +134,18 @@ func TestMoveGlobalPoolNamespaceByNamespace(t *testing.T) {
 			g.Expect(boundAddresses(g, dst, ns)).To(HaveLen(len(claims.Items)), "every claim of %s bound", ns)
 		}
 	}).Should(Succeed())
+	// The second move found the pool on the target and kept the source
+	// pool's UID in b2's owner references; the target's manager fixes them.
+	g.Eventually(func(g Gomega) {
+		for _, ns := range []string{nsA, nsB} {
+			addresses := &ipamv1.IPAddressList{}
+			g.Expect(dst.List(ctx, addresses, client.InNamespace(ns))).To(Succeed())
+			for _, a := range addresses.Items {
+				g.Expect(a.OwnerReferences).To(ContainElement(And(HaveField("Kind", kind), HaveField("UID", targetPool.UID))),
+					"IPAddress %s/%s owned by the target's pool", ns, a.Name)
+			}
+		}
+	}).Should(Succeed())
 	expectEmpty(g, src, nsB)
 	deleteNamespace(g, src, nsB)
 }
