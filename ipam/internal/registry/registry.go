@@ -115,9 +115,9 @@ func (r *Registry) Acquire(ctx context.Context, pool v1alpha1.Pool, claim Claim,
 			d.mu.Unlock()
 			return netip.Addr{}, cidr.Subnet{}, err
 		}
-		if ps.elsewhere != nil {
+		if elsewhere := ps.elsewhere; elsewhere != nil {
 			d.mu.Unlock()
-			return netip.Addr{}, cidr.Subnet{}, fmt.Errorf("%w: %w", ErrPoolNotReady, ps.elsewhere)
+			return netip.Addr{}, cidr.Subnet{}, fmt.Errorf("%w: %w", ErrPoolNotReady, elsewhere)
 		}
 		if ip, err = ps.pick(requested, claim); err != nil {
 			d.mu.Unlock()
