@@ -1,0 +1,196 @@
+package registry
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolref"
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/cidr"
+)
+
+// Acquire returns the address the claim holds in the pool, with the subnet
+// it is handed out with. A claim that holds none gets the requested address
+// when one is given (a zero Addr asks for none), else the lowest free one.
+func (r *Registry) Acquire(ctx context.Context, pool v1alpha1.Pool, claim Claim, requested netip.Addr) (netip.Addr, cidr.Subnet, error) {
+	if err := r.fenced(); err != nil {
+		return netip.Addr{}, cidr.Subnet{}, err
+	}
+	for {
+		var (
+			ps     *poolState
+			ip     netip.Addr
+			subnet cidr.Subnet
+			holds  bool
+		)
+		err := r.withPool(ctx, pool, func(p *poolState) error {
+			ps = p
+			var err error
+			if ip, holds = p.byClaim[claim]; holds {
+				subnet, err = p.subnetOf(ip)
+				return err
+			}
+			ip, err = p.takeFree(requested, claim)
+			return err
+		})
+		if err != nil || holds {
+			return ip, subnet, err
+		}
+		subnet, retry, err := r.record(ctx, ps, claim, ip, requested)
+		if !retry {
+			return ip, subnet, err
+		}
+	}
+}
+
+// takeFree takes an address for the claim in memory: the requested one, or
+// the lowest free one. The caller holds the domain's lock.
+func (ps *poolState) takeFree(requested netip.Addr, claim Claim) (netip.Addr, error) {
+	if err := ps.ready(); err != nil {
+		return netip.Addr{}, err
+	}
+	if ps.elsewhere != nil {
+		return netip.Addr{}, fmt.Errorf("%w: %w", ErrPoolNotReady, ps.elsewhere)
+	}
+	ip, err := ps.pick(requested, claim)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	ps.domain.take(ip, Holder{Pool: ps.key, Claim: claim})
+	return ip, nil
+}
+
+// record creates the record of ip, which takeFree took for the claim, and
+// gives the claim the address. retry says that the address was someone
+// else's, or the pool left its domain meanwhile, and another must be taken.
+// The record is created with the domain unlocked (store I/O is slow, and
+// the domain's other claims go on meanwhile): ip is taken in memory, so no
+// claim of this process is served it in between.
+func (r *Registry) record(ctx context.Context, ps *poolState, claim Claim, ip, requested netip.Addr) (subnet cidr.Subnet, retry bool, err error) {
+	d := ps.domain
+	holder := Holder{Pool: ps.key, Claim: claim}
+	owner, mine, err := r.reserve(ctx, d.key, ip, holder)
+	var left bool
+	d.locked(func() {
+		switch {
+		case err != nil:
+			if d.held[ip] == holder {
+				d.give(ip)
+			}
+			err = fmt.Errorf("recording address %s: %w", ip, err)
+		case !mine:
+			// Held elsewhere, unknown to this process: it stays taken here.
+			d.held[ip] = owner
+			if requested.IsValid() {
+				err = unavailable(ps.key, requested, owner, claim)
+			}
+			retry = err == nil
+		case ps.left:
+			left = true
+		default:
+			ps.byClaim[claim] = ip
+			subnet, err = ps.subnetOf(ip)
+		}
+	})
+	if left {
+		// The pool moved to another domain meanwhile: this record belongs
+		// to the old one.
+		if err := r.store.Unreserve(ctx, d.key, Record{Address: ip, Holder: holder}); err != nil {
+			return cidr.Subnet{}, false, err
+		}
+		return cidr.Subnet{}, true, nil
+	}
+	return subnet, retry, err
+}
+
+// Adopt records an address that already has an IPAddress of the claim, and
+// fails with ErrConflict if the address is another claim's: the sign of a
+// duplicate that must be surfaced, not papered over. An address the claim
+// held in the registry and its IPAddress does not name (a race it lost) is
+// given back.
+func (r *Registry) Adopt(ctx context.Context, pool v1alpha1.Pool, claim Claim, ip netip.Addr) error {
+	var (
+		ps     *poolState
+		verify bool
+		prev   netip.Addr
+	)
+	err := r.withPool(ctx, pool, func(p *poolState) error {
+		ps = p
+		h, ok := p.domain.held[ip]
+		// Memory may be stale (another process recorded or released the
+		// address): in a domain that keeps records, the record decides.
+		if verify = (!ok || !h.Claim.same(claim)) && p.domain.allocates; !verify {
+			if !ok {
+				p.domain.take(ip, Holder{Pool: p.key, Claim: claim})
+			}
+			prev = p.assign(claim, ip)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	d := ps.domain
+	holder := Holder{Pool: ps.key, Claim: claim}
+	if verify {
+		owner, mine, err := r.reserve(ctx, d.key, ip, holder)
+		if err != nil {
+			return fmt.Errorf("recording address %s: %w", ip, err)
+		}
+		d.locked(func() {
+			if !mine {
+				d.take(ip, owner)
+				return
+			}
+			d.take(ip, holder)
+			prev = ps.assign(claim, ip)
+		})
+		if !mine {
+			return conflict(ps.key, ip, owner, claim)
+		}
+	}
+	if !prev.IsValid() {
+		return nil
+	}
+	return r.store.Unreserve(ctx, d.key, Record{Address: prev, Holder: holder})
+}
+
+// assign gives the claim ip in the pool, and gives back in memory the
+// address it held before, which it returns (a zero Addr when there was
+// none, or it was ip). The caller holds the domain's lock.
+func (ps *poolState) assign(claim Claim, ip netip.Addr) netip.Addr {
+	prev, had := ps.byClaim[claim]
+	ps.byClaim[claim] = ip
+	if !had || prev == ip {
+		return netip.Addr{}
+	}
+	ps.domain.give(prev)
+	return prev
+}
+
+// Release frees every address the claim holds. It returns the pools that
+// gained a free address. The caller must have made sure the claim's
+// IPAddress is gone.
+func (r *Registry) Release(ctx context.Context, key poolref.Key, claim Claim) ([]poolref.Key, error) {
+	if err := r.store.Free(ctx, claim); err != nil {
+		return nil, fmt.Errorf("deleting the records of claim %s: %w", claim.NamespacedName, err)
+	}
+	r.mu.Lock()
+	ps, ok := r.pools[key]
+	r.mu.Unlock()
+	if !ok {
+		return nil, nil
+	}
+	var gained []poolref.Key
+	d := ps.domain
+	d.locked(func() {
+		delete(ps.byClaim, claim)
+		for ip, h := range d.held {
+			if h.Claim.same(claim) && !h.Retired {
+				gained = append(gained, d.give(ip)...)
+			}
+		}
+	})
+	return gained, nil
+}

@@ -1,0 +1,174 @@
+package registry
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolref"
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolspace"
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/cidr"
+)
+
+// domain is a set of pools that must never hand out the same address.
+type domain struct {
+	key string
+	// allocates is false for the domain of a pool whose spec.vrf has not
+	// resolved: it knows what the pool holds, and hands out nothing.
+	allocates bool
+	// members are the pools the registry put in the domain; guarded by
+	// Registry.mu.
+	members map[poolref.Key]bool
+
+	// mu guards the fields below and those of the domain's pools noted so.
+	// Only locked takes it, so that every lock is released in the function
+	// that took it.
+	mu sync.Mutex
+	// held maps every address in use in the domain to its holder; nil until
+	// the domain is seeded.
+	held  map[netip.Addr]Holder
+	pools map[poolref.Key]*poolState
+}
+
+func newDomain(key string, allocates bool) *domain {
+	return &domain{key: key, allocates: allocates, members: map[poolref.Key]bool{}, pools: map[poolref.Key]*poolState{}}
+}
+
+// locked runs fn with the domain locked. fn must not call the store, but
+// for seeding (see Registry.prepare): store I/O is slow, and every claim of
+// the domain waits for the lock.
+func (d *domain) locked(fn func()) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	fn()
+}
+
+// poolState is what the registry knows of one pool. key, uid and domain are
+// fixed at creation (a pool that moves to another domain gets a new one).
+type poolState struct {
+	key    poolref.Key
+	uid    types.UID
+	domain *domain
+	// latest is the newest read of the pool seen; guarded by Registry.mu.
+	latest v1alpha1.Pool
+
+	// The fields below are guarded by domain.mu.
+
+	// left is set when the pool left its domain.
+	left bool
+	// handedOver is set once HandOver stopped the pool here, before the
+	// pool's annotations say so.
+	handedOver bool
+	// elsewhere says why the pool hands out nothing here (allocatesHere
+	// of the read it was built from), or is nil.
+	elsewhere error
+	// built is the read the allocator was built from; nil until seeded.
+	built v1alpha1.Pool
+	// alloc and space are nil while the pool does not resolve; spaceErr says why.
+	alloc    *cidr.Allocator
+	space    *poolspace.Space
+	spaceErr error
+	// byClaim maps the pool's claims to their addresses; nil until seeded.
+	byClaim map[Claim]netip.Addr
+}
+
+// take records that h holds ip, and marks it taken in every pool of the
+// domain that could hand it out.
+func (d *domain) take(ip netip.Addr, h Holder) {
+	d.held[ip] = h
+	for _, ps := range d.pools {
+		if ps.alloc != nil {
+			_ = ps.alloc.Allocate(ip) // not in the space, or taken already: nothing to do
+		}
+	}
+}
+
+// give undoes take, and returns the pools that gained a free address.
+func (d *domain) give(ip netip.Addr) []poolref.Key {
+	delete(d.held, ip)
+	var gained []poolref.Key
+	for key, ps := range d.pools {
+		if ps.alloc != nil && ps.alloc.Release(ip) == nil {
+			gained = append(gained, key)
+		}
+	}
+	return gained
+}
+
+// leave drops a pool's state from the domain and frees in memory what it
+// held there; its records stay until its claims release them.
+func (d *domain) leave(ps *poolState) {
+	d.locked(func() {
+		ps.left = true
+		if d.pools[ps.key] != ps {
+			return
+		}
+		delete(d.pools, ps.key)
+		for ip, h := range d.held {
+			if h.Pool == ps.key {
+				d.give(ip)
+			}
+		}
+	})
+}
+
+// rebuild resolves the pool's spec and sources into a fresh allocator
+// holding every address in use in the domain.
+func (ps *poolState) rebuild(pool v1alpha1.Pool) {
+	ps.built = pool
+	space, errs := poolspace.Resolve(pool.PoolSpec(), pool.PoolStatus().Resolved)
+	if len(errs) > 0 {
+		ps.alloc, ps.space, ps.spaceErr = nil, nil, errs.ToAggregate()
+		return
+	}
+	ps.alloc, ps.space, ps.spaceErr = cidr.NewAllocator(space.Space), space, nil
+	inUse := make([]netip.Addr, 0, len(ps.domain.held))
+	for ip := range ps.domain.held {
+		inUse = append(inUse, ip)
+	}
+	ps.alloc.Seed(inUse)
+}
+
+// errVRFUnread is why a pool whose VRF was not read yet serves nothing.
+var errVRFUnread = fmt.Errorf("%w: spec.vrf has not been read with the pool's credentials yet (see the SourcesResolved condition)", ErrPoolNotReady)
+
+// ready says why the pool cannot hand out addresses, or nil.
+func (ps *poolState) ready() error {
+	switch {
+	case !ps.domain.allocates:
+		return errVRFUnread
+	case ps.alloc == nil:
+		return fmt.Errorf("%w: %w", ErrPoolNotReady, ps.spaceErr)
+	}
+	return nil
+}
+
+// subnetOf returns the subnet ip is handed out with.
+func (ps *poolState) subnetOf(ip netip.Addr) (cidr.Subnet, error) {
+	if ps.space == nil {
+		return cidr.Subnet{}, ps.ready()
+	}
+	subnet, _ := ps.space.SubnetOf(ip)
+	return subnet, nil
+}
+
+// pick takes the requested address, or the lowest free one when none is
+// requested, in the pool's allocator.
+func (ps *poolState) pick(requested netip.Addr, claim Claim) (netip.Addr, error) {
+	if !requested.IsValid() {
+		return ps.alloc.Next()
+	}
+	if h, ok := ps.domain.held[requested]; ok {
+		return netip.Addr{}, unavailable(ps.key, requested, h, claim)
+	}
+	err := ps.alloc.Allocate(requested)
+	if errors.Is(err, cidr.ErrNotAllocatable) {
+		return netip.Addr{}, fmt.Errorf("%w: requested address %s is not one the pool hands out: it lies outside its addresses, or is a gateway, network, broadcast, anycast or excluded address",
+			ErrRequestedUnavailable, requested)
+	}
+	return requested, err
+}

@@ -1,0 +1,36 @@
+package registry
+
+import (
+	"context"
+	"net/netip"
+
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolref"
+)
+
+// fenced says why this process may not allocate now, or returns nil.
+func (r *Registry) fenced() error {
+	if r.fence == nil {
+		return nil
+	}
+	return r.fence()
+}
+
+// admitFenced is Admit in a replica that may not allocate now: it leaves
+// its memory alone, which only the allocating replica keeps current, and
+// asks the store alone.
+func (r *Registry) admitFenced(ctx context.Context, pool v1alpha1.Pool, claim Claim, ip netip.Addr) error {
+	key, allocates := domainOf(pool)
+	if !allocates {
+		return errVRFUnread
+	}
+	holder := Holder{Pool: poolref.KeyOf(pool), Claim: claim}
+	owner, mine, err := r.reserve(ctx, key, ip, holder)
+	switch {
+	case err != nil:
+		return err
+	case !mine:
+		return conflict(holder.Pool, ip, owner, claim)
+	}
+	return nil
+}

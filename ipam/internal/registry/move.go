@@ -1,0 +1,163 @@
+package registry
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolref"
+)
+
+// Admit records the address of an IPAddress of the claim that is about to
+// be created, and fails with ErrConflict if another claim holds it. It is
+// how IPAddresses this process did not hand out (clusterctl move, a
+// restore) are known before any claim could be served their address: the
+// record is created before the IPAddress exists. A VRF pool whose VRF was
+// not read yet refuses it with ErrPoolNotReady: a domain that does not
+// allocate keeps no records, the record's name is not known yet.
+//
+// Unlike Adopt it gives back no other address of the claim: the IPAddress
+// is not created yet, and its creation may still fail (another replica
+// created the claim's IPAddress first, with the address it holds). An
+// address recorded for a creation that failed stays the claim's until the
+// claim is released.
+func (r *Registry) Admit(ctx context.Context, pool v1alpha1.Pool, claim Claim, ip netip.Addr) error {
+	if r.fenced() != nil {
+		return r.admitFenced(ctx, pool, claim, ip)
+	}
+	var (
+		ps    *poolState
+		known bool
+	)
+	err := r.withPool(ctx, pool, func(p *poolState) error {
+		ps = p
+		if !p.domain.allocates {
+			return errVRFUnread
+		}
+		h, ok := p.domain.held[ip]
+		known = ok && h.Claim.same(claim) && !h.Retired
+		return nil
+	})
+	if err != nil || known {
+		return err
+	}
+	d := ps.domain
+	holder := Holder{Pool: ps.key, Claim: claim}
+	owner, mine, err := r.reserve(ctx, d.key, ip, holder)
+	if err != nil {
+		return fmt.Errorf("recording address %s: %w", ip, err)
+	}
+	d.locked(func() {
+		if !mine {
+			d.take(ip, owner)
+			return
+		}
+		d.take(ip, holder)
+		if _, had := ps.byClaim[claim]; !had {
+			ps.byClaim[claim] = ip
+		}
+	})
+	if !mine {
+		return conflict(ps.key, ip, owner, claim)
+	}
+	return nil
+}
+
+// Retire keeps ip out of use for good when the claim's IPAddress holding it
+// lost its claim without a release: clusterctl move deletes the claims of a
+// global pool's IPAddresses and leaves the IPAddresses, whose addresses live
+// on in the target cluster. The record stays, marked retired, until the
+// pool is deleted; the caller then deletes the IPAddress. An address with no
+// record yet gets a retired one. A pool whose spec.vrf has not resolved has
+// no records: it fails with ErrPoolNotReady, and the IPAddress must wait.
+func (r *Registry) Retire(ctx context.Context, pool v1alpha1.Pool, claim Claim, ip netip.Addr) error {
+	var (
+		ps             *poolState
+		recorded, done bool
+	)
+	err := r.withPool(ctx, pool, func(p *poolState) error {
+		ps = p
+		if !p.domain.allocates {
+			// Without records a retired address would be free again
+			// after a restart.
+			return p.ready()
+		}
+		h, held := p.domain.held[ip]
+		// Retired already, or not this claim's: nothing of it to keep.
+		done = held && (h.Retired || !h.Claim.same(claim))
+		recorded = held
+		return nil
+	})
+	if err != nil || done {
+		return err
+	}
+	d := ps.domain
+	holder := Holder{Pool: ps.key, Claim: claim}
+	if !recorded {
+		owner, mine, err := r.reserve(ctx, d.key, ip, holder)
+		if err != nil {
+			return fmt.Errorf("recording address %s: %w", ip, err)
+		}
+		if !mine {
+			d.locked(func() { d.take(ip, owner) })
+			return nil
+		}
+	}
+	if err := r.store.Retire(ctx, d.key, Record{Address: ip, Holder: holder}); err != nil {
+		return fmt.Errorf("retiring the record of address %s: %w", ip, err)
+	}
+	holder.Retired = true
+	d.locked(func() {
+		d.take(ip, holder)
+		if ps.byClaim[claim] == ip {
+			delete(ps.byClaim, claim)
+		}
+	})
+	return nil
+}
+
+// HandOver stops the pool from handing out addresses in this management
+// cluster, if none of its claims here holds one; it returns how many
+// claims of each namespace hold one otherwise, and then changes nothing.
+func (r *Registry) HandOver(ctx context.Context, pool v1alpha1.Pool) (map[string]int, error) {
+	holders := map[string]int{}
+	err := r.withPool(ctx, pool, func(ps *poolState) error {
+		for c := range ps.byClaim {
+			holders[c.Namespace]++
+		}
+		if len(holders) == 0 {
+			ps.handedOver = true
+			ps.elsewhere = allocatesHere(ps.built, r.cluster, true)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return holders, nil
+}
+
+// allocatesHere says why the pool hands out nothing in management cluster
+// cluster, or returns nil. Only a GlobalMetalVRFIPPool can be elsewhere:
+// clusterctl move copies it and leaves the source's copy, while a namespaced
+// pool moves whole. A pool without the annotation waits for its manager to
+// set it, so that no copy made before can allocate too.
+func allocatesHere(pool v1alpha1.Pool, cluster string, handedOver bool) error {
+	if poolref.KindOf(pool) != v1alpha1.GlobalMetalVRFIPPoolKind {
+		return nil
+	}
+	annotations := pool.GetAnnotations()
+	allocating := annotations[v1alpha1.AllocatingClusterAnnotation]
+	_, tokened := annotations[v1alpha1.HandoverTokenAnnotation]
+	switch {
+	case handedOver || (tokened && allocating == cluster):
+		return fmt.Errorf("%s %q was handed over to another management cluster and hands out nothing here", v1alpha1.GlobalMetalVRFIPPoolKind, pool.GetName())
+	case allocating == "":
+		return fmt.Errorf("%s %q has no annotation %s yet", v1alpha1.GlobalMetalVRFIPPoolKind, pool.GetName(), v1alpha1.AllocatingClusterAnnotation)
+	case allocating != cluster:
+		return fmt.Errorf("%s %q allocates in management cluster %s (annotation %s): this copy keeps the addresses of its claims and hands out none until it is taken over (docs/install.md, \"Moving a cluster\")",
+			v1alpha1.GlobalMetalVRFIPPoolKind, pool.GetName(), allocating, v1alpha1.AllocatingClusterAnnotation)
+	}
+	return nil
+}

@@ -1,0 +1,57 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolref"
+)
+
+// reserve creates the record of ip for holder. mine says that the record is
+// holder's claim's, created now or before by another process; otherwise
+// owner is the holder of the record. err is any other failure of the
+// store. It calls the store: the caller holds no lock.
+func (r *Registry) reserve(ctx context.Context, domain string, ip netip.Addr, holder Holder) (owner Holder, mine bool, err error) {
+	err = r.store.Reserve(ctx, domain, Record{Address: ip, Holder: holder})
+	var taken *TakenError
+	switch {
+	case err == nil:
+		return holder, true, nil
+	case errors.As(err, &taken):
+		return taken.Holder, taken.Holder.Claim.same(holder.Claim), nil
+	}
+	return Holder{}, false, err
+}
+
+// same reports whether c and o are one claim.
+func (c Claim) same(o Claim) bool { return c.UID == o.UID }
+
+// unavailable says that requested, an address of pool, is held by h,
+// naming only what the claim's namespace may see.
+func unavailable(pool poolref.Key, requested netip.Addr, h Holder, claim Claim) error {
+	return fmt.Errorf("%w: requested address %s is held by %s", ErrRequestedUnavailable, requested, describe(pool, h, claim))
+}
+
+// conflict says that ip, which the claim's IPAddress of pool names, is h's.
+func conflict(pool poolref.Key, ip netip.Addr, h Holder, claim Claim) error {
+	return fmt.Errorf("%w: address %s of claim %s is also held by %s", ErrConflict, ip, claim.Name, describe(pool, h, claim))
+}
+
+// describe names a holder of an address of pool as seen from the claim's
+// namespace: a claim of the same namespace by name, anything else without
+// naming it.
+func describe(pool poolref.Key, h Holder, claim Claim) string {
+	switch {
+	case h.Pool != pool:
+		return "another pool of its VRF"
+	case h.Retired && h.Claim.Namespace == claim.Namespace:
+		return "claim " + h.Claim.String() + ", whose IPAddress was left without it (moved to another management cluster)"
+	case h.Retired:
+		return "an address moved to another management cluster"
+	case h.Claim.Namespace == claim.Namespace:
+		return "claim " + h.Claim.String()
+	}
+	return "a claim in another namespace"
+}
