@@ -32,6 +32,9 @@ type domain struct {
 	// the domain is seeded.
 	held  map[netip.Addr]Holder
 	pools map[poolref.Key]*poolState
+	// handedOver says why no pool of the domain hands out addresses here
+	// since one of them was handed over (see Registry.HandOver), or is nil.
+	handedOver error
 }
 
 func newDomain(key string, allocates bool) *domain {

@@ -117,18 +117,26 @@ func (r *Registry) Retire(ctx context.Context, pool v1alpha1.Pool, claim Claim, 
 	return nil
 }
 
-// HandOver stops the pool from handing out addresses in this management
-// cluster, if none of its claims here holds one; it returns how many
-// claims of each namespace hold one otherwise, and then changes nothing.
+// HandOver stops the pool, and every pool of its domain, from handing out
+// addresses in this management cluster, if no claim here holds an address
+// of the domain; it returns how many addresses claims of each namespace
+// hold otherwise, and then changes nothing. Every address counts: of any
+// pool of the domain (the taking cluster hands out the domain's addresses),
+// recorded or still being recorded for a claim that was not served yet.
 func (r *Registry) HandOver(ctx context.Context, pool v1alpha1.Pool) (map[string]int, error) {
 	holders := map[string]int{}
 	err := r.withPool(ctx, pool, func(ps *poolState) error {
-		for c := range ps.byClaim {
-			holders[c.Namespace]++
+		d := ps.domain
+		for _, h := range d.held {
+			if !h.Retired {
+				holders[h.Claim.Namespace]++
+			}
 		}
 		if len(holders) == 0 {
 			ps.handedOver = true
 			ps.elsewhere = allocatesHere(ps.built, r.cluster, true)
+			d.handedOver = fmt.Errorf("%s %q of the same VRF was handed over to another management cluster: no pool of the VRF hands out addresses here",
+				v1alpha1.GlobalMetalVRFIPPoolKind, pool.GetName())
 		}
 		return nil
 	})

@@ -116,6 +116,9 @@ func (r *Registry) prepare(ctx context.Context, ps *poolState) error {
 		ps.rebuild(latest)
 	}
 	ps.elsewhere = allocatesHere(latest, r.cluster, ps.handedOver)
+	if ps.elsewhere == nil {
+		ps.elsewhere = ps.domain.handedOver
+	}
 	return nil
 }
 
