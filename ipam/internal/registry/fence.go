@@ -16,10 +16,11 @@ func (r *Registry) fenced() error {
 	return r.fence()
 }
 
-// admitFenced is Admit in a replica that may not allocate now: it leaves
-// its memory alone, which only the allocating replica keeps current, and
-// asks the store alone.
-func (r *Registry) admitFenced(ctx context.Context, pool v1alpha1.Pool, claim Claim, ip netip.Addr) error {
+// admitInStore is Admit in a replica that may not allocate now, or for a
+// pool not seeded yet: it leaves its memory alone (only the allocating
+// replica keeps it current; seeding reads the store) and asks the store
+// alone.
+func (r *Registry) admitInStore(ctx context.Context, pool v1alpha1.Pool, claim Claim, ip netip.Addr) error {
 	key, allocates := domainOf(pool)
 	if !allocates {
 		return errVRFUnread

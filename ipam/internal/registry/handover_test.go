@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -94,5 +95,46 @@ func TestHandOverCoversTheWholeVRF(t *testing.T) {
 	}
 	if ip, _, err := reg.Acquire(ctx, namespaced, claimNamed("a", "late"), netip.Addr{}); err == nil {
 		t.Fatalf("a pool of the handed-over VRF still hands out addresses here: %s", ip)
+	}
+}
+
+// countingStore counts the reads that seed a domain or a pool.
+type countingStore struct {
+	*memStore
+	seeds atomic.Int32
+}
+
+func (s *countingStore) Records(ctx context.Context, domain string) ([]Record, error) {
+	s.seeds.Add(1)
+	return s.memStore.Records(ctx, domain)
+}
+
+func (s *countingStore) PoolAddresses(ctx context.Context, pool poolref.Key) ([]Record, error) {
+	s.seeds.Add(1)
+	return s.memStore.PoolAddresses(ctx, pool)
+}
+
+// Admit (the IPAddress webhook) never seeds a domain: after a failover
+// that reads every record and IPAddress of the domain, longer than the API
+// server waits for the webhook. It records in the store alone, which the
+// seeding then reads: no claim is served the admitted address.
+func TestAdmitDoesNotSeed(t *testing.T) {
+	ctx := context.Background()
+	store := &countingStore{memStore: newMemStore()}
+	reg := New(store, nil, "here")
+	pool := globalPool("here")
+	moved := claimNamed("a", "moved")
+	if err := reg.Admit(ctx, pool, moved, netip.MustParseAddr("10.9.0.2")); err != nil {
+		t.Fatal(err)
+	}
+	if n := store.seeds.Load(); n != 0 {
+		t.Fatalf("Admit seeded the domain inline: %d seeding reads", n)
+	}
+	ip, _, err := reg.Acquire(ctx, pool, claimNamed("a", "waiting"), netip.Addr{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ip == netip.MustParseAddr("10.9.0.2") {
+		t.Fatalf("a claim was served %s, which Admit recorded for %s", ip, moved)
 	}
 }

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 
@@ -17,6 +18,11 @@ import (
 // not read yet refuses it with ErrPoolNotReady: a domain that does not
 // allocate keeps no records, the record's name is not known yet.
 //
+// A pool whose addresses in use were not read yet (after a restart or a
+// failover) is not seeded here, which can take longer than the API
+// server waits for a webhook: the record is created in the store alone,
+// which the seeding reads.
+//
 // Unlike Adopt it gives back no other address of the claim: the IPAddress
 // is not created yet, and its creation may still fail (another replica
 // created the claim's IPAddress first, with the address it holds). An
@@ -24,13 +30,13 @@ import (
 // claim is released.
 func (r *Registry) Admit(ctx context.Context, pool v1alpha1.Pool, claim Claim, ip netip.Addr) error {
 	if r.fenced() != nil {
-		return r.admitFenced(ctx, pool, claim, ip)
+		return r.admitInStore(ctx, pool, claim, ip)
 	}
 	var (
 		ps    *poolState
 		known bool
 	)
-	err := r.withPool(ctx, pool, func(p *poolState) error {
+	err := r.with(ctx, pool, false, func(p *poolState) error {
 		ps = p
 		if !p.domain.allocates {
 			return errVRFUnread
@@ -39,6 +45,9 @@ func (r *Registry) Admit(ctx context.Context, pool v1alpha1.Pool, claim Claim, i
 		known = ok && h.Claim.same(claim) && !h.Retired
 		return nil
 	})
+	if errors.Is(err, errUnseeded) {
+		return r.admitInStore(ctx, pool, claim, ip)
+	}
 	if err != nil || known {
 		return err
 	}

@@ -40,6 +40,7 @@ package registry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -77,6 +78,16 @@ func New(store Store, fence func() error, cluster string) *Registry {
 // withPool returns: callers that must call the store in between call
 // withPool again, or domain.locked, after it.
 func (r *Registry) withPool(ctx context.Context, pool v1alpha1.Pool, fn func(ps *poolState) error) error {
+	return r.with(ctx, pool, true, fn)
+}
+
+// errUnseeded: the pool's addresses in use have not been read yet, and the
+// caller would not wait for it.
+var errUnseeded = errors.New("the pool's addresses in use have not been read yet")
+
+// with is withPool; without seed, a pool not seeded yet fails with
+// errUnseeded instead of being seeded.
+func (r *Registry) with(ctx context.Context, pool v1alpha1.Pool, seed bool, fn func(ps *poolState) error) error {
 	for {
 		ps, left := r.find(pool)
 		if left != nil {
@@ -89,6 +100,10 @@ func (r *Registry) withPool(ctx context.Context, pool v1alpha1.Pool, fn func(ps 
 		ps.domain.locked(func() {
 			if gone = ps.left; gone {
 				return // the pool left its domain meanwhile: find its new state
+			}
+			if !seed && (ps.domain.held == nil || ps.byClaim == nil) {
+				err = errUnseeded
+				return
 			}
 			if err = r.prepare(ctx, ps); err == nil {
 				err = fn(ps)
