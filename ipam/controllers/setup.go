@@ -45,6 +45,9 @@ type Options struct {
 	// Fence, when set, is asked before every allocation; an error refuses
 	// it and the claim is retried (see manager's leader election fence).
 	Fence func() error
+	// Identity names this process (its leader election identity) on the
+	// allocation records it creates.
+	Identity string
 }
 
 // DefaultSourceResyncPeriod is how often pool sources are read again by default.
@@ -99,7 +102,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) (*reg
 	if err != nil {
 		return nil, err
 	}
-	reg := registry.New(records.New(mgr.GetClient(), mgr.GetAPIReader(), opts.AllocationNamespace), opts.Fence, cluster)
+	reg := registry.New(records.New(mgr.GetClient(), mgr.GetAPIReader(), opts.AllocationNamespace, opts.Identity), opts.Fence, cluster)
 	adapter := &ProviderAdapter{
 		client:      mgr.GetClient(),
 		reader:      mgr.GetAPIReader(),

@@ -13,14 +13,29 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/registry"
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/managerutil"
 )
 
-// Leader election timings: controller-runtime's defaults, named here
-// because the fence depends on the lease duration.
+// Leader election timings when the flags set none: controller-runtime's
+// defaults.
 const (
-	leaseDuration = 15 * time.Second
-	renewDeadline = 10 * time.Second
+	defaultLeaseDuration = 15 * time.Second
+	defaultRenewDeadline = 10 * time.Second
 )
+
+// leaseTimings are the lease duration and renew deadline of the flags, or
+// the defaults: the elector and the fence must use the same lease duration,
+// or a standby takes over while the fence still lets the old leader allocate.
+func leaseTimings(o managerutil.Options) (lease, renew time.Duration) {
+	lease, renew = o.LeaseDuration, o.RenewDeadline
+	if lease == 0 {
+		lease = defaultLeaseDuration
+	}
+	if renew == 0 {
+		renew = defaultRenewDeadline
+	}
+	return lease, renew
+}
 
 // fence keeps a leader that lost its lease without knowing it from
 // allocating. A leader frozen (SIGSTOP, a stalled VM) past its lease wakes
@@ -95,24 +110,31 @@ func inClusterNamespace() (string, error) {
 	return strings.TrimSpace(string(data)), nil
 }
 
-// newFencedLock builds the Lease lock controller-runtime would, wrapped to
-// feed a fence, and returns both.
-func newFencedLock(cfg *rest.Config, namespace, name string) (*fencedLock, *fence, error) {
+// processIdentity names this process: its host and a random part, so that
+// a restarted process is told from the one before.
+func processIdentity() (string, error) {
+	host, err := os.Hostname()
+	if err != nil {
+		return "", err
+	}
+	return host + "_" + string(uuid.NewUUID()), nil
+}
+
+// newFencedLock builds the Lease lock controller-runtime would for the
+// process named identity, wrapped to feed a fence of the lease duration
+// lease, and returns both.
+func newFencedLock(cfg *rest.Config, namespace, name, identity string, lease, renew time.Duration) (*fencedLock, *fence, error) {
 	if namespace == "" {
 		var err error
 		if namespace, err = inClusterNamespace(); err != nil {
 			return nil, nil, fmt.Errorf("no leader election namespace given: %w", err)
 		}
 	}
-	host, err := os.Hostname()
-	if err != nil {
-		return nil, nil, err
-	}
 	lock, err := resourcelock.NewFromKubeconfig(resourcelock.LeasesResourceLock, namespace, name,
-		resourcelock.ResourceLockConfig{Identity: host + "_" + string(uuid.NewUUID())}, cfg, renewDeadline)
+		resourcelock.ResourceLockConfig{Identity: identity}, cfg, renew)
 	if err != nil {
 		return nil, nil, err
 	}
-	f := &fence{duration: leaseDuration, now: time.Now}
+	f := &fence{duration: lease, now: time.Now}
 	return &fencedLock{Interface: lock, fence: f}, f, nil
 }

@@ -82,14 +82,19 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 	// With leader election, a replica allocates only while its lease is
 	// fresh (see fence); without, the allocation records alone keep replicas
 	// from handing out an address twice.
+	identity, err := processIdentity()
+	if err != nil {
+		return nil, err
+	}
 	var fenceCheck func() error
 	if opts.LeaderElect {
-		lock, f, err := newFencedLock(cfg, opts.LeaderElectionNamespace, LeaderElectionID)
+		lease, renew := leaseTimings(opts.Options)
+		lock, f, err := newFencedLock(cfg, opts.LeaderElectionNamespace, LeaderElectionID, identity, lease, renew)
 		if err != nil {
 			return nil, fmt.Errorf("creating the leader election lock: %w", err)
 		}
 		mgrOpts.LeaderElectionResourceLockInterface = lock
-		mgrOpts.LeaseDuration, mgrOpts.RenewDeadline = ptr.To(leaseDuration), ptr.To(renewDeadline)
+		mgrOpts.LeaseDuration, mgrOpts.RenewDeadline = ptr.To(lease), ptr.To(renew)
 		fenceCheck = f.check
 	}
 
@@ -106,6 +111,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		},
 		AllocationNamespace: allocations,
 		Fence:               fenceCheck,
+		Identity:            identity,
 	})
 	if err != nil {
 		return nil, err

@@ -36,7 +36,7 @@ const (
 // TestLeaderKilled kills the leader with SIGKILL every 2 to 5 seconds; it is
 // started again at once, as a kubelet restarts a container.
 func TestLeaderKilled(t *testing.T) {
-	runScenario(t, true, func(ctx context.Context, rng *rand.Rand, replicas []*replica) (int, error) {
+	runScenario(t, newNamespace(t), true, func(ctx context.Context, rng *rand.Rand, replicas []*replica) (int, error) {
 		kills := 0
 		for {
 			if !sleep(ctx, 2*time.Second+time.Duration(rng.Int64N(int64(3*time.Second)))) {
@@ -57,15 +57,23 @@ func TestLeaderKilled(t *testing.T) {
 // TestLeaderFrozen stops the leader with SIGSTOP for longer than its lease,
 // then resumes it with SIGCONT: a process paused by its node (memory
 // pressure, a live migration, a debugger) that wakes up believing it still
-// leads.
+// leads. Every freeze must see the other replica take the lease over while
+// the leader sleeps, and the woken leader must record no allocation until
+// it leads again.
 func TestLeaderFrozen(t *testing.T) {
-	runScenario(t, true, func(ctx context.Context, rng *rand.Rand, replicas []*replica) (int, error) {
-		freezes := 0
+	ns := newNamespace(t)
+	l := watchLedger(t, ns)
+	freezes, takeovers := 0, 0
+	runScenario(t, ns, true, func(ctx context.Context, rng *rand.Rand, replicas []*replica) (int, error) {
 		for {
 			if !sleep(ctx, 3*time.Second+time.Duration(rng.Int64N(int64(3*time.Second)))) {
 				return freezes, nil
 			}
 			r, err := leader(ctx, replicas)
+			if err != nil {
+				return freezes, ignoreDone(ctx, err)
+			}
+			holder, err := l.leaseHolder(ctx)
 			if err != nil {
 				return freezes, ignoreDone(ctx, err)
 			}
@@ -75,34 +83,56 @@ func TestLeaderFrozen(t *testing.T) {
 			freezes++
 			// Resumed even when the churn ends meanwhile: the replicas
 			// must settle.
-			time.Sleep(frozen)
+			wake := time.Now().Add(frozen)
+			tookOver := l.takenOver(context.Background(), holder, wake)
+			if tookOver {
+				takeovers++
+			}
+			time.Sleep(time.Until(wake))
+			if tookOver {
+				l.woke(holder, time.Now())
+			}
 			if err := r.signal(syscall.SIGCONT); err != nil {
 				return freezes, err
 			}
 		}
 	})
+	late := l.lateRecords()
+	t.Logf("%d freezes, %d takeovers seen while the leader was frozen, %d allocations recorded by a deposed leader after it woke", freezes, takeovers, len(late))
+	if takeovers != freezes {
+		t.Errorf("only %d of %d freezes saw the lease taken over while the leader was frozen", takeovers, freezes)
+	}
+	for _, record := range late {
+		t.Error(record)
+	}
 }
 
 // TestWithoutLeaderElection runs two replicas without --leader-elect (its
 // default): nothing disturbs them, they only run side by side.
 func TestWithoutLeaderElection(t *testing.T) {
-	runScenario(t, false, nil)
+	runScenario(t, newNamespace(t), false, nil)
 }
 
 // disturb does its harm to the replicas until ctx is done and returns how
 // many times it did.
 type disturb func(ctx context.Context, rng *rand.Rand, replicas []*replica) (int, error)
 
-// runScenario starts two replicas (with leader election when leaderElect),
-// churns claims for churn while disturb runs, waits for the replicas to
-// settle, and checks the invariants.
-func runScenario(t *testing.T, leaderElect bool, disturb disturb) {
+// newNamespace creates the namespace of a scenario.
+func newNamespace(t *testing.T) string {
+	t.Helper()
 	requireEnv(t)
-	ctx := context.Background()
-	ns, err := env.NewNamespace(ctx, "chaos")
+	ns, err := env.NewNamespace(context.Background(), "chaos")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ns
+}
+
+// runScenario starts two replicas in ns (with leader election when
+// leaderElect), churns claims for churn while disturb runs, waits for the
+// replicas to settle, and checks the invariants.
+func runScenario(t *testing.T, ns string, leaderElect bool, disturb disturb) {
+	ctx := context.Background()
 	checked, targets := createPools(ctx, t, ns)
 
 	logs := replicaLogs(t)

@@ -19,6 +19,9 @@ const (
 	// AllocationClaimAnnotation is the claim, as "<namespace>/<name>"; the
 	// Lease's holderIdentity says the same, for kubectl.
 	AllocationClaimAnnotation = "ipam.cluster.x-k8s.io/metal-vrf-claim"
+	// AllocationRecordedByAnnotation names the process that created the
+	// record (its leader election identity): which replica allocated.
+	AllocationRecordedByAnnotation = "ipam.cluster.x-k8s.io/metal-vrf-recorded-by"
 )
 
 // AllocationRetiredLabel marks the record of an address whose IPAddress

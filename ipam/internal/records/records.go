@@ -40,14 +40,17 @@ type Store struct {
 	reader client.Reader
 	// namespace holds the records.
 	namespace string
+	// identity names the process on the records it creates.
+	identity string
 }
 
 var _ registry.Store = &Store{}
 
 // New returns the store keeping its records in namespace, writing through
-// c and reading through reader.
-func New(c client.Client, reader client.Reader, namespace string) *Store {
-	return &Store{client: c, reader: reader, namespace: namespace}
+// c and reading through reader; the records it creates name the process
+// identity.
+func New(c client.Client, reader client.Reader, namespace, identity string) *Store {
+	return &Store{client: c, reader: reader, namespace: namespace, identity: identity}
 }
 
 // name is the name of the record of ip in domain: a hash of the domain, so
@@ -119,10 +122,11 @@ func (s *Store) Reserve(ctx context.Context, domain string, r registry.Record) e
 				v1alpha1.AllocationClaimUIDLabel: string(r.Holder.Claim.UID),
 			},
 			Annotations: map[string]string{
-				v1alpha1.AllocationDomainAnnotation:  domain,
-				v1alpha1.AllocationAddressAnnotation: r.Address.String(),
-				v1alpha1.AllocationPoolAnnotation:    r.Holder.Pool.String(),
-				v1alpha1.AllocationClaimAnnotation:   claim,
+				v1alpha1.AllocationDomainAnnotation:     domain,
+				v1alpha1.AllocationAddressAnnotation:    r.Address.String(),
+				v1alpha1.AllocationPoolAnnotation:       r.Holder.Pool.String(),
+				v1alpha1.AllocationClaimAnnotation:      claim,
+				v1alpha1.AllocationRecordedByAnnotation: s.identity,
 			},
 		},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: &claim},
