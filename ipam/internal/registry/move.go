@@ -144,8 +144,7 @@ func (r *Registry) HandOver(ctx context.Context, pool v1alpha1.Pool) (map[string
 		if len(holders) == 0 {
 			ps.handedOver = true
 			ps.elsewhere = allocatesHere(ps.built, r.cluster, true)
-			d.handedOver = fmt.Errorf("%s %q of the same VRF was handed over to another management cluster: no pool of the VRF hands out addresses here",
-				v1alpha1.GlobalMetalVRFIPPoolKind, pool.GetName())
+			d.handOver(pool)
 		}
 		return nil
 	})
@@ -166,9 +165,8 @@ func allocatesHere(pool v1alpha1.Pool, cluster string, handedOver bool) error {
 	}
 	annotations := pool.GetAnnotations()
 	allocating := annotations[v1alpha1.AllocatingClusterAnnotation]
-	_, tokened := annotations[v1alpha1.HandoverTokenAnnotation]
 	switch {
-	case handedOver || (tokened && allocating == cluster):
+	case handedOver || handedOverFrom(pool, cluster):
 		return fmt.Errorf("%s %q was handed over to another management cluster and hands out nothing here", v1alpha1.GlobalMetalVRFIPPoolKind, pool.GetName())
 	case allocating == "":
 		return fmt.Errorf("%s %q has no annotation %s yet", v1alpha1.GlobalMetalVRFIPPoolKind, pool.GetName(), v1alpha1.AllocatingClusterAnnotation)
@@ -177,4 +175,18 @@ func allocatesHere(pool v1alpha1.Pool, cluster string, handedOver bool) error {
 			v1alpha1.GlobalMetalVRFIPPoolKind, pool.GetName(), allocating, v1alpha1.AllocatingClusterAnnotation)
 	}
 	return nil
+}
+
+// handedOverFrom says whether a GlobalMetalVRFIPPool's annotations say it
+// was handed over from management cluster cluster.
+func handedOverFrom(pool v1alpha1.Pool, cluster string) bool {
+	_, tokened := pool.GetAnnotations()[v1alpha1.HandoverTokenAnnotation]
+	return poolref.KindOf(pool) == v1alpha1.GlobalMetalVRFIPPoolKind && tokened && pool.GetAnnotations()[v1alpha1.AllocatingClusterAnnotation] == cluster
+}
+
+// handOver stops every pool of the domain from handing out addresses here,
+// pool having been handed over. The caller holds the domain's lock.
+func (d *domain) handOver(pool v1alpha1.Pool) {
+	d.handedOver = fmt.Errorf("%s %q of the same VRF was handed over to another management cluster: no pool of the VRF hands out addresses here",
+		v1alpha1.GlobalMetalVRFIPPoolKind, pool.GetName())
 }

@@ -131,6 +131,10 @@ func (r *Registry) prepare(ctx context.Context, ps *poolState) error {
 		ps.rebuild(latest)
 	}
 	ps.elsewhere = allocatesHere(latest, r.cluster, ps.handedOver)
+	if handedOverFrom(latest, r.cluster) {
+		// Read again after a restart: the domain stays handed over.
+		ps.domain.handOver(latest)
+	}
 	if ps.elsewhere == nil {
 		ps.elsewhere = ps.domain.handedOver
 	}
