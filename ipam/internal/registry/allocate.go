@@ -138,22 +138,32 @@ func (r *Registry) Adopt(ctx context.Context, pool v1alpha1.Pool, claim Claim, i
 		if err != nil {
 			return fmt.Errorf("recording address %s: %w", ip, err)
 		}
-		d.locked(func() {
-			if !mine {
-				d.take(ip, owner)
-				return
-			}
-			d.take(ip, holder)
-			prev = ps.assign(claim, ip)
-		})
-		if !mine {
-			return conflict(ps.key, ip, owner, claim)
+		if err := ps.settle(ip, holder, owner, mine, func() { prev = ps.assign(claim, ip) }); err != nil {
+			return err
 		}
 	}
 	if !prev.IsValid() {
 		return nil
 	}
 	return r.store.Unreserve(ctx, d.key, Record{Address: prev, Holder: holder})
+}
+
+// settle takes ip in memory for whom the store says holds it: holder when
+// mine, and then runs apply, else owner, and then fails with ErrConflict.
+func (ps *poolState) settle(ip netip.Addr, holder, owner Holder, mine bool, apply func()) error {
+	d := ps.domain
+	d.locked(func() {
+		if !mine {
+			d.take(ip, owner)
+			return
+		}
+		d.take(ip, holder)
+		apply()
+	})
+	if !mine {
+		return conflict(ps.key, ip, owner, holder.Claim)
+	}
+	return nil
 }
 
 // assign gives the claim ip in the pool, and gives back in memory the

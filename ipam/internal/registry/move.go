@@ -57,20 +57,11 @@ func (r *Registry) Admit(ctx context.Context, pool v1alpha1.Pool, claim Claim, i
 	if err != nil {
 		return fmt.Errorf("recording address %s: %w", ip, err)
 	}
-	d.locked(func() {
-		if !mine {
-			d.take(ip, owner)
-			return
-		}
-		d.take(ip, holder)
+	return ps.settle(ip, holder, owner, mine, func() {
 		if _, had := ps.byClaim[claim]; !had {
 			ps.byClaim[claim] = ip
 		}
 	})
-	if !mine {
-		return conflict(ps.key, ip, owner, claim)
-	}
-	return nil
 }
 
 // Retire keeps ip out of use for good when the claim's IPAddress holding it
