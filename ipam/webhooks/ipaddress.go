@@ -19,7 +19,7 @@ import (
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/registry"
 )
 
-// +kubebuilder:webhook:path=/validate-ipam-cluster-x-k8s-io-v1beta2-ipaddress,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=ipam.cluster.x-k8s.io,resources=ipaddresses,verbs=create,versions=v1beta2,name=record.ipaddress.metal-vrf.ipam.cluster.x-k8s.io,admissionReviewVersions=v1,matchPolicy=Equivalent
+// +kubebuilder:webhook:path=/validate-ipam-cluster-x-k8s-io-v1beta2-ipaddress,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=ipam.cluster.x-k8s.io,resources=ipaddresses,verbs=create,versions=v1beta2,name=record.ipaddress.metal-vrf.ipam.cluster.x-k8s.io,admissionReviewVersions=v1,matchPolicy=Equivalent,timeoutSeconds=10
 
 // addressPath serves addressRecorder.
 const addressPath = "/validate-ipam-cluster-x-k8s-io-v1beta2-ipaddress"
@@ -34,7 +34,10 @@ const addressPath = "/validate-ipam-cluster-x-k8s-io-v1beta2-ipaddress"
 // config/ipam/webhook narrows the webhook to IPAddresses of our pool kinds,
 // so the IPAddresses of other providers never wait on this one.
 type addressRecorder struct {
-	client   client.Reader
+	client client.Reader
+	// live reads a pool the cache has not seen yet: clusterctl move creates
+	// a pool, then at once its IPAddresses.
+	live     client.Reader
 	registry *registry.Registry
 	decoder  admission.Decoder
 }
@@ -53,10 +56,11 @@ func (v *addressRecorder) Handle(ctx context.Context, req admission.Request) adm
 	if err != nil {
 		return admission.Allowed("Cluster API's own validation refuses an address that does not parse")
 	}
-	pool, _ := poolref.New(key.Kind)
-	if err := v.client.Get(ctx, key.ObjectKey(), pool); apierrors.IsNotFound(err) {
-		// The pool's addresses are read when it appears.
-		return admission.Allowed("the pool does not exist yet")
+	pool, err := v.pool(ctx, key)
+	if apierrors.IsNotFound(err) {
+		// Not even in the API server: refused, and retried by clusterctl
+		// move, rather than let through unrecorded.
+		return admission.Denied(field.NotFound(field.NewPath("spec", "poolRef"), key.String()).Error() + "; retry once the pool exists")
 	} else if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
@@ -79,6 +83,16 @@ func (v *addressRecorder) Handle(ctx context.Context, req admission.Request) adm
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	return admission.Allowed("")
+}
+
+// pool reads the IPAddress's pool from the cache, else live.
+func (v *addressRecorder) pool(ctx context.Context, key poolref.Key) (v1alpha1.Pool, error) {
+	pool, _ := poolref.New(key.Kind)
+	err := v.client.Get(ctx, key.ObjectKey(), pool)
+	if apierrors.IsNotFound(err) {
+		err = v.live.Get(ctx, key.ObjectKey(), pool)
+	}
+	return pool, err
 }
 
 // claimOf names the claim the IPAddress is created for: from its owner

@@ -47,7 +47,7 @@ func SetupWithManager(mgr ctrl.Manager, reg *registry.Registry) error {
 		return err
 	}
 	mgr.GetWebhookServer().Register(addressPath, &webhook.Admission{Handler: &addressRecorder{
-		client: mgr.GetClient(), registry: reg, decoder: admission.NewDecoder(mgr.GetScheme()),
+		client: mgr.GetClient(), live: mgr.GetAPIReader(), registry: reg, decoder: admission.NewDecoder(mgr.GetScheme()),
 	}})
 	return nil
 }
