@@ -131,17 +131,18 @@ func (r *addressReconciler) orphaned(ctx context.Context, address *ipamv1.IPAddr
 
 // dropOrphan deletes an IPAddress without its claim. A global pool's address
 // is retired first, so that it is never free here while the IPAddress is
-// gone; a namespaced pool's is freed once the IPAddress is gone.
+// gone; a namespaced pool's is freed once the API server confirms the
+// IPAddress gone: another controller's finalizer may keep it a while.
 func (r *addressReconciler) dropOrphan(ctx context.Context, address *ipamv1.IPAddress, pool v1alpha1.Pool, claim registry.Claim) error {
 	ip, err := netip.ParseAddr(address.Spec.Address)
 	if err != nil {
 		return nil // CAPI's webhook validates addresses: not one of ours
 	}
-	global := poolref.KindOf(pool) == v1alpha1.GlobalMetalVRFIPPoolKind
-	if global {
-		if err := r.registry.Retire(ctx, pool, claim, ip); err != nil {
-			return err // retried with backoff: a VRF pool's records come once its VRF is read
-		}
+	if poolref.KindOf(pool) != v1alpha1.GlobalMetalVRFIPPoolKind {
+		return r.dropAndRelease(ctx, address, pool, claim)
+	}
+	if err := r.registry.Retire(ctx, pool, claim, ip); err != nil {
+		return err // retried with backoff: a VRF pool's records come once its VRF is read
 	}
 	patch := client.MergeFrom(address.DeepCopy())
 	if controllerutil.RemoveFinalizer(address, ipamutil.ProtectAddressFinalizer) {
@@ -152,11 +153,40 @@ func (r *addressReconciler) dropOrphan(ctx context.Context, address *ipamv1.IPAd
 	if err := r.client.Delete(ctx, address, client.Preconditions{UID: &address.UID}); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("deleting IPAddress %s: %w", address.Name, err)
 	}
-	if global {
-		r.recorder.Eventf(pool, address, corev1.EventTypeNormal, orphanRetiredReason, "Retire",
-			"IPAddress %s/%s lost its claim without a release (clusterctl move?); deleted it and keep %s out of use", address.Namespace, address.Name, ip)
-		r.releases.counted(ctx, poolref.KeyOf(pool))
+	r.recorder.Eventf(pool, address, corev1.EventTypeNormal, orphanRetiredReason, "Retire",
+		"IPAddress %s/%s lost its claim without a release (clusterctl move?); deleted it and keep %s out of use", address.Namespace, address.Name, ip)
+	r.releases.counted(ctx, poolref.KeyOf(pool))
+	return nil
+}
+
+// dropAndRelease deletes the IPAddress of a namespaced pool and keeps the
+// provider's finalizer on it until it is the last one: only then is it
+// removed, and the address freed once a live read shows the IPAddress
+// gone. Each change of the IPAddress (its deletion, another finalizer
+// removed) brings the next step.
+func (r *addressReconciler) dropAndRelease(ctx context.Context, address *ipamv1.IPAddress, pool v1alpha1.Pool, claim registry.Claim) error {
+	if address.DeletionTimestamp.IsZero() {
+		err := r.client.Delete(ctx, address, client.Preconditions{UID: &address.UID})
+		if client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting IPAddress %s: %w", address.Name, err)
+		}
 		return nil
+	}
+	if len(address.Finalizers) > 1 {
+		return nil // another controller's finalizer holds it
+	}
+	// The optimistic lock fails the patch if a finalizer was added meanwhile.
+	patch := client.MergeFromWithOptions(address.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	controllerutil.RemoveFinalizer(address, ipamutil.ProtectAddressFinalizer)
+	if err := r.client.Patch(ctx, address, patch); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("removing the finalizer of IPAddress %s: %w", address.Name, err)
+	}
+	err := r.reader.Get(ctx, client.ObjectKeyFromObject(address), &ipamv1.IPAddress{})
+	switch {
+	case err == nil:
+		return fmt.Errorf("IPAddress %s still exists after its last finalizer was removed", address.Name)
+	case !apierrors.IsNotFound(err):
+		return fmt.Errorf("reading IPAddress %s: %w", address.Name, err)
 	}
 	gained, err := r.registry.Release(ctx, poolref.KeyOf(pool), claim)
 	for _, key := range gained {

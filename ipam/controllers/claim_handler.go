@@ -260,11 +260,19 @@ func (h *claimHandler) deleteAddress(ctx context.Context) (bool, error) {
 		return true, nil // not this claim's: leave it alone
 	}
 
+	// The provider's finalizer stays while another holds the IPAddress: were
+	// the claim gone meanwhile (its finalizer stripped), the IPAddress
+	// reconciler frees the address once the IPAddress is gone, and it sees
+	// only IPAddresses that still carry the finalizer.
+	others := len(address.Finalizers) > 1 && controllerutil.ContainsFinalizer(address, ipamutil.ProtectAddressFinalizer)
 	patch := client.MergeFrom(address.DeepCopy())
-	if controllerutil.RemoveFinalizer(address, ipamutil.ProtectAddressFinalizer) {
+	if !others && controllerutil.RemoveFinalizer(address, ipamutil.ProtectAddressFinalizer) {
 		if err := h.client.Patch(ctx, address, patch); err != nil {
 			return false, client.IgnoreNotFound(err)
 		}
+	}
+	if others && !address.DeletionTimestamp.IsZero() {
+		return false, nil
 	}
 	err = h.client.Delete(ctx, address, client.Preconditions{UID: &address.UID})
 	if apierrors.IsNotFound(err) {
