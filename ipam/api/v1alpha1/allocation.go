@@ -8,7 +8,8 @@ package v1alpha1
 const (
 	// AllocationDomainLabel carries a hash of the allocation domain.
 	AllocationDomainLabel = "ipam.cluster.x-k8s.io/metal-vrf-domain"
-	// AllocationClaimUIDLabel carries the UID of the claim holding the address.
+	// AllocationClaimUIDLabel carries a hash of the UID of the claim holding
+	// the address (a UID in an owner reference need not be a label value).
 	AllocationClaimUIDLabel = "ipam.cluster.x-k8s.io/metal-vrf-claim-uid"
 	// AllocationDomainAnnotation is the allocation domain.
 	AllocationDomainAnnotation = "ipam.cluster.x-k8s.io/metal-vrf-domain"
@@ -31,8 +32,8 @@ const (
 // the pool is deleted.
 const AllocationRetiredLabel = "ipam.cluster.x-k8s.io/metal-vrf-retired"
 
-// AllocationClaimUIDAnnotation keeps the UID of the claim of a retired
-// record, which no longer carries AllocationClaimUIDLabel.
+// AllocationClaimUIDAnnotation is the UID of the claim holding the
+// address; a retired record keeps it without AllocationClaimUIDLabel.
 const AllocationClaimUIDAnnotation = "ipam.cluster.x-k8s.io/metal-vrf-claim-uid"
 
 // A GlobalMetalVRFIPPool hands out addresses in one management cluster

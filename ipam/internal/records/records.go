@@ -23,6 +23,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -119,13 +120,14 @@ func (s *Store) Reserve(ctx context.Context, domain string, r registry.Record) e
 			Name:      name(domain, r.Address),
 			Labels: map[string]string{
 				v1alpha1.AllocationDomainLabel:   domainHash(domain),
-				v1alpha1.AllocationClaimUIDLabel: string(r.Holder.Claim.UID),
+				v1alpha1.AllocationClaimUIDLabel: uidLabel(r.Holder.Claim.UID),
 			},
 			Annotations: map[string]string{
 				v1alpha1.AllocationDomainAnnotation:     domain,
 				v1alpha1.AllocationAddressAnnotation:    r.Address.String(),
 				v1alpha1.AllocationPoolAnnotation:       r.Holder.Pool.String(),
 				v1alpha1.AllocationClaimAnnotation:      claim,
+				v1alpha1.AllocationClaimUIDAnnotation:   string(r.Holder.Claim.UID),
 				v1alpha1.AllocationRecordedByAnnotation: s.identity,
 			},
 		},
@@ -158,7 +160,7 @@ func (s *Store) Unreserve(ctx context.Context, domain string, r registry.Record)
 		return nil
 	case err != nil:
 		return err
-	case existing.Labels[v1alpha1.AllocationClaimUIDLabel] != string(r.Holder.Claim.UID):
+	case claimUID(existing) != r.Holder.Claim.UID || existing.Labels[v1alpha1.AllocationRetiredLabel] == "true":
 		return nil
 	}
 	return s.delete(ctx, existing)
@@ -172,7 +174,7 @@ func (s *Store) Retire(ctx context.Context, domain string, r registry.Record) er
 	if err := s.reader.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: name(domain, r.Address)}, existing); err != nil {
 		return err
 	}
-	if existing.Labels[v1alpha1.AllocationClaimUIDLabel] != string(r.Holder.Claim.UID) {
+	if claimUID(existing) != r.Holder.Claim.UID || existing.Labels[v1alpha1.AllocationRetiredLabel] == "true" {
 		return nil
 	}
 	patch := client.MergeFromWithOptions(existing.DeepCopy(), client.MergeFromWithOptimisticLock{})
@@ -201,15 +203,40 @@ func (s *Store) ForgetRetired(ctx context.Context, domain string, pool poolref.K
 
 // Free deletes every record of the claim.
 func (s *Store) Free(ctx context.Context, claim registry.Claim) error {
-	var list coordinationv1.LeaseList
-	if err := s.reader.List(ctx, &list, client.InNamespace(s.namespace), client.MatchingLabels{v1alpha1.AllocationClaimUIDLabel: string(claim.UID)}); err != nil {
-		return err
+	labels := []string{uidLabel(claim.UID)}
+	if len(validation.IsValidLabelValue(string(claim.UID))) == 0 {
+		// Records written before UIDs were hashed carry the UID itself.
+		labels = append(labels, string(claim.UID))
 	}
 	var errs []error
-	for i := range list.Items {
-		errs = append(errs, s.delete(ctx, &list.Items[i]))
+	for _, label := range labels {
+		var list coordinationv1.LeaseList
+		if err := s.reader.List(ctx, &list, client.InNamespace(s.namespace), client.MatchingLabels{v1alpha1.AllocationClaimUIDLabel: label}); err != nil {
+			return err
+		}
+		for i := range list.Items {
+			if claimUID(&list.Items[i]) == claim.UID {
+				errs = append(errs, s.delete(ctx, &list.Items[i]))
+			}
+		}
 	}
 	return errors.Join(errs...)
+}
+
+// uidLabel is the label value of a claim's UID: a hash, since a UID is
+// whatever its writer put in an owner reference, not always a label value.
+func uidLabel(uid types.UID) string {
+	sum := sha256.Sum256([]byte(uid))
+	return hex.EncodeToString(sum[:16])
+}
+
+// claimUID is the UID of the claim holding a record: its annotation, or
+// the label of a record written before UIDs were hashed.
+func claimUID(obj *coordinationv1.Lease) types.UID {
+	if uid, ok := obj.Annotations[v1alpha1.AllocationClaimUIDAnnotation]; ok {
+		return types.UID(uid)
+	}
+	return types.UID(obj.Labels[v1alpha1.AllocationClaimUIDLabel])
 }
 
 // delete deletes exactly this record, not one created since under its name.
@@ -321,15 +348,12 @@ func recordOf(obj *coordinationv1.Lease) (registry.Record, bool) {
 		return registry.Record{}, false
 	}
 	retired := obj.Labels[v1alpha1.AllocationRetiredLabel] == "true"
-	uid := obj.Labels[v1alpha1.AllocationClaimUIDLabel]
-	if retired {
-		uid = obj.Annotations[v1alpha1.AllocationClaimUIDAnnotation]
-	}
+	uid := claimUID(obj)
 	return registry.Record{Address: ip, Holder: registry.Holder{
 		Pool: pool,
 		Claim: registry.Claim{
 			NamespacedName: types.NamespacedName{Namespace: namespace, Name: name},
-			UID:            types.UID(uid),
+			UID:            uid,
 		},
 		Retired: retired,
 	}}, true

@@ -1,6 +1,8 @@
 package ipam
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -73,6 +75,75 @@ var _ = Describe("What clusterctl move leaves", func() {
 			g.Expect(pool.Status.IPAddresses.Used).To(BeEquivalentTo(3))
 		}).Should(Succeed())
 		Expect(boundAddress(dup).Spec.Address).To(Equal("10.60.0.4"))
+	})
+
+	It("refuses an IPAddress of a pool it cannot find, even live, and admits it once the pool exists", func() {
+		ns := newNamespace()
+		address := &ipamv1.IPAddress{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "early", OwnerReferences: []metav1.OwnerReference{
+				{APIVersion: ipamv1.GroupVersion.String(), Kind: "IPAddressClaim", Name: "early", UID: types.UID("early-claim-uid"), Controller: ptr.To(true)},
+			}},
+			Spec: ipamv1.IPAddressSpec{
+				ClaimRef: ipamv1.IPAddressClaimReference{Name: "early"},
+				PoolRef:  ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: v1alpha1.MetalVRFIPPoolKind, Name: "later"},
+				Address:  "10.62.0.2", Prefix: ptr.To(int32(29)), Gateway: "10.62.0.1",
+			},
+		}
+		err := k8s.Create(ctx, address.DeepCopy())
+		Expect(err).To(MatchError(And(ContainSubstring("spec.poolRef"), ContainSubstring("retry once the pool exists"))),
+			"an IPAddress of an unknown pool was let through unrecorded")
+		createPool(ns, "later", poolSpec(29, "10.62.0.1", "10.62.0.0/29"))
+		Eventually(func() error { return k8s.Create(ctx, address.DeepCopy()) }).Should(Succeed())
+	})
+
+	It("records an IPAddress whose claim UID is not a label value, and serves no claim its address", func() {
+		ns := newNamespace()
+		pool := createPool(ns, "pool", poolSpec(29, "10.64.0.1", "10.64.0.0/29"))
+		cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "moved"}, Spec: clusterv1.ClusterSpec{Paused: ptr.To(true)}}
+		Expect(k8s.Create(ctx, cluster)).To(Succeed())
+		address := &ipamv1.IPAddress{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "odd", Labels: map[string]string{clusterv1.ClusterNameLabel: cluster.Name},
+				OwnerReferences: []metav1.OwnerReference{
+					{APIVersion: ipamv1.GroupVersion.String(), Kind: "IPAddressClaim", Name: "odd", UID: types.UID("not a label value: " + strings.Repeat("x", 64)), Controller: ptr.To(true)},
+				}},
+			Spec: ipamv1.IPAddressSpec{
+				ClaimRef: ipamv1.IPAddressClaimReference{Name: "odd"},
+				PoolRef:  ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: v1alpha1.MetalVRFIPPoolKind, Name: pool.Name},
+				Address:  "10.64.0.2", Prefix: ptr.To(int32(29)), Gateway: "10.64.0.1",
+			},
+		}
+		Expect(k8s.Create(ctx, address)).To(Succeed(), "a claim UID that is not a label value broke recording the address")
+		waiting := createClaim(ns, "waiting", v1alpha1.MetalVRFIPPoolKind, pool.Name)
+		Expect(boundAddress(waiting).Spec.Address).To(Equal("10.64.0.3"))
+	})
+
+	It("frees the address of an IPAddress left without its claim only once the IPAddress is gone", func() {
+		ns := newNamespace()
+		pool := createPool(ns, "pool", poolSpec(29, "10.63.0.1", "10.63.0.0/29"))
+		claim := createClaim(ns, "gone", v1alpha1.MetalVRFIPPoolKind, pool.Name)
+		address := boundAddress(claim)
+		const keep = "example.com/keep"
+
+		By("another controller's finalizer holds the IPAddress, and its claim goes without a release")
+		Expect(k8s.Patch(ctx, address, client.RawPatch(types.JSONPatchType, []byte(`[{"op":"add","path":"/metadata/finalizers/-","value":"`+keep+`"}]`)))).To(Succeed())
+		Expect(k8s.Delete(ctx, claim)).To(Succeed())
+		Expect(k8s.Patch(ctx, claim, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":[]}}`)))).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(address), address)).To(Succeed())
+			g.Expect(address.DeletionTimestamp).NotTo(BeNil())
+		}).Should(Succeed(), "the IPAddress left without its claim is deleted")
+
+		By("a claim asking for its address does not get it while the IPAddress exists")
+		again := newClaim(ns, "again", v1alpha1.MetalVRFIPPoolKind, pool.Name)
+		again.Annotations = map[string]string{v1alpha1.RequestedAddressAnnotation: address.Spec.Address}
+		Expect(k8s.Create(ctx, again)).To(Succeed())
+		Eventually(readyCondition).WithArguments(again).Should(HaveField("Reason", ipamv1.IPAddressClaimReadyAllocationFailedReason),
+			"the address was freed while its IPAddress still exists")
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(address), address)).To(Succeed())
+
+		By("once the other finalizer goes, so does the IPAddress, and the address is free")
+		Expect(k8s.Patch(ctx, address, client.RawPatch(types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/finalizers/`+fmt.Sprint(slices.Index(address.Finalizers, keep))+`"}]`)))).To(Succeed())
+		Expect(boundAddress(again).Spec.Address).To(Equal(address.Spec.Address))
 	})
 
 	It("deletes a global pool's IPAddress whose claim is gone, and keeps its address out of use", func() {
