@@ -160,7 +160,7 @@ func (s *Store) Unreserve(ctx context.Context, domain string, r registry.Record)
 		return nil
 	case err != nil:
 		return err
-	case claimUID(existing) != r.Holder.Claim.UID || existing.Labels[v1alpha1.AllocationRetiredLabel] == "true":
+	case recordClaimUID(existing) != r.Holder.Claim.UID || existing.Labels[v1alpha1.AllocationRetiredLabel] == "true":
 		return nil
 	}
 	return s.delete(ctx, existing)
@@ -174,7 +174,7 @@ func (s *Store) Retire(ctx context.Context, domain string, r registry.Record) er
 	if err := s.reader.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: name(domain, r.Address)}, existing); err != nil {
 		return err
 	}
-	if claimUID(existing) != r.Holder.Claim.UID || existing.Labels[v1alpha1.AllocationRetiredLabel] == "true" {
+	if recordClaimUID(existing) != r.Holder.Claim.UID || existing.Labels[v1alpha1.AllocationRetiredLabel] == "true" {
 		return nil
 	}
 	patch := client.MergeFromWithOptions(existing.DeepCopy(), client.MergeFromWithOptimisticLock{})
@@ -215,7 +215,7 @@ func (s *Store) Free(ctx context.Context, claim registry.Claim) error {
 			return err
 		}
 		for i := range list.Items {
-			if claimUID(&list.Items[i]) == claim.UID {
+			if recordClaimUID(&list.Items[i]) == claim.UID {
 				errs = append(errs, s.delete(ctx, &list.Items[i]))
 			}
 		}
@@ -230,9 +230,9 @@ func uidLabel(uid types.UID) string {
 	return hex.EncodeToString(sum[:16])
 }
 
-// claimUID is the UID of the claim holding a record: its annotation, or
+// recordClaimUID is the UID of the claim holding a record: its annotation, or
 // the label of a record written before UIDs were hashed.
-func claimUID(obj *coordinationv1.Lease) types.UID {
+func recordClaimUID(obj *coordinationv1.Lease) types.UID {
 	if uid, ok := obj.Annotations[v1alpha1.AllocationClaimUIDAnnotation]; ok {
 		return types.UID(uid)
 	}
@@ -348,7 +348,7 @@ func recordOf(obj *coordinationv1.Lease) (registry.Record, bool) {
 		return registry.Record{}, false
 	}
 	retired := obj.Labels[v1alpha1.AllocationRetiredLabel] == "true"
-	uid := claimUID(obj)
+	uid := recordClaimUID(obj)
 	return registry.Record{Address: ip, Holder: registry.Holder{
 		Pool: pool,
 		Claim: registry.Claim{
