@@ -84,58 +84,6 @@ test: $(TEST_DEPS) $(OLDEST_ENVTEST) ## Run every test: unit, fuzz seed corpora,
 test-node: envtest $(NODE_IMAGE)/rootfs.img ## Boot the rendered node configuration in Debian VMs under qemu (image built once into bin/node).
 	REQUIRE_NODE_BOOT=1 NODE_IMAGE=$(NODE_IMAGE) go test -count=1 -timeout 40m -v ./test/node/
 
-# The management cluster test (test/cluster): one node on this machine in
-# namespaces of its own, every part built here (docs/cluster.md). Its
-# Kubernetes programs share the kube-apiserver's compile (test/tools/kube-node
-# pins the same modules); its images are amd64 only.
-CLUSTER_BIN := $(BIN)/cluster
-CLUSTER_KUBE := $(addprefix $(CLUSTER_BIN)/,kubelet kube-controller-manager kube-scheduler kube-proxy)
-CLUSTER_TOOLS := $(BIN)/.cluster-tools
-CLUSTER_REGISTRY := 127.0.0.1:5000
-CLUSTER_RELEASE := $(CLUSTER_BIN)/release
-CLUSTER_IMAGES := $(CLUSTER_BIN)/images
-CAPI_VERSION := $(shell sed -n 's/^\tsigs.k8s.io\/cluster-api \(v[0-9.]*\).*/\1/p' test/tools/capi-core/go.mod)
-
-.PHONY: test-cluster
-test-cluster: envtest $(CLUSTER_KUBE) $(CLUSTER_TOOLS) $(KUSTOMIZE) $(CLUSTERCTL) $(IMAGEBUILD) ## Install both providers with clusterctl on a real one-node cluster that runs our images (minutes; docs/cluster.md).
-	$(MAKE) --no-print-directory images release PLATFORMS=linux/amd64 RELEASE_DIR=$(CLUSTER_RELEASE) REGISTRY=$(CLUSTER_REGISTRY)/metal-vrf TAG=test
-	@mkdir -p $(CLUSTER_IMAGES) $(CLUSTER_BIN)/capi
-	@# Cluster API's providers (the ones clusterctl init installs by default)
-	@# and the node's pause image, under the names the test pushes them as.
-	@set -e; for image in core,cluster-api-controller kubeadm-bootstrap,kubeadm-bootstrap-controller kubeadm-control-plane,kubeadm-control-plane-controller; do \
-		IFS=, read -r pkg name <<<"$$image"; pkg=$${pkg/kubeadm-bootstrap/bootstrap/kubeadm}; pkg=$${pkg/kubeadm-control-plane/controlplane/kubeadm}; \
-		(cd test/tools/capi-core && CGO_ENABLED=0 go build $(IMAGE_GOFLAGS) -o $(CLUSTER_BIN)/capi/$$name sigs.k8s.io/cluster-api/$$pkg); \
-		SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(IMAGEBUILD) build --ref $(CLUSTER_REGISTRY)/capi/$$name:$(CAPI_VERSION) \
-			--binary linux/amd64=$(CLUSTER_BIN)/capi/$$name --out $(CLUSTER_IMAGES)/$$name.tar; \
-	done
-	CGO_ENABLED=0 go build $(IMAGE_GOFLAGS) -o $(CLUSTER_BIN)/pause ./test/cluster/pause
-	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(IMAGEBUILD) build --ref $(CLUSTER_REGISTRY)/pause:test --entrypoint /pause \
-		--binary linux/amd64=$(CLUSTER_BIN)/pause --out $(CLUSTER_IMAGES)/pause.tar
-	REQUIRE_CLUSTER=1 CLUSTER_BIN=$(CLUSTER_BIN) CLUSTER_RELEASE=$(CLUSTER_RELEASE) CLUSTER_IMAGES=$(CLUSTER_IMAGES) \
-		IMAGEBUILD=$(IMAGEBUILD) KUSTOMIZE=$(KUSTOMIZE) CLUSTERCTL=$(CLUSTERCTL) CAPI_VERSION=$(CAPI_VERSION) \
-		go test -count=1 -timeout 30m -v ./test/cluster/
-
-# One go build for the four programs, so they share one compile.
-$(CLUSTER_KUBE) &: test/tools/kube-node/go.mod
-	@echo "building $(notdir $(CLUSTER_KUBE)) from test/tools/kube-node (once; cached in $(CLUSTER_BIN))"
-	@mkdir -p $(CLUSTER_BIN)
-	cd test/tools/kube-node && go build -o $(CLUSTER_BIN)/ -ldflags '$(call version-ldflags,$(KUBE_VERSION))' \
-		$(addprefix k8s.io/kubernetes/cmd/,$(notdir $(CLUSTER_KUBE)))
-
-# containerd 1.6 and runc run the node's containers, the CNI plugins give Pods
-# their network, iptables carries kube-proxy's Services, docker-registry is
-# the registry the node pulls from.
-$(CLUSTER_TOOLS):
-	@mkdir -p $(dir $@)
-	@missing=; for tool in containerd runc iptables docker-registry unshare; do command -v $$tool >/dev/null || missing=1; done; \
-	[ -x /usr/lib/cni/bridge ] || missing=1; \
-	if [ -n "$$missing" ]; then \
-		echo "installing containerd runc containernetworking-plugins iptables docker-registry with apt-get (once)"; \
-		apt-get update -qq; \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends containerd runc containernetworking-plugins iptables docker-registry >/dev/null; \
-	fi
-	@touch $@
-
 .PHONY: test-chaos
 test-chaos: envtest ## Run two replicas of the IPAM manager while their leader is killed or frozen, and without leader election (minutes; docs/reliability.md).
 	REQUIRE_CHAOS=1 go test -count=1 -timeout 20m -v ./test/chaos/
