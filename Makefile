@@ -173,19 +173,78 @@ $(CLUSTERCTL): go.mod
 
 RELEASE_DIR := $(ROOT)/out
 
+##@ Images
+
+# The images the release's components name. `make release` writes these names
+# into the components (the clusterctl variables IPAM_METAL_VRF_IMAGE and
+# CAPP_METAL_VRF_IMAGE still override them at install time); `make images`
+# builds them and `make push` pushes them. For your own registry:
+# make images release push REGISTRY=registry.example.com/metal-vrf TAG=v0.1.0
+REGISTRY ?= ghcr.io/metal-vrf
+TAG ?= dev
+IPAM_IMAGE := $(REGISTRY)/ipam-metal-vrf-manager:$(TAG)
+CAPP_IMAGE := $(REGISTRY)/capp-metal-vrf-manager:$(TAG)
+METALSIM_IMAGE := $(REGISTRY)/metal-vrf-metalsim:$(TAG)
+PLATFORMS ?= linux/amd64 linux/arm64
+IMAGES_DIR := $(RELEASE_DIR)/images
+IMAGEBUILD := $(TOOLS)/imagebuild
+# Every timestamp in the images is the commit's, so a commit always gives the
+# same digests.
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct)
+SOURCE_URL := https://github.com/metal-vrf/cluster-api-metal-vrf
+IMAGE_LABELS = --label org.opencontainers.image.source=$(SOURCE_URL) \
+	--label org.opencontainers.image.revision=$(shell git rev-parse HEAD) \
+	--label org.opencontainers.image.version=$(TAG)
+# Static binaries without build IDs, paths or VCS stamps: the same source
+# gives the same bytes on every machine with the same Go.
+IMAGE_GOFLAGS := -trimpath -buildvcs=false -ldflags=-buildid=
+
+$(IMAGEBUILD): test/tools/imagebuild/go.mod test/tools/imagebuild/main.go
+	$(call tool-build,imagebuild,.)
+
+.PHONY: images
+images: $(IMAGEBUILD) ## Build the OCI images (ipam-manager, capp-manager, metalsim) for $(PLATFORMS) into out/images/*.tar, without a container engine.
+	@mkdir -p $(IMAGES_DIR)
+	@set -e; for image in ipam,ipam-manager,./ipam,$(IPAM_IMAGE),/manager \
+		capp,capp-manager,./capp,$(CAPP_IMAGE),/manager \
+		metalsim,metalsim,./cmd/metalsim,$(METALSIM_IMAGE),/metalsim; do \
+		IFS=, read -r archive binary pkg ref entry <<<"$$image"; \
+		binaries=; \
+		for platform in $(PLATFORMS); do \
+			out=$(RELEASE_DIR)/bin/$${platform/\//-}/$$binary; \
+			CGO_ENABLED=0 GOOS=$${platform%/*} GOARCH=$${platform#*/} go build $(IMAGE_GOFLAGS) -o $$out $$pkg; \
+			binaries="$$binaries --binary $$platform=$$out"; \
+		done; \
+		SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(IMAGEBUILD) build --ref $$ref --entrypoint $$entry \
+			--out $(IMAGES_DIR)/$$archive.tar $$binaries $(IMAGE_LABELS); \
+	done
+
+# PUSH_FLAGS=--insecure for a registry that speaks plain HTTP.
+PUSH_FLAGS ?=
+.PHONY: push
+push: $(IMAGEBUILD) ## Push the images from out/images to $(REGISTRY) as $(TAG) (run `make images` with the same REGISTRY and TAG first).
+	$(IMAGEBUILD) push --archive $(IMAGES_DIR)/ipam.tar --ref $(IPAM_IMAGE) $(PUSH_FLAGS)
+	$(IMAGEBUILD) push --archive $(IMAGES_DIR)/capp.tar --ref $(CAPP_IMAGE) $(PUSH_FLAGS)
+	$(IMAGEBUILD) push --archive $(IMAGES_DIR)/metalsim.tar --ref $(METALSIM_IMAGE) $(PUSH_FLAGS)
+
+##@ Release
+
+# default-image makes the clusterctl variable $(1) default to the image $(2).
+default-image = sed 's|$${$(1):=[^}]*}|$${$(1):=$(2)}|'
+
 .PHONY: release
 # Both providers are released together, as one release of this repository
 # with one version: clusterctl reads the metadata.yaml of that release for
 # either provider, so the two share metadata.yaml. The cluster templates are
 # the infrastructure provider's (clusterctl looks for them beside its
 # components); the IPAM admission policy is an opt-in file of its own.
-release: $(KUSTOMIZE) ## Write the release assets into out/: both providers' components, metadata.yaml, the cluster templates, ipam-admission-policy.yaml.
+release: $(KUSTOMIZE) ## Write the release assets into out/: both providers' components (naming $(REGISTRY)/...:$(TAG)), metadata.yaml, the cluster templates, ipam-admission-policy.yaml.
 	@mkdir -p $(RELEASE_DIR)
-	$(KUSTOMIZE) build config/ipam/default > $(RELEASE_DIR)/ipam-components.yaml.tmp
+	$(KUSTOMIZE) build config/ipam/default | $(call default-image,IPAM_METAL_VRF_IMAGE,$(IPAM_IMAGE)) > $(RELEASE_DIR)/ipam-components.yaml.tmp
 	mv $(RELEASE_DIR)/ipam-components.yaml.tmp $(RELEASE_DIR)/ipam-components.yaml
 	$(KUSTOMIZE) build config/ipam/admission > $(RELEASE_DIR)/ipam-admission-policy.yaml.tmp
 	mv $(RELEASE_DIR)/ipam-admission-policy.yaml.tmp $(RELEASE_DIR)/ipam-admission-policy.yaml
-	$(KUSTOMIZE) build config/capp/default > $(RELEASE_DIR)/infrastructure-components.yaml.tmp
+	$(KUSTOMIZE) build config/capp/default | $(call default-image,CAPP_METAL_VRF_IMAGE,$(CAPP_IMAGE)) > $(RELEASE_DIR)/infrastructure-components.yaml.tmp
 	mv $(RELEASE_DIR)/infrastructure-components.yaml.tmp $(RELEASE_DIR)/infrastructure-components.yaml
 	cp metadata.yaml $(RELEASE_DIR)/metadata.yaml
 	cp templates/cluster-template*.yaml $(RELEASE_DIR)/
