@@ -52,12 +52,12 @@ func TestMachineDeploymentWithCAPIsCoreManager(t *testing.T) {
 	k8s := env.Client
 	ns, err := env.NewNamespace(ctx, "flow")
 	g.Expect(err).NotTo(HaveOccurred())
-	for _, obj := range clusterObjects(ns) {
+	for _, obj := range clusterObjects(ns, clusterName) {
 		g.Expect(k8s.Create(ctx, obj)).To(Succeed(), "creating %T %s", obj, obj.GetName())
 	}
 	scale := func(replicas int32) { scaleWorkers(ctx, g, k8s, ns, replicas) }
 	provisioned := provisionedMachines(ctx, g, k8s, ns)
-	devices := func() []string { return metalAPI.devices(ctx, g) }
+	devices := func() []string { return metalAPI.devices(ctx, g, clusterName) }
 
 	cluster := &clusterv1.Cluster{}
 	g.Eventually(func() bool {
@@ -137,9 +137,9 @@ func startPlatform(t *testing.T, g Gomega) *platform {
 	return &platform{Client: api, sim: metalSim}
 }
 
-// devices are the providerIDs of the cluster's devices.
-func (p *platform) devices(ctx context.Context, g Gomega) []string {
-	list, err := p.ListDevices(ctx, metal.DeviceFilter{Tag: device.ClusterTagPrefix + clusterName})
+// devices are the providerIDs of the devices of the Cluster named cluster.
+func (p *platform) devices(ctx context.Context, g Gomega, cluster string) []string {
+	list, err := p.ListDevices(ctx, metal.DeviceFilter{Tag: device.ClusterTagPrefix + cluster})
 	g.Expect(err).NotTo(HaveOccurred())
 	var ids []string
 	for _, d := range list {
@@ -206,13 +206,13 @@ func provisionedMachines(ctx context.Context, g Gomega, k8s client.Client, ns st
 	}
 }
 
-// clusterObjects is a Cluster on a PacketCluster with a MachineDeployment
-// whose machines carry the simulator's nodes VLAN, addresses from a
-// MetalVRFIPPool, and bootstrap data from a Secret (no bootstrap
-// provider). Written out in full: CAPI's defaulting webhooks are not
-// installed.
-func clusterObjects(ns string) []client.Object {
-	labels := map[string]string{clusterv1.ClusterNameLabel: clusterName, clusterv1.MachineDeploymentNameLabel: deployment}
+// clusterObjects is a Cluster named name on a PacketCluster with a
+// MachineDeployment whose machines carry the simulator's nodes VLAN,
+// addresses from a MetalVRFIPPool, and bootstrap data from a Secret (no
+// bootstrap provider). Written out in full: CAPI's defaulting webhooks are
+// not installed.
+func clusterObjects(ns, name string) []client.Object {
+	labels := map[string]string{clusterv1.ClusterNameLabel: name, clusterv1.MachineDeploymentNameLabel: deployment}
 	return []client.Object{
 		&v1alpha1.MetalVRFIPPool{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nodes"},
@@ -223,17 +223,17 @@ func clusterObjects(ns string) []client.Object {
 			Data:       map[string][]byte{"value": []byte("#cloud-config\nruncmd:\n  - echo joined\n"), "format": []byte("cloud-config")},
 		},
 		&infrav1.PacketCluster{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: clusterName},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 			Spec: infrav1.PacketClusterSpec{
 				ProjectID: simtest.Project, Metro: simtest.Metro,
 				ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "10.60.1.1", Port: 6443},
 			},
 		},
 		&clusterv1.Cluster{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: clusterName},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 			Spec: clusterv1.ClusterSpec{
 				InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-					APIGroup: infrav1.GroupVersion.Group, Kind: "PacketCluster", Name: clusterName,
+					APIGroup: infrav1.GroupVersion.Group, Kind: "PacketCluster", Name: name,
 				},
 			},
 		},
@@ -250,9 +250,9 @@ func clusterObjects(ns string) []client.Object {
 			}}},
 		},
 		&clusterv1.MachineDeployment{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: deployment, Labels: map[string]string{clusterv1.ClusterNameLabel: clusterName}},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: deployment, Labels: map[string]string{clusterv1.ClusterNameLabel: name}},
 			Spec: clusterv1.MachineDeploymentSpec{
-				ClusterName: clusterName,
+				ClusterName: name,
 				Replicas:    ptr.To[int32](0),
 				Selector:    metav1.LabelSelector{MatchLabels: labels},
 				Rollout: clusterv1.MachineDeploymentRolloutSpec{Strategy: clusterv1.MachineDeploymentRolloutStrategy{
@@ -264,7 +264,7 @@ func clusterObjects(ns string) []client.Object {
 				Template: clusterv1.MachineTemplateSpec{
 					ObjectMeta: clusterv1.ObjectMeta{Labels: labels},
 					Spec: clusterv1.MachineSpec{
-						ClusterName: clusterName,
+						ClusterName: name,
 						Version:     "v1.36.3",
 						Bootstrap:   clusterv1.Bootstrap{DataSecretName: ptr.To("bootstrap")},
 						InfrastructureRef: clusterv1.ContractVersionedObjectReference{
@@ -277,14 +277,19 @@ func clusterObjects(ns string) []client.Object {
 	}
 }
 
-// poolUsed is how many addresses the nodes pool reports in use.
+// poolUsed is how many addresses the nodes pool of namespace ns reports in use.
 func poolUsed(ctx context.Context, k8s client.Client, ns string) func() int64 {
+	return used(ctx, k8s, &v1alpha1.MetalVRFIPPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nodes"}})
+}
+
+// used is how many addresses pool (named by its namespace and name) reports
+// in use; -1 before it says.
+func used(ctx context.Context, k8s client.Client, pool v1alpha1.Pool) func() int64 {
 	return func() int64 {
-		pool := &v1alpha1.MetalVRFIPPool{}
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "nodes"}, pool); err != nil || pool.Status.IPAddresses == nil {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(pool), pool); err != nil || pool.PoolStatus().IPAddresses == nil {
 			return -1
 		}
-		return pool.Status.IPAddresses.Used
+		return pool.PoolStatus().IPAddresses.Used
 	}
 }
 
