@@ -6,7 +6,9 @@
 package flow
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -17,8 +19,10 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+	addonsv1 "sigs.k8s.io/cluster-api/api/addons/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -52,7 +56,22 @@ func TestMachineDeploymentWithCAPIsCoreManager(t *testing.T) {
 	k8s := env.Client
 	ns, err := env.NewNamespace(ctx, "flow")
 	g.Expect(err).NotTo(HaveOccurred())
-	for _, obj := range clusterObjects(ns, clusterName) {
+	// The default flavor's addons (CPEM and a CNI through
+	// ClusterResourceSets) and what its user creates beside them: the CNI's
+	// manifest, and the Secret carrying CPEM's configuration, from which the
+	// PacketCluster reads its token too.
+	crs, clusterLabels := flavorAddons(t, g, env, ns, clusterName)
+	objs := append(crs,
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: clusterName + "-cni"}, Data: map[string]string{"cni.yaml": cniManifest}},
+		cpemCredentials(ns, "metal-credentials"),
+	)
+	for _, obj := range append(objs, clusterObjects(ns, clusterName)...) {
+		switch o := obj.(type) {
+		case *clusterv1.Cluster:
+			o.Labels = clusterLabels
+		case *infrav1.PacketCluster:
+			o.Spec.CredentialsRef = &corev1.LocalObjectReference{Name: "metal-credentials"}
+		}
 		g.Expect(k8s.Create(ctx, obj)).To(Succeed(), "creating %T %s", obj, obj.GetName())
 	}
 	scale := func(replicas int32) { scaleWorkers(ctx, g, k8s, ns, replicas) }
@@ -64,6 +83,34 @@ func TestMachineDeploymentWithCAPIsCoreManager(t *testing.T) {
 		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: clusterName}, cluster)).To(Succeed())
 		return ptr.Deref(cluster.Status.Initialization.InfrastructureProvisioned, false)
 	}).Should(BeTrue(), "the Cluster's infrastructure (its PacketCluster) is provisioned")
+
+	t.Log("Cluster API's core manager binds the flavor's ClusterResourceSets, and the resources they apply, to the Cluster")
+	g.Eventually(func() []string {
+		binding := &unstructured.Unstructured{}
+		binding.SetGroupVersionKind(addonsv1.GroupVersion.WithKind("ClusterResourceSetBinding"))
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: clusterName}, binding); err != nil {
+			return nil
+		}
+		bindsCluster, _, _ := unstructured.NestedString(binding.Object, "spec", "clusterName")
+		g.Expect(bindsCluster).To(Equal(clusterName))
+		bindings, _, _ := unstructured.NestedSlice(binding.Object, "spec", "bindings")
+		var bound []string
+		for _, b := range bindings {
+			name, _, _ := unstructured.NestedString(b.(map[string]any), "clusterResourceSetName")
+			bound = append(bound, name)
+		}
+		return bound
+	}).Should(ConsistOf(clusterName+"-cpem", clusterName+"-cni"))
+	for _, obj := range objs {
+		g.Eventually(func() []string {
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(obj), obj)).To(Succeed())
+			var owners []string
+			for _, ref := range obj.GetOwnerReferences() {
+				owners = append(owners, ref.Kind+"/"+ref.Name)
+			}
+			return owners
+		}).ShouldNot(BeEmpty(), "%T %s is read and owned by its ClusterResourceSet", obj, obj.GetName())
+	}
 
 	for _, replicas := range []int32{3, 5} {
 		t.Logf("scaling %s to %d", deployment, replicas)
@@ -274,6 +321,53 @@ func clusterObjects(ns, name string) []client.Object {
 				},
 			},
 		},
+	}
+}
+
+// cniManifest stands for the CNI manifest a user puts into the flavor's CNI
+// ConfigMap; nothing applies it here (there is no workload cluster).
+const cniManifest = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cni\n  namespace: kube-system\n"
+
+// flavorAddons renders the default flavor for the Cluster name in ns with
+// clusterctl (from the template file, as a user may) and returns its
+// ClusterResourceSets and their ConfigMaps, and the labels of its Cluster,
+// which they select it by.
+func flavorAddons(t *testing.T, g Gomega, env *testenv.Environment, ns, name string) ([]client.Object, map[string]string) {
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	g.Expect(env.WriteKubeconfig(kubeconfig)).To(Succeed())
+	home := t.TempDir()
+	out, err := testenv.RunTool(env.Root, []string{
+		"HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, ".config"), "CLUSTERCTL_DISABLE_VERSIONCHECK=true",
+		"PROJECT_ID=" + simtest.Project, "METRO=" + simtest.Metro, "SSH_KEY=ssh-ed25519 AAAA flow",
+	}, tool(t, "CLUSTERCTL", "clusterctl"), "generate", "cluster", name, "--from", filepath.Join(env.Root, "templates", "cluster-template.yaml"),
+		"--target-namespace", ns, "--kubernetes-version", "v1.36.3", "--kubeconfig", kubeconfig)
+	g.Expect(err).NotTo(HaveOccurred())
+	rendered, err := testenv.DecodeObjects(bytes.NewReader(out))
+	g.Expect(err).NotTo(HaveOccurred())
+	var addons []client.Object
+	var labels map[string]string
+	for _, obj := range rendered {
+		switch obj.GetKind() {
+		case "ClusterResourceSet", "ConfigMap":
+			addons = append(addons, obj)
+		case "Cluster":
+			labels = obj.GetLabels()
+		}
+	}
+	g.Expect(addons).To(HaveLen(3), "two ClusterResourceSets and CPEM's ConfigMap")
+	return addons, labels
+}
+
+// cpemCredentials is the Secret a user of the flavors creates: the
+// ClusterResourceSet copies the CPEM configuration it carries into the
+// workload cluster, and the PacketCluster reads its token from it.
+func cpemCredentials(ns, name string) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Type:       metal.ResourceSetSecretType,
+		StringData: map[string]string{"metal-cloud-config.yaml": fmt.Sprintf(
+			"apiVersion: v1\nkind: Secret\nmetadata:\n  name: metal-cloud-config\n  namespace: kube-system\nstringData:\n  %s: '{\"apiKey\": %q}'\n",
+			metal.CloudConfigKey, simtest.APIKey)},
 	}
 }
 
