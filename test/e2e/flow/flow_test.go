@@ -102,6 +102,9 @@ func TestMachineDeploymentWithCAPIsCoreManager(t *testing.T) {
 		return bound
 	}).Should(ConsistOf(clusterName+"-cpem", clusterName+"-cni"))
 	for _, obj := range objs {
+		if u, ok := obj.(*unstructured.Unstructured); ok && u.GetKind() == "ClusterResourceSet" {
+			continue
+		}
 		g.Eventually(func() []string {
 			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(obj), obj)).To(Succeed())
 			var owners []string
