@@ -81,10 +81,7 @@ func (r *PacketMachineReconciler) reconcileBootstrapData(ctx context.Context, s 
 		if secret.ResourceVersion != "" && !metav1.IsControlledBy(secret, pm) {
 			return &foreignSecretError{secret: secret.Name}
 		}
-		if secret.Labels == nil {
-			secret.Labels = map[string]string{}
-		}
-		secret.Labels[clusterv1.ClusterNameLabel] = s.Cluster.Name
+		addLabels(secret, createdLabels(pm, s.Cluster.Name))
 		secret.Type = clusterv1.ClusterSecretType
 		secret.Data = map[string][]byte{UserDataKey: userData}
 		return controllerutil.SetControllerReference(pm, secret, r.Client.Scheme())

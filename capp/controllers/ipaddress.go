@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -252,7 +251,7 @@ func (r *PacketMachineReconciler) ensureClaim(ctx context.Context, s *machineSco
 		if !metav1.IsControlledBy(claim, pm) {
 			return nil, false, fmt.Errorf("IPAddressClaim %s exists but is not controlled by PacketMachine %s", c.name, pm.Name)
 		}
-		return claim, false, nil
+		return claim, false, keepShardLabel(ctx, r.Client, claim, pm)
 	}
 	if !apierrors.IsNotFound(err) {
 		return nil, false, err
@@ -262,7 +261,7 @@ func (r *PacketMachineReconciler) ensureClaim(ctx context.Context, s *machineSco
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace:  pm.Namespace,
 			Name:       c.name,
-			Labels:     map[string]string{clusterv1.ClusterNameLabel: s.Cluster.Name},
+			Labels:     createdLabels(pm, s.Cluster.Name),
 			Finalizers: []string{infrav1.IPClaimProtectionFinalizer},
 		},
 		Spec: ipamv1.IPAddressClaimSpec{

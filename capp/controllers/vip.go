@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -112,7 +111,7 @@ func (r *PacketClusterReconciler) ensureVIPClaim(ctx context.Context, s *cluster
 		if !metav1.IsControlledBy(claim, pc) {
 			return nil, fmt.Errorf("IPAddressClaim %s exists but is not controlled by PacketCluster %s", name, pc.Name)
 		}
-		return claim, nil
+		return claim, keepShardLabel(ctx, r.Client, claim, pc)
 	}
 	if !apierrors.IsNotFound(err) {
 		return nil, err
@@ -122,7 +121,7 @@ func (r *PacketClusterReconciler) ensureVIPClaim(ctx context.Context, s *cluster
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace:  pc.Namespace,
 			Name:       name,
-			Labels:     map[string]string{clusterv1.ClusterNameLabel: s.Cluster.Name},
+			Labels:     createdLabels(pc, s.Cluster.Name),
 			Finalizers: []string{infrav1.VIPClaimProtectionFinalizer},
 		},
 		Spec: ipamv1.IPAddressClaimSpec{

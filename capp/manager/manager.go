@@ -25,7 +25,8 @@ import (
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal"
 )
 
-// LeaderElectionID is the lease the replicas of the provider compete for.
+// LeaderElectionID is the lease the replicas of the provider compete for
+// (with --watch-filter, followed by the filter: see managerutil.LeaseName).
 const LeaderElectionID = "metal-vrf-capp-leader-election"
 
 // Options configure the manager; each maps to a flag of capp-manager.

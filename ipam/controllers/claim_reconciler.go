@@ -29,6 +29,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"sigs.k8s.io/cluster-api-ipam-provider-in-cluster/pkg/ipamutil"
+
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolref"
 )
 
 // claimsByCluster indexes claims by the name of their Cluster, so that a
@@ -78,7 +80,8 @@ func (r *claimReconciler) setupWithManager(ctx context.Context, mgr ctrl.Manager
 		return fmt.Errorf("indexing claims by Cluster: %w", err)
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
-		WithEventFilter(predicates.ResourceNotPausedAndHasFilterLabel(mgr.GetScheme(), ctrl.LoggerFrom(ctx), r.watchFilterValue)).
+		WithEventFilter(predicates.ResourceNotPaused(mgr.GetScheme(), ctrl.LoggerFrom(ctx))).
+		WithEventFilter(r.shardEvents()).
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.claimsOfCluster), builder.WithPredicates(clusterUnpaused()))
 	if err := r.adapter.SetupWithManager(ctx, b); err != nil {
 		return err
@@ -92,6 +95,9 @@ func (r *claimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ct
 	claim := &ipamv1.IPAddressClaim{}
 	if err := r.client.Get(ctx, req.NamespacedName, claim); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if ours, err := r.inShard(ctx, claim); !ours || err != nil {
+		return ctrl.Result{}, err
 	}
 	if waiting, err := r.waitForCluster(ctx, claim); waiting || err != nil {
 		return ctrl.Result{}, err
@@ -239,14 +245,68 @@ func (r *claimReconciler) ownAddress(address *ipamv1.IPAddress, claim *ipamv1.IP
 	if err := controllerutil.SetOwnerReference(pool, address, r.scheme, notController, controllerutil.WithBlockOwnerDeletion(true)); err != nil {
 		return fmt.Errorf("owning IPAddress %s by its pool: %w", address.Name, err)
 	}
+	if address.Labels == nil {
+		address.Labels = map[string]string{}
+	}
 	if cluster, ok := claim.Labels[clusterv1.ClusterNameLabel]; ok {
-		if address.Labels == nil {
-			address.Labels = map[string]string{}
-		}
 		address.Labels[clusterv1.ClusterNameLabel] = cluster
+	}
+	// The IPAddress is the allocating manager's: its shard is the pool's
+	// (see inShard), which the claim's own label may not be.
+	if r.watchFilterValue != "" {
+		address.Labels[clusterv1.WatchLabel] = r.watchFilterValue
+	} else if shard, ok := claim.Labels[clusterv1.WatchLabel]; ok {
+		address.Labels[clusterv1.WatchLabel] = shard
 	}
 	controllerutil.AddFinalizer(address, ipamutil.ProtectAddressFinalizer)
 	return nil
+}
+
+// inShard reports whether this manager serves the claim. With a watch
+// filter, a claim belongs to the shard of its pool: the manager whose
+// filter the pool's label names is the only one allocating from the pool,
+// for claims of every shard (a GlobalMetalVRFIPPool serves Clusters of
+// several), so no two managers hand out the pool's addresses. The claim's
+// own label decides only while its pool does not exist, so that one
+// manager says the pool is missing.
+func (r *claimReconciler) inShard(ctx context.Context, claim *ipamv1.IPAddressClaim) (bool, error) {
+	if r.watchFilterValue == "" {
+		return true, nil
+	}
+	key, ok := poolref.For(claim.Spec.PoolRef, claim.Namespace)
+	if !ok {
+		return false, nil
+	}
+	pool, _ := poolref.New(key.Kind)
+	err := r.client.Get(ctx, key.ObjectKey(), pool)
+	switch {
+	case apierrors.IsNotFound(err):
+		return claim.Labels[clusterv1.WatchLabel] == r.watchFilterValue, nil
+	case err != nil:
+		return false, fmt.Errorf("reading the claim's pool %s: %w", key.Name, err)
+	}
+	return pool.GetLabels()[clusterv1.WatchLabel] == r.watchFilterValue, nil
+}
+
+// shardEvents passes the events of this manager's shard: a claim's when
+// inShard says so, a pool's and an IPAddress's when they carry the watch
+// filter label. A Cluster's events all pass: claims of another shard's
+// Cluster may be this shard's, and Reconcile asks inShard.
+func (r *claimReconciler) shardEvents() predicate.Predicate {
+	return predicate.NewPredicateFuncs(func(obj client.Object) bool {
+		if r.watchFilterValue == "" {
+			return true
+		}
+		switch obj := obj.(type) {
+		case *clusterv1.Cluster:
+			return true
+		case *ipamv1.IPAddressClaim:
+			ours, err := r.inShard(context.Background(), obj)
+			return ours || err != nil
+		default:
+			return obj.GetLabels()[clusterv1.WatchLabel] == r.watchFilterValue
+		}
+	})
 }
 
 // waitForCluster reports whether the claim must wait for its Cluster: while

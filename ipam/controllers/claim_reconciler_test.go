@@ -1,14 +1,19 @@
 package controllers
 
 import (
+	"context"
 	"slices"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
 )
 
 func TestClusterUnpaused(t *testing.T) {
@@ -57,6 +62,58 @@ func TestIndexClaimCluster(t *testing.T) {
 	} {
 		if got := indexClaimCluster(&tc.claim); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: indexed under %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestInShard: a filtered manager serves the claims of the pools carrying
+// its filter, whatever the claims' own labels; a claim's label decides only
+// while its pool is missing; an unfiltered manager serves every claim.
+func TestInShard(t *testing.T) {
+	shard := func(value string) map[string]string {
+		if value == "" {
+			return nil
+		}
+		return map[string]string{clusterv1.WatchLabel: value}
+	}
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	pools := fake.NewClientBuilder().WithScheme(scheme).WithObjects(
+		&v1alpha1.MetalVRFIPPool{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a", Labels: shard("a")}},
+		&v1alpha1.MetalVRFIPPool{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "unlabelled"}},
+		&v1alpha1.GlobalMetalVRFIPPool{ObjectMeta: metav1.ObjectMeta{Name: "shared", Labels: shard("a")}},
+	).Build()
+	claim := func(kind, pool, label string) *ipamv1.IPAddressClaim {
+		return &ipamv1.IPAddressClaim{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c", Labels: shard(label)},
+			Spec:       ipamv1.IPAddressClaimSpec{PoolRef: ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: kind, Name: pool}},
+		}
+	}
+	for _, tc := range []struct {
+		name, filter string
+		claim        *ipamv1.IPAddressClaim
+		want         bool
+	}{
+		{"pool of the shard", "a", claim(v1alpha1.MetalVRFIPPoolKind, "a", "a"), true},
+		{"pool of the shard, claim of another", "a", claim(v1alpha1.MetalVRFIPPoolKind, "a", "b"), true},
+		{"pool of another shard", "b", claim(v1alpha1.MetalVRFIPPoolKind, "a", "b"), false},
+		{"pool of no shard", "a", claim(v1alpha1.MetalVRFIPPoolKind, "unlabelled", "a"), false},
+		{"shared global pool, its shard", "a", claim(v1alpha1.GlobalMetalVRFIPPoolKind, "shared", "b"), true},
+		{"shared global pool, another shard", "b", claim(v1alpha1.GlobalMetalVRFIPPoolKind, "shared", "b"), false},
+		{"missing pool, claim of the shard", "a", claim(v1alpha1.MetalVRFIPPoolKind, "missing", "a"), true},
+		{"missing pool, claim of another", "a", claim(v1alpha1.MetalVRFIPPoolKind, "missing", "b"), false},
+		{"unfiltered manager", "", claim(v1alpha1.MetalVRFIPPoolKind, "a", "b"), true},
+		{"a pool kind not ours", "a", claim("InClusterIPPool", "a", "a"), false},
+	} {
+		r := &claimReconciler{client: pools, watchFilterValue: tc.filter}
+		got, err := r.inShard(context.Background(), tc.claim)
+		if err != nil || got != tc.want {
+			t.Errorf("%s: in shard %v (%v), want %v", tc.name, got, err, tc.want)
+		}
+		if ev := r.shardEvents().Create(event.CreateEvent{Object: tc.claim}); ev != tc.want {
+			t.Errorf("%s: the claim's event passes: %v, want %v", tc.name, ev, tc.want)
 		}
 	}
 }

@@ -24,7 +24,8 @@ import (
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal"
 )
 
-// LeaderElectionID is the lease the replicas of the provider compete for.
+// LeaderElectionID is the lease the replicas of the provider compete for
+// (with --watch-filter, followed by the filter: see managerutil.LeaseName).
 const LeaderElectionID = "metal-vrf-ipam-leader-election"
 
 // Options configure the manager; each maps to a flag of ipam-manager.
@@ -89,7 +90,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 	var fenceCheck func() error
 	if opts.LeaderElect {
 		lease, renew := leaseTimings(opts.Options)
-		lock, f, err := newFencedLock(cfg, opts.LeaderElectionNamespace, LeaderElectionID, identity, lease, renew)
+		lock, f, err := newFencedLock(cfg, opts.LeaderElectionNamespace, opts.LeaseName(LeaderElectionID), identity, lease, renew)
 		if err != nil {
 			return nil, fmt.Errorf("creating the leader election lock: %w", err)
 		}

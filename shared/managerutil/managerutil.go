@@ -67,12 +67,23 @@ func (o *Options) AddFlags(fs *flag.FlagSet, reconciled string) {
 	fs.IntVar(&o.Concurrency, "concurrency", 10, fmt.Sprintf("Number of %s reconciled at once.", reconciled))
 }
 
-// ManagerOptions returns the controller-runtime options of these settings.
+// LeaseName is the lease the replicas of a manager compete for: base, or
+// with --watch-filter base and the filter, so the managers of several
+// shards run side by side in one namespace, each with its own leader.
+func (o Options) LeaseName(base string) string {
+	if o.WatchFilterValue == "" {
+		return base
+	}
+	return base + "-" + o.WatchFilterValue
+}
+
+// ManagerOptions returns the controller-runtime options of these settings;
+// the leader election lease is LeaseName(leaderElectionID).
 func (o Options) ManagerOptions(scheme *runtime.Scheme, leaderElectionID string) ctrl.Options {
 	opts := ctrl.Options{
 		Scheme:                  scheme,
 		LeaderElection:          o.LeaderElect,
-		LeaderElectionID:        leaderElectionID,
+		LeaderElectionID:        o.LeaseName(leaderElectionID),
 		LeaderElectionNamespace: o.LeaderElectionNamespace,
 		// A leader that stops gives the lease back at once, so a standby
 		// takes over without waiting for the lease to expire.

@@ -44,3 +44,20 @@ func TestLeaderElectionTiming(t *testing.T) {
 		t.Errorf("zero durations set %v, %v, %v; want none", opts.LeaseDuration, opts.RenewDeadline, opts.RetryPeriod)
 	}
 }
+
+// TestLeaseName: managers of different shards compete for different leases,
+// and an unsharded manager keeps the lease earlier versions held.
+func TestLeaseName(t *testing.T) {
+	for _, tc := range []struct{ filter, want string }{
+		{"", "base"},
+		{"shard-a", "base-shard-a"},
+	} {
+		o := Options{WatchFilterValue: tc.filter, LeaderElect: true}
+		if got := o.LeaseName("base"); got != tc.want {
+			t.Errorf("LeaseName with --watch-filter=%q = %q, want %q", tc.filter, got, tc.want)
+		}
+		if got := o.ManagerOptions(runtime.NewScheme(), "base").LeaderElectionID; got != tc.want {
+			t.Errorf("LeaderElectionID with --watch-filter=%q = %q, want %q", tc.filter, got, tc.want)
+		}
+	}
+}

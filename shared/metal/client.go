@@ -90,10 +90,19 @@ func (c Config) GoString() string { return c.String() }
 
 // ConfigFromSecret reads credentials from a Secret with the keys apiKey
 // (required), projectID and baseURL (both optional). Values are trimmed, so a
-// Secret created from a file with a trailing newline works.
+// Secret created from a file with a trailing newline works. A Secret of
+// ResourceSetSecretType holds them in the cloud provider's Secret it carries
+// (see configFromResourceSet).
 func ConfigFromSecret(secret *corev1.Secret) (Config, error) {
 	if secret == nil {
 		return Config{}, errors.New("metal: no credentials secret")
+	}
+	if secret.Type == ResourceSetSecretType {
+		if cfg, ok := configFromResourceSet(secret); ok {
+			return cfg, nil
+		}
+		return Config{}, fmt.Errorf("metal: secret %s/%s of type %s carries no Secret manifest whose %s has an apiKey",
+			secret.Namespace, secret.Name, ResourceSetSecretType, CloudConfigKey)
 	}
 	cfg := Config{
 		APIKey:    secretValue(secret, SecretKeyAPIKey),

@@ -211,6 +211,15 @@ func (e *Environment) ConfigAs(user rest.ImpersonationConfig) *rest.Config {
 	return cfg
 }
 
+// ConfigNamed is the administrator's config with the user agent name: the
+// API server records the writes made through it under manager name in
+// managedFields, which tells apart managers that run as one user.
+func (e *Environment) ConfigNamed(name string) *rest.Config {
+	cfg := rest.CopyConfig(e.Config)
+	cfg.UserAgent = name
+	return cfg
+}
+
 // Stop stops the API server and etcd.
 func (e *Environment) Stop() error { return e.env.Stop() }
 
@@ -286,8 +295,14 @@ func (e *Environment) StartIPAM(ctx context.Context, opts manager.Options) (stop
 // the administrator) instead of the administrator, e.g. a ServiceAccount
 // bound to the provider's ClusterRole.
 func (e *Environment) StartIPAMAs(ctx context.Context, user rest.ImpersonationConfig, opts manager.Options) (stop func(), err error) {
+	return e.StartIPAMWith(ctx, e.ConfigAs(user), opts)
+}
+
+// StartIPAMWith is StartIPAM with the manager reaching the API server through
+// cfg (see ConfigAs, ConfigNamed).
+func (e *Environment) StartIPAMWith(ctx context.Context, cfg *rest.Config, opts manager.Options) (stop func(), err error) {
 	ctx, cancel := context.WithCancel(ctx)
-	mgr, err := manager.New(ctx, e.ConfigAs(user), opts)
+	mgr, err := manager.New(ctx, cfg, opts)
 	if err != nil {
 		cancel()
 		return nil, err
@@ -310,8 +325,14 @@ func (e *Environment) StartCAPP(ctx context.Context, opts cappmanager.Options) (
 
 // StartCAPPAs is StartCAPP with the manager acting as user (see StartIPAMAs).
 func (e *Environment) StartCAPPAs(ctx context.Context, user rest.ImpersonationConfig, opts cappmanager.Options) (stop func(), err error) {
+	return e.StartCAPPWith(ctx, e.ConfigAs(user), opts)
+}
+
+// StartCAPPWith is StartCAPP with the manager reaching the API server through
+// cfg (see ConfigAs, ConfigNamed).
+func (e *Environment) StartCAPPWith(ctx context.Context, cfg *rest.Config, opts cappmanager.Options) (stop func(), err error) {
 	ctx, cancel := context.WithCancel(ctx)
-	mgr, err := cappmanager.New(ctx, e.ConfigAs(user), opts)
+	mgr, err := cappmanager.New(ctx, cfg, opts)
 	if err != nil {
 		cancel()
 		return nil, err

@@ -151,8 +151,8 @@ func TestClusterctlInitInstallsTheInfrastructureProvider(t *testing.T) {
 			if want := []string{"METRO", "PROJECT_ID", "SSH_KEY"}; !slices.Equal(required, want) {
 				t.Errorf("required variables %v, want %v", required, want)
 			}
-			if want := []string{"CLUSTER_NAME", "CONTROLPLANE_NODE_TYPE", "CONTROL_PLANE_MACHINE_COUNT", "KUBERNETES_VERSION",
-				"NODE_NETWORK_ADDRESSES", "NODE_NETWORK_GATEWAY", "NODE_NETWORK_PREFIX", "NODE_OS", "NODE_VXLAN",
+			if want := []string{"CLUSTER_NAME", "CONTROLPLANE_NODE_TYPE", "CONTROL_PLANE_MACHINE_COUNT", "CPEM_IMAGE", "KUBERNETES_VERSION",
+				"METAL_CREDENTIALS_SECRET", "NODE_NETWORK_ADDRESSES", "NODE_NETWORK_GATEWAY", "NODE_NETWORK_PREFIX", "NODE_OS", "NODE_VXLAN",
 				"POD_CIDR", "SERVICE_CIDR", "WORKER_MACHINE_COUNT", "WORKER_NODE_TYPE"}; !slices.Equal(optional, want) {
 				t.Errorf("optional variables %v, want %v", optional, want)
 			}
@@ -163,6 +163,7 @@ func TestClusterctlInitInstallsTheInfrastructureProvider(t *testing.T) {
 			}
 			objs := decode(t, rendered)
 			checkFlavor(t, objs, "demo-"+name, want.port, want.poolKind, sshKey)
+			checkAddons(t, objs, "demo-"+name)
 			for _, obj := range objs {
 				if obj.GetNamespace() != ns {
 					t.Errorf("%s is not in the target namespace %s", id(obj), ns)
@@ -401,5 +402,51 @@ func checkFlavor(t *testing.T, objs []*unstructured.Unstructured, cluster, port,
 	}
 	if templates != 2 {
 		t.Errorf("%d PacketMachineTemplates, want 2 (control plane and workers)", templates)
+	}
+}
+
+// checkAddons checks that a rendered flavor installs CPEM and a CNI through
+// ClusterResourceSets that select its Cluster; that CPEM's token comes from
+// the Secret the PacketCluster reads its own from (the template holds no
+// token); and that CPEM's manifest is whole, with the default image.
+func checkAddons(t *testing.T, objs []*unstructured.Unstructured, cluster string) {
+	t.Helper()
+	labels := find(t, objs, "Cluster", cluster).GetLabels()
+	credentials := field(find(t, objs, "PacketCluster", cluster).Object, "spec", "credentialsRef", "name")
+	if credentials != "metal-credentials" {
+		t.Errorf("the PacketCluster reads its token from Secret %q, want metal-credentials", credentials)
+	}
+	for crs, want := range map[string][]string{
+		cluster + "-cpem": {"Secret/" + credentials, "ConfigMap/" + cluster + "-cpem"},
+		cluster + "-cni":  {"ConfigMap/" + cluster + "-cni"},
+	} {
+		obj := find(t, objs, "ClusterResourceSet", crs)
+		selector, _, _ := unstructured.NestedStringMap(obj.Object, "spec", "clusterSelector", "matchLabels")
+		for k, v := range selector {
+			if labels[k] != v {
+				t.Errorf("%s selects %s=%s; the Cluster's labels are %v", id(obj), k, v, labels)
+			}
+		}
+		if len(selector) == 0 {
+			t.Errorf("%s selects no Cluster", id(obj))
+		}
+		var got []string
+		for _, r := range items(obj.Object, "spec", "resources") {
+			got = append(got, field(r, "kind")+"/"+field(r, "name"))
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s applies %v, want %v", id(obj), got, want)
+		}
+	}
+	manifest := field(find(t, objs, "ConfigMap", cluster+"-cpem").Object, "data", "cpem.yaml")
+	cpem := find(t, decode(t, []byte(manifest)), "Deployment", "cloud-provider-equinix-metal")
+	containers := items(cpem.Object, "spec", "template", "spec", "containers")
+	if len(containers) != 1 || field(containers[0], "image") != "quay.io/equinix-oss/cloud-provider-equinix-metal:v3.8.1" {
+		t.Errorf("CPEM's containers %v, want one with the default image", containers)
+	}
+	for _, obj := range objs {
+		if obj.GetKind() == "Secret" {
+			t.Errorf("the flavor renders %s: the token's Secret is the user's", id(obj))
+		}
 	}
 }

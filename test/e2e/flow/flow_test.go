@@ -6,7 +6,9 @@
 package flow
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -17,8 +19,10 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+	addonsv1 "sigs.k8s.io/cluster-api/api/addons/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -52,18 +56,64 @@ func TestMachineDeploymentWithCAPIsCoreManager(t *testing.T) {
 	k8s := env.Client
 	ns, err := env.NewNamespace(ctx, "flow")
 	g.Expect(err).NotTo(HaveOccurred())
-	for _, obj := range clusterObjects(ns) {
+	// The default flavor's addons (CPEM and a CNI through
+	// ClusterResourceSets) and what its user creates beside them: the CNI's
+	// manifest, and the Secret carrying CPEM's configuration, from which the
+	// PacketCluster reads its token too.
+	crs, clusterLabels := flavorAddons(t, g, env, ns, clusterName)
+	objs := append(crs,
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: clusterName + "-cni"}, Data: map[string]string{"cni.yaml": cniManifest}},
+		cpemCredentials(ns, "metal-credentials"),
+	)
+	for _, obj := range append(objs, clusterObjects(ns, clusterName)...) {
+		switch o := obj.(type) {
+		case *clusterv1.Cluster:
+			o.Labels = clusterLabels
+		case *infrav1.PacketCluster:
+			o.Spec.CredentialsRef = &corev1.LocalObjectReference{Name: "metal-credentials"}
+		}
 		g.Expect(k8s.Create(ctx, obj)).To(Succeed(), "creating %T %s", obj, obj.GetName())
 	}
 	scale := func(replicas int32) { scaleWorkers(ctx, g, k8s, ns, replicas) }
 	provisioned := provisionedMachines(ctx, g, k8s, ns)
-	devices := func() []string { return metalAPI.devices(ctx, g) }
+	devices := func() []string { return metalAPI.devices(ctx, g, clusterName) }
 
 	cluster := &clusterv1.Cluster{}
 	g.Eventually(func() bool {
 		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: clusterName}, cluster)).To(Succeed())
 		return ptr.Deref(cluster.Status.Initialization.InfrastructureProvisioned, false)
 	}).Should(BeTrue(), "the Cluster's infrastructure (its PacketCluster) is provisioned")
+
+	t.Log("Cluster API's core manager binds the flavor's ClusterResourceSets, and the resources they apply, to the Cluster")
+	g.Eventually(func() []string {
+		binding := &unstructured.Unstructured{}
+		binding.SetGroupVersionKind(addonsv1.GroupVersion.WithKind("ClusterResourceSetBinding"))
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: clusterName}, binding); err != nil {
+			return nil
+		}
+		bindsCluster, _, _ := unstructured.NestedString(binding.Object, "spec", "clusterName")
+		g.Expect(bindsCluster).To(Equal(clusterName))
+		bindings, _, _ := unstructured.NestedSlice(binding.Object, "spec", "bindings")
+		var bound []string
+		for _, b := range bindings {
+			name, _, _ := unstructured.NestedString(b.(map[string]any), "clusterResourceSetName")
+			bound = append(bound, name)
+		}
+		return bound
+	}).Should(ConsistOf(clusterName+"-cpem", clusterName+"-cni"))
+	for _, obj := range objs {
+		if u, ok := obj.(*unstructured.Unstructured); ok && u.GetKind() == "ClusterResourceSet" {
+			continue
+		}
+		g.Eventually(func() []string {
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(obj), obj)).To(Succeed())
+			var owners []string
+			for _, ref := range obj.GetOwnerReferences() {
+				owners = append(owners, ref.Kind+"/"+ref.Name)
+			}
+			return owners
+		}).ShouldNot(BeEmpty(), "%T %s is read and owned by its ClusterResourceSet", obj, obj.GetName())
+	}
 
 	for _, replicas := range []int32{3, 5} {
 		t.Logf("scaling %s to %d", deployment, replicas)
@@ -137,9 +187,9 @@ func startPlatform(t *testing.T, g Gomega) *platform {
 	return &platform{Client: api, sim: metalSim}
 }
 
-// devices are the providerIDs of the cluster's devices.
-func (p *platform) devices(ctx context.Context, g Gomega) []string {
-	list, err := p.ListDevices(ctx, metal.DeviceFilter{Tag: device.ClusterTagPrefix + clusterName})
+// devices are the providerIDs of the devices of the Cluster named cluster.
+func (p *platform) devices(ctx context.Context, g Gomega, cluster string) []string {
+	list, err := p.ListDevices(ctx, metal.DeviceFilter{Tag: device.ClusterTagPrefix + cluster})
 	g.Expect(err).NotTo(HaveOccurred())
 	var ids []string
 	for _, d := range list {
@@ -206,13 +256,13 @@ func provisionedMachines(ctx context.Context, g Gomega, k8s client.Client, ns st
 	}
 }
 
-// clusterObjects is a Cluster on a PacketCluster with a MachineDeployment
-// whose machines carry the simulator's nodes VLAN, addresses from a
-// MetalVRFIPPool, and bootstrap data from a Secret (no bootstrap
-// provider). Written out in full: CAPI's defaulting webhooks are not
-// installed.
-func clusterObjects(ns string) []client.Object {
-	labels := map[string]string{clusterv1.ClusterNameLabel: clusterName, clusterv1.MachineDeploymentNameLabel: deployment}
+// clusterObjects is a Cluster named name on a PacketCluster with a
+// MachineDeployment whose machines carry the simulator's nodes VLAN,
+// addresses from a MetalVRFIPPool, and bootstrap data from a Secret (no
+// bootstrap provider). Written out in full: CAPI's defaulting webhooks are
+// not installed.
+func clusterObjects(ns, name string) []client.Object {
+	labels := map[string]string{clusterv1.ClusterNameLabel: name, clusterv1.MachineDeploymentNameLabel: deployment}
 	return []client.Object{
 		&v1alpha1.MetalVRFIPPool{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nodes"},
@@ -223,17 +273,17 @@ func clusterObjects(ns string) []client.Object {
 			Data:       map[string][]byte{"value": []byte("#cloud-config\nruncmd:\n  - echo joined\n"), "format": []byte("cloud-config")},
 		},
 		&infrav1.PacketCluster{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: clusterName},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 			Spec: infrav1.PacketClusterSpec{
 				ProjectID: simtest.Project, Metro: simtest.Metro,
 				ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "10.60.1.1", Port: 6443},
 			},
 		},
 		&clusterv1.Cluster{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: clusterName},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 			Spec: clusterv1.ClusterSpec{
 				InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-					APIGroup: infrav1.GroupVersion.Group, Kind: "PacketCluster", Name: clusterName,
+					APIGroup: infrav1.GroupVersion.Group, Kind: "PacketCluster", Name: name,
 				},
 			},
 		},
@@ -250,9 +300,9 @@ func clusterObjects(ns string) []client.Object {
 			}}},
 		},
 		&clusterv1.MachineDeployment{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: deployment, Labels: map[string]string{clusterv1.ClusterNameLabel: clusterName}},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: deployment, Labels: map[string]string{clusterv1.ClusterNameLabel: name}},
 			Spec: clusterv1.MachineDeploymentSpec{
-				ClusterName: clusterName,
+				ClusterName: name,
 				Replicas:    ptr.To[int32](0),
 				Selector:    metav1.LabelSelector{MatchLabels: labels},
 				Rollout: clusterv1.MachineDeploymentRolloutSpec{Strategy: clusterv1.MachineDeploymentRolloutStrategy{
@@ -264,7 +314,7 @@ func clusterObjects(ns string) []client.Object {
 				Template: clusterv1.MachineTemplateSpec{
 					ObjectMeta: clusterv1.ObjectMeta{Labels: labels},
 					Spec: clusterv1.MachineSpec{
-						ClusterName: clusterName,
+						ClusterName: name,
 						Version:     "v1.36.3",
 						Bootstrap:   clusterv1.Bootstrap{DataSecretName: ptr.To("bootstrap")},
 						InfrastructureRef: clusterv1.ContractVersionedObjectReference{
@@ -277,14 +327,66 @@ func clusterObjects(ns string) []client.Object {
 	}
 }
 
-// poolUsed is how many addresses the nodes pool reports in use.
+// cniManifest stands for the CNI manifest a user puts into the flavor's CNI
+// ConfigMap; nothing applies it here (there is no workload cluster).
+const cniManifest = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cni\n  namespace: kube-system\n"
+
+// flavorAddons renders the default flavor for the Cluster name in ns with
+// clusterctl (from the template file, as a user may) and returns its
+// ClusterResourceSets and their ConfigMaps, and the labels of its Cluster,
+// which they select it by.
+func flavorAddons(t *testing.T, g Gomega, env *testenv.Environment, ns, name string) ([]client.Object, map[string]string) {
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	g.Expect(env.WriteKubeconfig(kubeconfig)).To(Succeed())
+	home := t.TempDir()
+	out, err := testenv.RunTool(env.Root, []string{
+		"HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, ".config"), "CLUSTERCTL_DISABLE_VERSIONCHECK=true",
+		"PROJECT_ID=" + simtest.Project, "METRO=" + simtest.Metro, "SSH_KEY=ssh-ed25519 AAAA flow",
+	}, tool(t, "CLUSTERCTL", "clusterctl"), "generate", "cluster", name, "--from", filepath.Join(env.Root, "templates", "cluster-template.yaml"),
+		"--target-namespace", ns, "--kubernetes-version", "v1.36.3", "--kubeconfig", kubeconfig)
+	g.Expect(err).NotTo(HaveOccurred())
+	rendered, err := testenv.DecodeObjects(bytes.NewReader(out))
+	g.Expect(err).NotTo(HaveOccurred())
+	var addons []client.Object
+	var labels map[string]string
+	for _, obj := range rendered {
+		switch obj.GetKind() {
+		case "ClusterResourceSet", "ConfigMap":
+			addons = append(addons, obj)
+		case "Cluster":
+			labels = obj.GetLabels()
+		}
+	}
+	g.Expect(addons).To(HaveLen(3), "two ClusterResourceSets and CPEM's ConfigMap")
+	return addons, labels
+}
+
+// cpemCredentials is the Secret a user of the flavors creates: the
+// ClusterResourceSet copies the CPEM configuration it carries into the
+// workload cluster, and the PacketCluster reads its token from it.
+func cpemCredentials(ns, name string) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Type:       metal.ResourceSetSecretType,
+		StringData: map[string]string{"metal-cloud-config.yaml": fmt.Sprintf(
+			"apiVersion: v1\nkind: Secret\nmetadata:\n  name: metal-cloud-config\n  namespace: kube-system\nstringData:\n  %s: '{\"apiKey\": %q}'\n",
+			metal.CloudConfigKey, simtest.APIKey)},
+	}
+}
+
+// poolUsed is how many addresses the nodes pool of namespace ns reports in use.
 func poolUsed(ctx context.Context, k8s client.Client, ns string) func() int64 {
+	return used(ctx, k8s, &v1alpha1.MetalVRFIPPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nodes"}})
+}
+
+// used is how many addresses pool (named by its namespace and name) reports
+// in use; -1 before it says.
+func used(ctx context.Context, k8s client.Client, pool v1alpha1.Pool) func() int64 {
 	return func() int64 {
-		pool := &v1alpha1.MetalVRFIPPool{}
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "nodes"}, pool); err != nil || pool.Status.IPAddresses == nil {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(pool), pool); err != nil || pool.PoolStatus().IPAddresses == nil {
 			return -1
 		}
-		return pool.Status.IPAddresses.Used
+		return pool.PoolStatus().IPAddresses.Used
 	}
 }
 

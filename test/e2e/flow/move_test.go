@@ -94,7 +94,7 @@ func TestClusterctlMoveKeepsDevicesAndAddresses(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	kubeconfigData, err := os.ReadFile(workloadKubeconfig)
 	g.Expect(err).NotTo(HaveOccurred())
-	for _, obj := range append(clusterObjects(ns), controlPlaneObjects(ns, kubeconfigData)...) {
+	for _, obj := range append(clusterObjects(ns, clusterName), controlPlaneObjects(ns, kubeconfigData)...) {
 		g.Expect(src.Create(ctx, obj)).To(Succeed(), "creating %T %s", obj, obj.GetName())
 	}
 	// A bootstrap provider's data Secret is owned by its config, which moves
@@ -133,7 +133,7 @@ func TestClusterctlMoveKeepsDevicesAndAddresses(t *testing.T) {
 	addressesBefore := claimedAddresses(ctx, g, src, ns)
 	g.Expect(machinesBefore).To(HaveLen(6), "three Machines and three PacketMachines")
 	g.Expect(addressesBefore).To(HaveLen(3))
-	g.Expect(metalAPI.devices(ctx, g)).To(HaveLen(3))
+	g.Expect(metalAPI.devices(ctx, g, clusterName)).To(HaveLen(3))
 	created, deleted := metalAPI.sim.Calls(sim.OpCreateDevice), metalAPI.sim.Calls(sim.OpDeleteDevice)
 
 	start := time.Now()
@@ -164,7 +164,7 @@ func TestClusterctlMoveKeepsDevicesAndAddresses(t *testing.T) {
 
 	t.Log("scaling the workers to 0 on the target takes their devices and addresses back")
 	scaleWorkers(ctx, g, dst, ns, 0)
-	g.Eventually(func() []string { return metalAPI.devices(ctx, g) }).Should(ConsistOf(machinesBefore["Machine/"+controlPlane]))
+	g.Eventually(func() []string { return metalAPI.devices(ctx, g, clusterName) }).Should(ConsistOf(machinesBefore["Machine/"+controlPlane]))
 	g.Eventually(func(g Gomega) {
 		g.Expect(claimedAddresses(ctx, g, dst, ns)).To(HaveKey(HavePrefix(controlPlane)), "the control plane's claim stays")
 		g.Expect(claimedAddresses(ctx, g, dst, ns)).To(HaveLen(1), "the workers' claims are released")
@@ -178,7 +178,7 @@ func TestClusterctlMoveKeepsDevicesAndAddresses(t *testing.T) {
 // which Cluster API reaches the workload cluster's API server.
 func controlPlaneObjects(ns string, kubeconfig []byte) []client.Object {
 	var template *infrav1.PacketMachineTemplate
-	for _, obj := range clusterObjects(ns) {
+	for _, obj := range clusterObjects(ns, clusterName) {
 		if t, ok := obj.(*infrav1.PacketMachineTemplate); ok {
 			template = t
 		}
