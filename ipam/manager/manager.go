@@ -6,6 +6,7 @@ package manager
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -62,11 +63,18 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 	if err != nil {
 		return nil, err
 	}
-	mgrOpts := opts.ManagerOptions(scheme, LeaderElectionID)
+	mgrOpts, tlsOpts, err := opts.ManagerOptions(scheme, LeaderElectionID)
+	if err != nil {
+		return nil, err
+	}
 	if opts.WebhookPort != 0 {
 		mgrOpts.WebhookServer = webhook.NewServer(webhook.Options{
-			Host: opts.WebhookHost, Port: opts.WebhookPort, CertDir: opts.WebhookCertDir,
+			Host: opts.WebhookHost, Port: opts.WebhookPort, CertDir: opts.WebhookCertDir, TLSOpts: tlsOpts,
 		})
+	}
+	endpoints, err := opts.Endpoints(os.Getenv)
+	if err != nil {
+		return nil, fmt.Errorf("--metal-endpoints: %w", err)
 	}
 
 	allocations := opts.AllocationNamespace
@@ -104,6 +112,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		Metal: metal.Config{
 			Timeout: opts.MetalTimeout, Retry: opts.MetalRetry, Registerer: ctrlmetrics.Registry,
 		},
+		Endpoints:           endpoints,
 		AllocationNamespace: allocations,
 		Fence:               fenceCheck,
 	})

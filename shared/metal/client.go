@@ -138,6 +138,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 // for concurrent use.
 type Client struct {
 	api       *metalv1.APIClient
+	endpoint  string
 	projectID string
 	timeout   time.Duration
 	pageSize  int32
@@ -149,6 +150,10 @@ func NewClient(cfg Config) (*Client, error) {
 		return nil, errors.New("metal: an API key is required")
 	}
 	server, err := serverURL(cfg.BaseURL)
+	if err != nil {
+		return nil, err
+	}
+	endpoint, err := Endpoint(cfg.BaseURL)
 	if err != nil {
 		return nil, err
 	}
@@ -167,6 +172,7 @@ func NewClient(cfg Config) (*Client, error) {
 
 	c := &Client{
 		api:       metalv1.NewAPIClient(sdk),
+		endpoint:  endpoint,
 		projectID: cfg.ProjectID,
 		timeout:   cfg.Timeout,
 		pageSize:  cfg.PageSize,
@@ -193,6 +199,9 @@ func (c *Client) InProject(projectID string) *Client {
 // bootstrap data written for upstream CAPP asks for it ({{ .apiKey }}) to
 // configure the cloud provider on control-plane nodes.
 func (c *Client) APIKey() string { return c.api.GetConfig().DefaultHeader["X-Auth-Token"] }
+
+// Endpoint is the API the client calls, in the normal form of Endpoint.
+func (c *Client) Endpoint() string { return c.endpoint }
 
 // ProjectID is the project the client's project-level operations act in.
 func (c *Client) ProjectID() string { return c.projectID }

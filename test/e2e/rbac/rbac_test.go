@@ -109,6 +109,7 @@ func start(ctx context.Context) (stops []func(), err error) {
 	// namespace, where the leader election Role lets it keep Leases.
 	ipamOpts.AllocationNamespace = systemNamespace
 	ipamOpts.MetalRetry = metal.RetryPolicy{MaxAttempts: 2, InitialBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}
+	ipamOpts.MetalEndpoints = []string{metalSim.URL}
 	stop, err := env.StartIPAMAs(ctx, ipamUser, ipamOpts)
 	if err != nil {
 		return stops, fmt.Errorf("the IPAM manager with its role: %w", err)
@@ -118,6 +119,7 @@ func start(ctx context.Context) (stops []func(), err error) {
 	// No fallback token: the PacketCluster's credentialsRef is the only way
 	// to the Metal API.
 	cappOpts.Getenv = func(string) string { return "" }
+	cappOpts.MetalEndpoints = []string{metalSim.URL}
 	stop, err = env.StartCAPPAs(ctx, cappUser, cappOpts)
 	if err != nil {
 		return stops, fmt.Errorf("the CAPP manager with its role: %w", err)
