@@ -63,6 +63,11 @@ func Scheme() (*runtime.Scheme, error) {
 	return managerutil.NewScheme(infrav1.AddToScheme)
 }
 
+// The diagnostics endpoint authenticates and authorizes each request through
+// the API server (controller-runtime's metrics filters).
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
 // New builds a manager with the provider's controllers. Start it with mgr.Start.
 func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	scheme, err := Scheme()
