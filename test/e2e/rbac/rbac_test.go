@@ -16,7 +16,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -96,12 +95,12 @@ func start(ctx context.Context) (stops []func(), err error) {
 		ipamAccount: filepath.Join("config", "ipam", "rbac", "role.yaml"),
 		cappAccount: filepath.Join("config", "capp", "rbac", "role.yaml"),
 	} {
-		if err := bindGeneratedRole(ctx, account, filepath.Join(env.Root, role)); err != nil {
+		if err := env.BindGeneratedRole(ctx, systemNamespace, account, filepath.Join(env.Root, role)); err != nil {
 			return stops, err
 		}
 	}
 
-	if err := bindLeaderElectionRole(ctx, ipamAccount, filepath.Join(env.Root, "config", "ipam", "rbac", "leader_election_role.yaml")); err != nil {
+	if err := env.BindLeaderElectionRole(ctx, systemNamespace, ipamAccount, filepath.Join(env.Root, "config", "ipam", "rbac", "leader_election_role.yaml")); err != nil {
 		return stops, err
 	}
 	ipamOpts := env.IPAMOptions(2)
@@ -125,55 +124,6 @@ func start(ctx context.Context) (stops []func(), err error) {
 		return stops, fmt.Errorf("the CAPP manager with its role: %w", err)
 	}
 	return append(stops, stop), nil
-}
-
-// bindGeneratedRole creates the ClusterRole of file (as generated) and the
-// ServiceAccount name of systemNamespace, bound to it.
-func bindGeneratedRole(ctx context.Context, name, file string) error {
-	objects, err := testenv.ReadObjects(file)
-	if err != nil {
-		return err
-	}
-	if len(objects) != 1 || objects[0].GetKind() != "ClusterRole" {
-		return fmt.Errorf("%s: want one ClusterRole", file)
-	}
-	role := objects[0]
-	if err := env.Client.Create(ctx, role); err != nil {
-		return err
-	}
-	ns := systemNamespace
-	if err := env.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
-		return err
-	}
-	return env.Client.Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.GetName()},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}},
-	})
-}
-
-// bindLeaderElectionRole creates the Role of file (as generated, the
-// manager's namespaced rights) in systemNamespace, bound to the
-// ServiceAccount name.
-func bindLeaderElectionRole(ctx context.Context, name, file string) error {
-	objects, err := testenv.ReadObjects(file)
-	if err != nil {
-		return err
-	}
-	if len(objects) != 1 || objects[0].GetKind() != "Role" {
-		return fmt.Errorf("%s: want one Role", file)
-	}
-	role := objects[0]
-	role.SetNamespace(systemNamespace)
-	role.SetName(name + "-" + role.GetName())
-	if err := env.Client.Create(ctx, role); err != nil {
-		return err
-	}
-	return env.Client.Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: systemNamespace, Name: role.GetName()},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.GetName()},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: systemNamespace, Name: name}},
-	})
 }
 
 func requireEnv(t *testing.T) {
