@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -61,6 +62,9 @@ const (
 var (
 	env      *testenv.Environment
 	metalSim *simtest.Sim
+	// otherSim is a second endpoint the operator allows the IPAM manager,
+	// seeded like metalSim: the same project and VRF IDs.
+	otherSim *simtest.Sim
 	setupErr error
 )
 
@@ -88,6 +92,11 @@ func start(ctx context.Context) (stops []func(), err error) {
 		return nil, err
 	}
 	stops = append(stops, metalSim.Close)
+	otherSim, err = simtest.Start(sim.Options{}, nil)
+	if err != nil {
+		return stops, err
+	}
+	stops = append(stops, otherSim.Close)
 	env, err = testenv.Start(testenv.Options{CAPPCRDs: true})
 	if err != nil {
 		return stops, err
@@ -110,7 +119,7 @@ func start(ctx context.Context) (stops []func(), err error) {
 	ipamOpts := env.IPAMOptions(2)
 	ipamOpts.AllocationNamespace = systemNamespace
 	ipamOpts.MetalRetry = metal.RetryPolicy{MaxAttempts: 2, InitialBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}
-	ipamOpts.MetalEndpoints = []string{metalSim.URL}
+	ipamOpts.MetalEndpoints = []string{metalSim.URL, otherSim.URL}
 	stop, err := env.StartIPAMAs(ctx, serviceAccount(ipamAccount), ipamOpts)
 	if err != nil {
 		return stops, fmt.Errorf("the IPAM manager with its role: %w", err)
@@ -152,7 +161,7 @@ func tenant(t *testing.T) (string, client.Client) {
 			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: all},
 			{APIGroups: []string{clusterv1.GroupVersion.Group}, Resources: []string{"clusters", "machines"}, Verbs: all},
 			{APIGroups: []string{infrav1.GroupVersion.Group}, Resources: []string{"packetclusters", "packetmachines"}, Verbs: all},
-			{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"metalvrfippools", "ipaddressclaims"}, Verbs: all},
+			{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"metalvrfippools", "ipaddressclaims", "ipaddresses"}, Verbs: all},
 		},
 	}
 	binding := &rbacv1.RoleBinding{
@@ -470,4 +479,67 @@ func vanish(t *testing.T, c client.Client, pm *infrav1.PacketMachine) {
 		}
 		return c.Delete(ctx, current, client.Preconditions{ResourceVersion: ptr.To(current.ResourceVersion)})
 	})
+}
+
+// TestTenantCannotJoinAnotherTeamsAllocationDomain: a second endpoint the
+// operator allows answers with the same project and VRF IDs as the one
+// another team's pool reads. That team's claim holds the VRF's first
+// address; the tenant's pool, whose Secret names the second endpoint, is an
+// allocation domain of its own: its claim gets that same first address, so
+// it neither sees which addresses the other team uses nor exhausts them.
+func TestTenantCannotJoinAnotherTeamsAllocationDomain(t *testing.T) {
+	requireEnv(t)
+	other, err := env.NewNamespace(context.Background(), "team-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret(t, env.Client, other, "metal", simtest.APIKey, metalSim.URL)
+	theirs := claimAddress(t, env.Client, other)
+	ns, c := tenant(t)
+	secret(t, c, ns, "metal", simtest.APIKey, otherSim.URL)
+	if ours := claimAddress(t, c, ns); ours != theirs {
+		t.Errorf("the tenant's claim got %s, not %s: its pool shares the other team's allocation domain", ours, theirs)
+	}
+}
+
+// claimAddress creates, as c, a pool of the simulators' VRF gateway subnet
+// (credentials in the Secret metal) and a claim of it, and returns the
+// address the claim gets.
+func claimAddress(t *testing.T, c client.Client, ns string) string {
+	t.Helper()
+	ctx := context.Background()
+	pool := &v1alpha1.MetalVRFIPPool{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nodes"},
+		Spec: v1alpha1.MetalVRFIPPoolSpec{VRF: &v1alpha1.VRFSource{
+			ID: simtest.VRF, CredentialsRef: v1alpha1.SecretReference{Name: "metal"},
+			ProjectID: simtest.Project, Metro: simtest.Metro, ReservationIDs: []string{simtest.NodesReservation},
+		}},
+	}
+	claim := &ipamv1.IPAddressClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c"},
+		Spec: ipamv1.IPAddressClaimSpec{PoolRef: ipamv1.IPPoolReference{
+			APIGroup: v1alpha1.GroupVersion.Group, Kind: v1alpha1.MetalVRFIPPoolKind, Name: pool.Name,
+		}},
+	}
+	for _, obj := range []client.Object{pool, claim} {
+		if err := c.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var address string
+	eventually(t, "the claim is bound", func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(claim), claim); err != nil {
+			return err
+		}
+		if claim.Status.AddressRef.Name == "" {
+			return errors.New("not bound")
+		}
+		a := &ipamv1.IPAddress{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: claim.Status.AddressRef.Name}, a); err != nil {
+			return err
+		}
+		address = a.Spec.Address
+		return nil
+	})
+	return address
 }
