@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -41,17 +40,11 @@ import (
 // namespace does once installed.
 const systemNamespace = "rbac-system"
 
-// The managers' ServiceAccounts, each bound to its generated ClusterRole.
-const (
-	ipamAccount = "ipam-manager"
-	cappAccount = "capp-manager"
-)
-
-// The managers' identities: the user names the API server gives the
+// The managers' identities: the user names the API server gives their
 // ServiceAccounts' tokens.
 var (
-	ipamUser = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + systemNamespace + ":" + ipamAccount}
-	cappUser = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + systemNamespace + ":" + cappAccount}
+	ipamUser = testenv.ServiceAccount(systemNamespace, testenv.IPAMAccount)
+	cappUser = testenv.ServiceAccount(systemNamespace, testenv.CAPPAccount)
 )
 
 var (
@@ -88,42 +81,18 @@ func start(ctx context.Context) (stops []func(), err error) {
 		return stops, err
 	}
 	stops = append(stops, func() { _ = env.Stop() })
-	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: systemNamespace}}); err != nil {
-		return stops, err
-	}
-	for account, role := range map[string]string{
-		ipamAccount: filepath.Join("config", "ipam", "rbac", "role.yaml"),
-		cappAccount: filepath.Join("config", "capp", "rbac", "role.yaml"),
-	} {
-		if err := env.BindGeneratedRole(ctx, systemNamespace, account, filepath.Join(env.Root, role)); err != nil {
-			return stops, err
-		}
-	}
-
-	if err := env.BindLeaderElectionRole(ctx, systemNamespace, ipamAccount, filepath.Join(env.Root, "config", "ipam", "rbac", "leader_election_role.yaml")); err != nil {
-		return stops, err
-	}
 	ipamOpts := env.IPAMOptions(2)
-	// As installed: the allocation records live in the manager's own
-	// namespace, where the leader election Role lets it keep Leases.
-	ipamOpts.AllocationNamespace = systemNamespace
 	ipamOpts.MetalRetry = metal.RetryPolicy{MaxAttempts: 2, InitialBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}
 	ipamOpts.MetalEndpoints = []string{metalSim.URL}
-	stop, err := env.StartIPAMAs(ctx, ipamUser, ipamOpts)
-	if err != nil {
-		return stops, fmt.Errorf("the IPAM manager with its role: %w", err)
-	}
-	stops = append(stops, stop)
 	cappOpts := env.CAPPOptions(2, "")
 	// No fallback token: the PacketCluster's credentialsRef is the only way
 	// to the Metal API.
 	cappOpts.Getenv = func(string) string { return "" }
 	cappOpts.MetalEndpoints = []string{metalSim.URL}
-	stop, err = env.StartCAPPAs(ctx, cappUser, cappOpts)
-	if err != nil {
-		return stops, fmt.Errorf("the CAPP manager with its role: %w", err)
-	}
-	return append(stops, stop), nil
+	// As installed: the allocation records live in the IPAM manager's own
+	// namespace, where the leader election Role lets it keep Leases.
+	managers, err := env.StartAsInstalled(ctx, systemNamespace, ipamOpts, cappOpts)
+	return append(stops, managers...), err
 }
 
 func requireEnv(t *testing.T) {

@@ -16,7 +16,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -49,8 +48,6 @@ import (
 const systemNamespace = "tenant-system"
 
 const (
-	ipamAccount = "ipam-manager"
-	cappAccount = "capp-manager"
 	// tenantUser may edit the objects of its own namespace, nothing more.
 	tenantUser = "team-b-user"
 	// managerToken is the CAPP manager's own METAL_API_KEY.
@@ -102,45 +99,18 @@ func start(ctx context.Context) (stops []func(), err error) {
 		return stops, err
 	}
 	stops = append(stops, func() { _ = env.Stop() })
-	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: systemNamespace}}); err != nil {
-		return stops, err
-	}
-	for account, role := range map[string]string{
-		ipamAccount: filepath.Join("config", "ipam", "rbac", "role.yaml"),
-		cappAccount: filepath.Join("config", "capp", "rbac", "role.yaml"),
-	} {
-		if err := env.BindGeneratedRole(ctx, systemNamespace, account, filepath.Join(env.Root, role)); err != nil {
-			return stops, err
-		}
-	}
-	if err := env.BindLeaderElectionRole(ctx, systemNamespace, ipamAccount, filepath.Join(env.Root, "config", "ipam", "rbac", "leader_election_role.yaml")); err != nil {
-		return stops, err
-	}
 	ipamOpts := env.IPAMOptions(2)
-	ipamOpts.AllocationNamespace = systemNamespace
 	ipamOpts.MetalRetry = metal.RetryPolicy{MaxAttempts: 2, InitialBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}
 	ipamOpts.MetalEndpoints = []string{metalSim.URL, otherSim.URL}
-	stop, err := env.StartIPAMAs(ctx, serviceAccount(ipamAccount), ipamOpts)
-	if err != nil {
-		return stops, fmt.Errorf("the IPAM manager with its role: %w", err)
-	}
-	stops = append(stops, stop)
 	cappOpts := env.CAPPOptions(2, "")
 	cappOpts.Getenv = func(name string) string {
 		return map[string]string{metal.EnvAPIKey: managerToken, metal.EnvBaseURL: metalSim.URL}[name]
 	}
 	cappOpts.MetalEndpoints = []string{metalSim.URL}
 	cappOpts.MaxDeviceCreations = maxCreations
-	cappOpts.MetalRetry = metal.RetryPolicy{MaxAttempts: 2, InitialBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}
-	stop, err = env.StartCAPPAs(ctx, serviceAccount(cappAccount), cappOpts)
-	if err != nil {
-		return stops, fmt.Errorf("the CAPP manager with its role: %w", err)
-	}
-	return append(stops, stop), nil
-}
-
-func serviceAccount(name string) rest.ImpersonationConfig {
-	return rest.ImpersonationConfig{UserName: "system:serviceaccount:" + systemNamespace + ":" + name}
+	cappOpts.MetalRetry = ipamOpts.MetalRetry
+	managers, err := env.StartAsInstalled(ctx, systemNamespace, ipamOpts, cappOpts)
+	return append(stops, managers...), err
 }
 
 // tenant creates a namespace and returns it with a client acting as
