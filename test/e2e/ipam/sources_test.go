@@ -20,6 +20,7 @@ import (
 
 	cappv1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal/sim"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal/sim/simtest"
 )
@@ -433,7 +434,11 @@ var _ = Describe("Pools sourced from an Equinix Metal VRF", func() {
 		owner := createPool(ns, "owner", vrfSpec(v1alpha1.VRFScopeGatewaySubnets))
 		expectPool(owner, func(g Gomega, p v1alpha1.Pool) {
 			haveCondition(g, p, v1alpha1.ReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
-			g.Expect(p.PoolStatus().VRF).To(Equal(&v1alpha1.ResolvedVRF{ID: demoVRF, ProjectID: demoProject}))
+			// Read from the simulator, not the public API: the project is
+			// qualified by the endpoint (see qualifiedProject).
+			endpoint, err := metal.Endpoint(metalAPI.URL)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(p.PoolStatus().VRF).To(Equal(&v1alpha1.ResolvedVRF{ID: demoVRF, ProjectID: demoProject + "@" + endpoint}))
 		})
 		held := boundAddress(createClaim(ns, "held", v1alpha1.MetalVRFIPPoolKind, "owner")).Spec.Address
 
