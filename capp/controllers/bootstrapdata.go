@@ -109,8 +109,8 @@ func (r *PacketMachineReconciler) reconcileBootstrapData(ctx context.Context, s 
 // expandUpstream fills in the values of bootstrap data written for upstream
 // CAPP (see cloudinit.ExpandUpstream): the Machine's Kubernetes version, and
 // on a control-plane machine the PacketCluster's endpoint host and, only when the data
-// asks for it, the Metal API token of the cluster's credentials, as
-// upstream gave them.
+// asks for it, the Metal API token of the cluster's credentials Secret (see
+// bootstrapAPIKey), as upstream gave them.
 func (r *PacketMachineReconciler) expandUpstream(ctx context.Context, s *machineScope, data []byte) ([]byte, error) {
 	values := cloudinit.UpstreamValues{KubernetesVersion: s.Machine.Spec.Version}
 	if util.IsControlPlaneMachine(s.Machine) && bytes.Contains(data, []byte("{{")) {
@@ -121,11 +121,9 @@ func (r *PacketMachineReconciler) expandUpstream(ctx context.Context, s *machine
 		values.ControlPlaneEndpoint = pc.Spec.ControlPlaneEndpoint.Host
 		if bytes.Contains(data, []byte(".apiKey")) {
 			creds := credentials{reader: r.APIReader, cache: r.Credentials, getenv: r.Getenv}
-			c, _, err := creds.client(ctx, s.PacketMachine.Namespace, pc)
-			if err != nil {
+			if values.APIKey, err = creds.bootstrapAPIKey(ctx, s.PacketMachine.Namespace, pc, r.ManagerTokenInBootstrapData); err != nil {
 				return nil, err
 			}
-			values.APIKey = c.APIKey()
 		}
 	}
 	out, _, err := cloudinit.ExpandUpstream(data, values)

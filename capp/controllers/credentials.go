@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -62,15 +63,37 @@ func (c credentials) client(ctx context.Context, namespace string, pc *infrav1.P
 	secret := &corev1.Secret{}
 	if err := c.reader.Get(ctx, key, secret); err != nil {
 		if apierrors.IsNotFound(err) {
+			// The cache keeps no token of a deleted Secret.
+			c.cache.Forget(key)
 			return nil, source, &setupError{infrav1.CredentialsSecretNotFoundReason, source + " not found"}
 		}
 		return nil, source, fmt.Errorf("reading %s: %w", source, err)
 	}
 	mc, err := c.cache.ForSecret(secret)
+	if endpoint, ok := errors.AsType[*metal.EndpointNotAllowedError](err); ok {
+		return nil, source, &setupError{infrav1.EndpointNotAllowedReason, fmt.Sprintf("%s: %v", source, endpoint)}
+	}
 	if err != nil {
 		return nil, source, &setupError{infrav1.InvalidCredentialsReason, fmt.Sprintf("%s: %v", source, err)}
 	}
 	return mc, source, nil
+}
+
+// bootstrapAPIKey is the token bootstrap data written for upstream CAPP
+// gets for {{ .apiKey }}: the one of pc's own credentials Secret, which its
+// namespace already holds. The manager's token is handed out only when the
+// operator allows it (managerToken): the user-data Secret lands in the
+// machine's namespace, where anyone who may read Secrets there reads it.
+func (c credentials) bootstrapAPIKey(ctx context.Context, namespace string, pc *infrav1.PacketCluster, managerToken bool) (string, error) {
+	if pc.Spec.CredentialsRef == nil && !managerToken {
+		return "", &setupError{infrav1.APIKeyNotAvailableReason, fmt.Sprintf(
+			"the bootstrap data asks for {{ .apiKey }} and PacketCluster %s has no spec.credentialsRef: the manager's own token is never written into a namespace's user-data (set spec.credentialsRef to a Secret holding this cluster's token)", pc.Name)}
+	}
+	mc, _, err := c.client(ctx, namespace, pc)
+	if err != nil {
+		return "", err
+	}
+	return mc.APIKey(), nil
 }
 
 // metalFor returns the Metal API access of the machine: its cluster's

@@ -71,9 +71,7 @@ func (r *PacketMachineReconciler) reconcileDevice(ctx context.Context, s *machin
 			}
 		}
 		if !r.Creations.Acquire(pm.UID, client.ObjectKeyFromObject(pm)) {
-			inFlight, limit := r.Creations.InFlight()
-			s.observeFalse(cond, infrav1.WaitingForCreationSlotReason, fmt.Sprintf(
-				"waiting to create the device: %d of %d device creations are in flight (--max-device-creations)", inFlight, limit))
+			s.observeFalse(cond, infrav1.WaitingForCreationSlotReason, r.Creations.Waiting(pm.Namespace))
 			return ctrl.Result{RequeueAfter: slotPoll}, false, nil
 		}
 		if dev, raw, err = r.createDevice(ctx, s, access); err != nil {
@@ -97,7 +95,7 @@ func (r *PacketMachineReconciler) reconcileDevice(ctx context.Context, s *machin
 		r.Creations.Release(pm.UID)
 		return r.deviceFailed(ctx, s, access, step)
 	default:
-		r.Creations.Hold(pm.UID)
+		r.Creations.Hold(pm.UID, client.ObjectKeyFromObject(pm))
 		age := time.Since(raw.GetCreatedAt())
 		s.observeFalse(cond, infrav1.DeviceProvisioningReason, fmt.Sprintf("device %s is %s", dev.ID, dev.State))
 		return ctrl.Result{RequeueAfter: provisioningPoll(age)}, false, nil

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"fmt"
 	"sync"
 	"time"
 
@@ -16,26 +17,39 @@ import (
 // platform accepts only a few creations in flight and answers more with
 // 429, so a burst of machines waits here, each saying so, instead of
 // hammering the API. A machine holds its slot from its create call until its
-// device is active or failed. After a restart, machines whose devices are
-// still provisioning take their slots back as they are reconciled. A machine
-// refused a slot is woken as soon as one frees.
+// device is active or failed, or the machine is gone (Forget). After a
+// restart, machines whose devices are still provisioning take their slots
+// back as they are reconciled. A machine refused a slot is woken as soon as
+// one frees.
+//
+// The slots are shared fairly between namespaces, one per team on a shared
+// management cluster: a namespace takes a free slot only while it holds
+// fewer than its share, the limit divided among the namespaces holding or
+// waiting for one (rounded up, and at most perNamespace when set). Alone, a
+// namespace gets every slot; a namespace with a hundred machines waiting
+// gets no more than its share while another namespace waits, so it delays
+// no one else by more than a creation's time.
 type CreationSlots struct {
-	mu      sync.Mutex
-	max     int
-	holders map[types.UID]struct{}
+	mu           sync.Mutex
+	max          int
+	perNamespace int
+	holders      map[types.UID]types.NamespacedName
 	// waiting are the machines refused a slot, woken through wake when one
 	// frees rather than at their next poll.
 	waiting map[types.UID]types.NamespacedName
 	wake    chan event.GenericEvent
 }
 
-// NewCreationSlots returns a limit of limit creations in flight (at least 1).
-func NewCreationSlots(limit int) *CreationSlots {
+// NewCreationSlots returns a limit of limit creations in flight (at least
+// 1), and of perNamespace in one namespace (no limit but the fair share
+// when 0).
+func NewCreationSlots(limit, perNamespace int) *CreationSlots {
 	return &CreationSlots{
-		max:     max(limit, 1),
-		holders: map[types.UID]struct{}{},
-		waiting: map[types.UID]types.NamespacedName{},
-		wake:    make(chan event.GenericEvent, wakeBuffer),
+		max:          max(limit, 1),
+		perNamespace: max(perNamespace, 0),
+		holders:      map[types.UID]types.NamespacedName{},
+		waiting:      map[types.UID]types.NamespacedName{},
+		wake:         make(chan event.GenericEvent, wakeBuffer),
 	}
 }
 
@@ -44,30 +58,33 @@ func NewCreationSlots(limit int) *CreationSlots {
 const wakeBuffer = 1024
 
 // Acquire takes a slot for the machine, or reports that it already holds
-// one; false means every slot is taken, and the machine is woken (through
-// Wakeups) when one frees.
+// one; false means the slots are taken or its namespace has its share, and
+// the machine is woken (through Wakeups) when one frees.
 func (c *CreationSlots) Acquire(machine types.UID, key types.NamespacedName) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.holders[machine]; ok {
 		return true
 	}
-	if len(c.holders) >= c.max {
+	c.dropStale(machine, key)
+	if len(c.holders) >= c.max || c.held(key.Namespace) >= c.share(key.Namespace) {
 		c.waiting[machine] = key
 		return false
 	}
 	delete(c.waiting, machine)
-	c.holders[machine] = struct{}{}
+	c.holders[machine] = key
 	deviceCreationsInFlight.Set(float64(len(c.holders)))
 	return true
 }
 
 // Hold records a machine whose device is already in creation, over the
-// limit if need be: the creation happened, so it counts.
-func (c *CreationSlots) Hold(machine types.UID) {
+// limits if need be: the creation happened, so it counts.
+func (c *CreationSlots) Hold(machine types.UID, key types.NamespacedName) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.holders[machine] = struct{}{}
+	c.dropStale(machine, key)
+	delete(c.waiting, machine)
+	c.holders[machine] = key
 	deviceCreationsInFlight.Set(float64(len(c.holders)))
 }
 
@@ -76,31 +93,108 @@ func (c *CreationSlots) Hold(machine types.UID) {
 func (c *CreationSlots) Release(machine types.UID) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.release(machine)
+}
+
+// Forget frees whatever the machine of that name held or waited for: it is
+// gone, by its delete path or any other (its finalizer removed by hand, its
+// namespace deleted), and its slot must not stay taken.
+func (c *CreationSlots) Forget(key types.NamespacedName) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for uid, k := range c.holders {
+		if k == key {
+			c.release(uid)
+		}
+	}
+	for uid, k := range c.waiting {
+		if k == key {
+			delete(c.waiting, uid)
+		}
+	}
+}
+
+// dropStale forgets a machine of the same name but another UID: a name
+// names one object at a time, so that one is gone. Called with mu held.
+func (c *CreationSlots) dropStale(machine types.UID, key types.NamespacedName) {
+	for uid, k := range c.holders {
+		if k == key && uid != machine {
+			c.release(uid)
+		}
+	}
+	for uid, k := range c.waiting {
+		if k == key && uid != machine {
+			delete(c.waiting, uid)
+		}
+	}
+}
+
+// release frees a slot and wakes the waiting machines whose namespace may
+// take one now. Called with mu held.
+func (c *CreationSlots) release(machine types.UID) {
 	delete(c.waiting, machine)
 	if _, ok := c.holders[machine]; !ok {
 		return
 	}
 	delete(c.holders, machine)
 	deviceCreationsInFlight.Set(float64(len(c.holders)))
-	for uid, key := range c.waiting {
+	if len(c.holders) >= c.max {
+		return
+	}
+	// The woken stay waiting, and so count in the shares, until they take
+	// a slot or are gone.
+	for _, key := range c.waiting {
+		if c.held(key.Namespace) >= c.share(key.Namespace) {
+			continue
+		}
 		select {
 		case c.wake <- event.GenericEvent{Object: &infrav1.PacketMachine{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}}:
-			delete(c.waiting, uid)
 		default:
 			return
 		}
 	}
 }
 
+// held is how many slots the namespace holds. Called with mu held.
+func (c *CreationSlots) held(namespace string) int {
+	n := 0
+	for _, k := range c.holders {
+		if k.Namespace == namespace {
+			n++
+		}
+	}
+	return n
+}
+
+// share is how many slots the namespace may hold: the limit divided among
+// the namespaces holding or waiting for one, itself included, rounded up,
+// and at most perNamespace. Called with mu held.
+func (c *CreationSlots) share(namespace string) int {
+	active := map[string]bool{namespace: true}
+	for _, k := range c.holders {
+		active[k.Namespace] = true
+	}
+	for _, k := range c.waiting {
+		active[k.Namespace] = true
+	}
+	s := (c.max + len(active) - 1) / len(active)
+	if c.perNamespace > 0 {
+		s = min(s, c.perNamespace)
+	}
+	return max(s, 1)
+}
+
 // Wakeups is where the machines waiting for a slot are woken: a source for
 // the controller.
 func (c *CreationSlots) Wakeups() <-chan event.GenericEvent { return c.wake }
 
-// InFlight is how many creations hold a slot, and the limit.
-func (c *CreationSlots) InFlight() (int, int) {
+// Waiting says, for the condition of a machine of namespace refused a slot,
+// what it waits for.
+func (c *CreationSlots) Waiting(namespace string) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.holders), c.max
+	return fmt.Sprintf("waiting to create the device: %d of %d device creations are in flight (--max-device-creations), %d of them in namespace %s, whose share is %d (the namespaces creating devices share the slots; --max-device-creations-per-namespace)",
+		len(c.holders), c.max, c.held(namespace), namespace, c.share(namespace))
 }
 
 // Polling and retry intervals. The Metal API has no watch, so a machine

@@ -1,6 +1,8 @@
 package controllers
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,11 +11,11 @@ import (
 )
 
 func TestCreationSlots(t *testing.T) {
-	slots := NewCreationSlots(2)
+	slots := NewCreationSlots(2, 0)
 	inFlight := func(want int) {
 		t.Helper()
-		if got, limit := slots.InFlight(); got != want || limit != 2 {
-			t.Fatalf("InFlight() = %d of %d, want %d of 2", got, limit, want)
+		if got := len(slots.holders); got != want {
+			t.Fatalf("%d slots held, want %d", got, want)
 		}
 		if got := testutil.ToFloat64(deviceCreationsInFlight); got != float64(want) {
 			t.Fatalf("capp_device_creations_in_flight = %v, want %d", got, want)
@@ -36,9 +38,15 @@ func TestCreationSlots(t *testing.T) {
 	default:
 	}
 	// A device found provisioning after a restart counts, over the limit.
-	slots.Hold(types.UID("d"))
+	slots.Hold(types.UID("d"), key("d"))
 	inFlight(3)
 	slots.Release("a")
+	select {
+	case e := <-slots.Wakeups():
+		t.Fatalf("woke %s while every slot is still taken", e.Object.GetName())
+	default:
+	}
+	slots.Release("d")
 	select {
 	case e := <-slots.Wakeups():
 		if e.Object.GetName() != "c" || e.Object.GetNamespace() != "ns" {
@@ -47,14 +55,75 @@ func TestCreationSlots(t *testing.T) {
 	default:
 		t.Error("the machine waiting for a slot was not woken when one freed")
 	}
-	slots.Release("d")
 	slots.Release("unknown")
 	inFlight(1)
 	if !slots.Acquire("c", key("c")) {
 		t.Error("a freed slot was not given")
 	}
-	if NewCreationSlots(0).Acquire("x", key("x")) == false {
+	if NewCreationSlots(0, 0).Acquire("x", key("x")) == false {
 		t.Error("a limit below 1 allows no creation at all")
+	}
+}
+
+// TestCreationSlotsAreShared is the attack of a namespace that creates
+// machine after machine to keep the creation slots from everyone else: once
+// another namespace waits, a slot that frees goes to it, not to the next
+// machine of the namespace holding more than its share.
+func TestCreationSlotsAreShared(t *testing.T) {
+	slots := NewCreationSlots(5, 0)
+	key := func(ns, name string) types.NamespacedName { return types.NamespacedName{Namespace: ns, Name: name} }
+	for i := range 5 {
+		name := fmt.Sprintf("a%d", i)
+		if !slots.Acquire(types.UID(name), key("team-a", name)) {
+			t.Fatalf("team-a alone was refused slot %d of 5", i+1)
+		}
+	}
+	if slots.Acquire("b0", key("team-b", "b0")) {
+		t.Fatal("team-b got a slot over the limit")
+	}
+	slots.Release("a0")
+	if slots.Acquire("a5", key("team-a", "a5")) {
+		t.Error("team-a, holding 4 of 5 slots, took the freed one while team-b waits")
+	}
+	if !slots.Acquire("b0", key("team-b", "b0")) {
+		t.Error("team-b was refused the freed slot")
+	}
+	if msg := slots.Waiting("team-a"); !strings.Contains(msg, "4 of them in namespace team-a, whose share is 3") {
+		t.Errorf("Waiting(team-a) = %q", msg)
+	}
+
+	capped := NewCreationSlots(5, 2)
+	for i, want := range []bool{true, true, false} {
+		if got := capped.Acquire(types.UID(fmt.Sprint(i)), key("team-a", fmt.Sprint(i))); got != want {
+			t.Errorf("--max-device-creations-per-namespace=2, acquisition %d = %t, want %t", i+1, got, want)
+		}
+	}
+}
+
+// TestCreationSlotsForgetMachinesGone is the attack of a tenant whose
+// machines vanish without their delete path (finalizer removed, namespace
+// deleted): their slots are freed when the manager sees them gone, or when
+// a machine of the same name but another UID takes their place.
+func TestCreationSlotsForgetMachinesGone(t *testing.T) {
+	slots := NewCreationSlots(2, 0)
+	key := func(name string) types.NamespacedName { return types.NamespacedName{Namespace: "tenant", Name: name} }
+	if !slots.Acquire("x-1", key("x")) || !slots.Acquire("y-1", key("y")) {
+		t.Fatal("the first two machines got no slot")
+	}
+	if slots.Acquire("z-1", key("z")) {
+		t.Fatal("a third machine got a slot over the limit")
+	}
+	slots.Forget(key("x"))
+	if !slots.Acquire("z-1", key("z")) {
+		t.Error("the slot of a machine gone stayed taken")
+	}
+	// y is deleted and made again under its name before the manager saw
+	// the old one go.
+	if !slots.Acquire("y-2", key("y")) {
+		t.Error("the slot of a machine replaced under its name stayed taken")
+	}
+	if n := len(slots.holders); n != 2 {
+		t.Errorf("%d slots held, want 2 (z and the new y)", n)
 	}
 }
 

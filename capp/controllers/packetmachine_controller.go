@@ -23,6 +23,7 @@ import (
 	"context"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/events"
@@ -72,6 +73,11 @@ type PacketMachineReconciler struct {
 	Getenv func(string) string
 	// Creations limits the devices in creation at once.
 	Creations *CreationSlots
+	// ManagerTokenInBootstrapData lets bootstrap data written for upstream
+	// CAPP get the manager's own token ({{ .apiKey }}) for a cluster without
+	// a credentials Secret: unsafe when more than one team shares the
+	// management cluster.
+	ManagerTokenInBootstrapData bool
 	// NodeReportTimeout is how long a node may take to report.
 	NodeReportTimeout time.Duration
 	// KubeVIPImage is the kube-vip image of the control-plane nodes of a
@@ -106,7 +112,7 @@ func (r *PacketMachineReconciler) SetupWithManager(ctx context.Context, mgr ctrl
 		r.NodeReportTimeout = DefaultNodeReportTimeout
 	}
 	if r.Creations == nil {
-		r.Creations = NewCreationSlots(DefaultMaxDeviceCreations)
+		r.Creations = NewCreationSlots(DefaultMaxDeviceCreations, 0)
 	}
 	r.backoff = newBackoff()
 	clusterToMachines, err := util.ClusterToTypedObjectsMapper(mgr.GetClient(), &infrav1.PacketMachineList{}, mgr.GetScheme())
@@ -143,6 +149,10 @@ func (r *PacketMachineReconciler) SetupWithManager(ctx context.Context, mgr ctrl
 func (r *PacketMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
 	pm := &infrav1.PacketMachine{}
 	if err := r.Client.Get(ctx, req.NamespacedName, pm); err != nil {
+		if apierrors.IsNotFound(err) {
+			// Gone, by its delete path or another: its creation slot frees.
+			r.Creations.Forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 

@@ -37,6 +37,13 @@ type Options struct {
 	// MaxDeviceCreations is how many devices are in creation at once; 0
 	// means controllers.DefaultMaxDeviceCreations.
 	MaxDeviceCreations int
+	// MaxDeviceCreationsPerNamespace caps one namespace's creations in
+	// flight; 0 leaves only the fair share (see controllers.CreationSlots).
+	MaxDeviceCreationsPerNamespace int
+	// ManagerTokenInBootstrapData hands the manager's own token to
+	// bootstrap data asking for {{ .apiKey }} of a cluster without a
+	// credentials Secret. Unsafe with more than one tenant.
+	ManagerTokenInBootstrapData bool
 	// NodeReportTimeout is how long a node may take to report its network
 	// configuration; 0 means controllers.DefaultNodeReportTimeout.
 	NodeReportTimeout time.Duration
@@ -57,25 +64,37 @@ func Scheme() (*runtime.Scheme, error) {
 	return managerutil.NewScheme(infrav1.AddToScheme)
 }
 
+// The diagnostics endpoint authenticates and authorizes each request through
+// the API server (controller-runtime's metrics filters).
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
 // New builds a manager with the provider's controllers. Start it with mgr.Start.
 func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	scheme, err := Scheme()
 	if err != nil {
 		return nil, err
 	}
-	mgrOpts := opts.ManagerOptions(scheme, LeaderElectionID)
+	mgrOpts, _, err := opts.ManagerOptions(scheme, LeaderElectionID)
+	if err != nil {
+		return nil, err
+	}
 	// Secrets (bootstrap data, user-data) are read and written directly:
 	// caching them would mean watching every Secret of the cluster.
 	mgrOpts.Client = client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}}
+	getenv := opts.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	endpoints, err := opts.Endpoints(getenv)
+	if err != nil {
+		return nil, fmt.Errorf("--metal-endpoints: %w", err)
+	}
 	mgr, err := ctrl.NewManager(cfg, mgrOpts)
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
 
-	getenv := opts.Getenv
-	if getenv == nil {
-		getenv = os.Getenv
-	}
 	maxCreations := opts.MaxDeviceCreations
 	if maxCreations <= 0 {
 		maxCreations = controllers.DefaultMaxDeviceCreations
@@ -85,7 +104,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 	credentials := metal.NewClientCache(metal.Config{
 		BaseURL: getenv(metal.EnvBaseURL),
 		Timeout: opts.MetalTimeout, Retry: opts.MetalRetry, Registerer: ctrlmetrics.Registry,
-	})
+	}, metal.CacheOptions{Endpoints: endpoints})
 	controllerOpts := controller.Options{
 		MaxConcurrentReconciles: opts.Concurrency,
 		SkipNameValidation:      ptr.To(opts.SkipControllerNameValidation),
@@ -109,9 +128,11 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		Render:            cloudinit.Options{MetadataURL: opts.MetadataURL},
 		Credentials:       credentials,
 		Getenv:            getenv,
-		Creations:         controllers.NewCreationSlots(maxCreations),
+		Creations:         controllers.NewCreationSlots(maxCreations, opts.MaxDeviceCreationsPerNamespace),
 		NodeReportTimeout: opts.NodeReportTimeout,
 		KubeVIPImage:      opts.KubeVIPImage,
+
+		ManagerTokenInBootstrapData: opts.ManagerTokenInBootstrapData,
 	}
 	if err := r.SetupWithManager(ctx, mgr, controllerOpts); err != nil {
 		return nil, fmt.Errorf("setting up the PacketMachine controller: %w", err)

@@ -40,6 +40,9 @@ type Options struct {
 	// Secrets, as the base Config of a metal.ClientCache: the credentials
 	// come from the Secrets.
 	Metal metal.Config
+	// Endpoints are the Metal APIs a credentials Secret may name in
+	// baseURL; nil allows the public API only.
+	Endpoints *metal.Endpoints
 	// AllocationNamespace holds the allocation records (see ipam/internal/records).
 	AllocationNamespace string
 	// Fence, when set, is asked before every allocation; an error refuses
@@ -95,7 +98,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) (*reg
 		reader:         mgr.GetAPIReader(),
 		client:         mgr.GetClient(),
 		packetClusters: err == nil,
-		metal:          metal.NewClientCache(opts.Metal),
+		metal:          metal.NewClientCache(opts.Metal, metal.CacheOptions{Endpoints: opts.Endpoints}),
 	}
 
 	cluster, err := managementCluster(ctx, mgr.GetAPIReader())

@@ -97,6 +97,9 @@ func (r *sourceResolver) resolveVRF(ctx context.Context, pool v1alpha1.Pool) sou
 		return result
 	}
 	vrf, entries, err := vrfEntries(ctx, api, src)
+	if err == nil {
+		vrf.ProjectID = qualifiedProject(vrf.ProjectID, api.Endpoint())
+	}
 	switch {
 	case err == nil && !givesAddresses(entries):
 		result.failure = &sourceFailure{v1alpha1.VRFWithoutAddressesReason, fmt.Sprintf(
@@ -126,8 +129,21 @@ func givesAddresses(entries []v1alpha1.ResolvedAddresses) bool {
 	return slices.ContainsFunc(entries, func(e v1alpha1.ResolvedAddresses) bool { return !e.SubnetOnly })
 }
 
+// qualifiedProject is the project of a VRF as status.vrf records it, which
+// names the pool's allocation domain: the project, followed for any endpoint
+// but the public Metal API by "@" and the endpoint. Project and VRF IDs are
+// only unique within one API: a pool whose credentials name another endpoint
+// (one the operator allows) never shares the domain of the pools of the
+// same IDs elsewhere, whatever that endpoint answers.
+func qualifiedProject(project, endpoint string) string {
+	if public, _ := metal.Endpoint(metal.DefaultBaseURL); endpoint == public {
+		return project
+	}
+	return project + "@" + endpoint
+}
+
 // metalClient returns the client for the pool's credentials Secret.
-func (r *sourceResolver) metalClient(ctx context.Context, pool v1alpha1.Pool) (vrfAPI, *sourceFailure) {
+func (r *sourceResolver) metalClient(ctx context.Context, pool v1alpha1.Pool) (*metal.Client, *sourceFailure) {
 	key, ferr := poolspace.CredentialsSecret(pool)
 	if ferr != nil {
 		return nil, &sourceFailure{v1alpha1.InvalidCredentialsReason, ferr.Error(), false}
@@ -142,6 +158,9 @@ func (r *sourceResolver) metalClient(ctx context.Context, pool v1alpha1.Pool) (v
 		return nil, &sourceFailure{v1alpha1.CredentialsSecretNotFoundReason, fmt.Sprintf("reading credentials Secret %s: %v", key, err), true}
 	}
 	c, err := r.metal.ForSecret(secret)
+	if endpoint, ok := errors.AsType[*metal.EndpointNotAllowedError](err); ok {
+		return nil, &sourceFailure{v1alpha1.EndpointNotAllowedReason, endpoint.Error() + " (spec.vrf.credentialsRef)", false}
+	}
 	if err != nil {
 		return nil, &sourceFailure{v1alpha1.InvalidCredentialsReason, err.Error(), true}
 	}

@@ -126,3 +126,19 @@ func TestVRFEntries(t *testing.T) {
 		})
 	}
 }
+
+// TestQualifiedProject: the project a pool's VRF resolved to names its
+// allocation domain, so a VRF read from any endpoint but the public API is
+// kept apart from the same IDs read elsewhere; the public API's keep the
+// key they always had, so existing allocation records stay theirs.
+func TestQualifiedProject(t *testing.T) {
+	for _, tt := range []struct{ endpoint, want string }{
+		{"https://api.equinix.com/metal/v1", "p-1"},
+		{"http://127.0.0.1:4000/metal/v1", "p-1@http://127.0.0.1:4000/metal/v1"},
+		{"http://127.0.0.1:4001/metal/v1", "p-1@http://127.0.0.1:4001/metal/v1"},
+	} {
+		if got := qualifiedProject("p-1", tt.endpoint); got != tt.want {
+			t.Errorf("qualifiedProject(p-1, %s) = %s, want %s", tt.endpoint, got, tt.want)
+		}
+	}
+}

@@ -6,6 +6,7 @@ package manager
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -56,6 +57,11 @@ func Scheme() (*runtime.Scheme, error) {
 	)
 }
 
+// The diagnostics endpoint authenticates and authorizes each request through
+// the API server (controller-runtime's metrics filters).
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
 // New builds a manager with the provider's controllers and, unless
 // WebhookPort is 0, its webhooks. Start it with mgr.Start.
 func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, error) {
@@ -63,11 +69,18 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 	if err != nil {
 		return nil, err
 	}
-	mgrOpts := opts.ManagerOptions(scheme, LeaderElectionID)
+	mgrOpts, tlsOpts, err := opts.ManagerOptions(scheme, LeaderElectionID)
+	if err != nil {
+		return nil, err
+	}
 	if opts.WebhookPort != 0 {
 		mgrOpts.WebhookServer = webhook.NewServer(webhook.Options{
-			Host: opts.WebhookHost, Port: opts.WebhookPort, CertDir: opts.WebhookCertDir,
+			Host: opts.WebhookHost, Port: opts.WebhookPort, CertDir: opts.WebhookCertDir, TLSOpts: tlsOpts,
 		})
+	}
+	endpoints, err := opts.Endpoints(os.Getenv)
+	if err != nil {
+		return nil, fmt.Errorf("--metal-endpoints: %w", err)
 	}
 
 	allocations := opts.AllocationNamespace
@@ -110,6 +123,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		Metal: metal.Config{
 			Timeout: opts.MetalTimeout, Retry: opts.MetalRetry, Registerer: ctrlmetrics.Registry,
 		},
+		Endpoints:           endpoints,
 		AllocationNamespace: allocations,
 		Fence:               fenceCheck,
 		Identity:            identity,

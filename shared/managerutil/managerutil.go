@@ -5,9 +5,11 @@ package managerutil
 
 import (
 	"context"
+	"crypto/tls"
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -17,11 +19,13 @@ import (
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	capiflags "sigs.k8s.io/cluster-api/util/flags"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal"
 )
 
 // Options are the settings every manager of the project has; each maps to
@@ -41,8 +45,15 @@ type Options struct {
 	WatchFilterValue string
 	// HealthProbeBindAddress serves /healthz and /readyz; "0" disables it.
 	HealthProbeBindAddress string
-	// MetricsBindAddress serves Prometheus metrics; "0" disables it.
-	MetricsBindAddress string
+	// Diagnostics serve the Prometheus metrics and, when secure, pprof and
+	// the log level as CAPI's managers do (--diagnostics-address,
+	// --insecure-diagnostics, --tls-*): HTTPS, every request authenticated
+	// and authorized through the API server, unless InsecureDiagnostics.
+	// DiagnosticsAddress "0" disables it.
+	Diagnostics capiflags.ManagerOptions
+	// MetalEndpoints are the Metal API base URLs a credentials Secret may
+	// name in baseURL; empty allows the public API and METAL_API_URL.
+	MetalEndpoints []string
 	// Concurrency is the number of objects each controller reconciles at once.
 	Concurrency int
 	// SkipControllerNameValidation lets one process build several managers
@@ -63,7 +74,23 @@ func (o *Options) AddFlags(fs *flag.FlagSet, reconciled string) {
 	fs.StringVar(&o.Namespace, "namespace", "", "Only watch this namespace; empty watches all namespaces.")
 	fs.StringVar(&o.WatchFilterValue, "watch-filter", "", "Only reconcile objects labelled cluster.x-k8s.io/watch-filter with this value.")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", ":9440", "Address of the /healthz and /readyz endpoints; 0 disables them.")
-	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; 0 disables it.")
+	// CAPI's own diagnostics flags (capiflags.AddManagerOptions registers
+	// them on a pflag set; the managers use the standard flag package).
+	fs.StringVar(&o.Diagnostics.DiagnosticsAddress, "diagnostics-address", ":8443",
+		"Address of the diagnostics endpoint: /metrics, and /debug/pprof/ and /debug/flags/v unless --insecure-diagnostics. "+
+			"Served over HTTPS, every request authenticated and authorized through the API server (get on the /metrics or /debug non-resource URL); 0 disables it.")
+	fs.BoolVar(&o.Diagnostics.InsecureDiagnostics, "insecure-diagnostics", false,
+		"Serve /metrics alone over plain HTTP to anyone who reaches the address. Unsafe where the Pod network is shared.")
+	fs.StringVar(&o.Diagnostics.TLSMinVersion, "tls-min-version", "VersionTLS12", "Minimum TLS version of the diagnostics (and webhook) server.")
+	fs.Func("tls-cipher-suites", "Comma-separated TLS cipher suites of the diagnostics (and webhook) server; empty takes Go's defaults.", func(v string) error {
+		o.Diagnostics.TLSCipherSuites = strings.Split(v, ",")
+		return nil
+	})
+	fs.Func("metal-endpoints", "Comma-separated Metal API base URLs a credentials Secret may name in baseURL; a Secret naming another is refused before any request. Default: the public API ("+metal.DefaultBaseURL+") and $"+metal.EnvBaseURL+".", func(v string) error {
+		o.MetalEndpoints = append(o.MetalEndpoints, strings.Split(v, ",")...)
+		_, err := metal.NewEndpoints(o.MetalEndpoints...)
+		return err
+	})
 	fs.IntVar(&o.Concurrency, "concurrency", 10, fmt.Sprintf("Number of %s reconciled at once.", reconciled))
 }
 
@@ -77,9 +104,14 @@ func (o Options) LeaseName(base string) string {
 	return base + "-" + o.WatchFilterValue
 }
 
-// ManagerOptions returns the controller-runtime options of these settings;
-// the leader election lease is LeaseName(leaderElectionID).
-func (o Options) ManagerOptions(scheme *runtime.Scheme, leaderElectionID string) ctrl.Options {
+// ManagerOptions returns the controller-runtime options of these settings
+// (the leader election lease is LeaseName(leaderElectionID)),
+// and the TLS options of the diagnostics, for the webhook server too.
+func (o Options) ManagerOptions(scheme *runtime.Scheme, leaderElectionID string) (ctrl.Options, []func(*tls.Config), error) {
+	tlsOpts, diagnostics, err := capiflags.GetManagerOptions(o.Diagnostics)
+	if err != nil {
+		return ctrl.Options{}, nil, err
+	}
 	opts := ctrl.Options{
 		Scheme:                  scheme,
 		LeaderElection:          o.LeaderElect,
@@ -89,7 +121,7 @@ func (o Options) ManagerOptions(scheme *runtime.Scheme, leaderElectionID string)
 		// takes over without waiting for the lease to expire.
 		LeaderElectionReleaseOnCancel: true,
 		HealthProbeBindAddress:        o.HealthProbeBindAddress,
-		Metrics:                       metricsserver.Options{BindAddress: o.MetricsBindAddress},
+		Metrics:                       *diagnostics,
 		Controller:                    config.Controller{SkipNameValidation: ptr.To(o.SkipControllerNameValidation)},
 	}
 	for _, d := range []struct {
@@ -103,7 +135,17 @@ func (o Options) ManagerOptions(scheme *runtime.Scheme, leaderElectionID string)
 	if o.Namespace != "" {
 		opts.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{o.Namespace: {}}}
 	}
-	return opts
+	return opts, tlsOpts, nil
+}
+
+// Endpoints is the allow-list of the Metal API endpoints credentials Secrets
+// may name: MetalEndpoints, or the public API and METAL_API_URL read
+// through getenv.
+func (o Options) Endpoints(getenv func(string) string) (*metal.Endpoints, error) {
+	if len(o.MetalEndpoints) == 0 {
+		return metal.DefaultEndpoints(getenv)
+	}
+	return metal.NewEndpoints(o.MetalEndpoints...)
 }
 
 // NewScheme returns a scheme with the types every manager of the project

@@ -2,10 +2,15 @@ package metal_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,7 +33,11 @@ func TestClientCacheForSecret(t *testing.T) {
 	ctx := context.Background()
 	// The base tuning reaches every client: with one attempt, a 503 is not
 	// retried.
-	cache := metal.NewClientCache(metal.Config{Retry: metal.RetryPolicy{MaxAttempts: 1}})
+	endpoints, err := metal.NewEndpoints(e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := metal.NewClientCache(metal.Config{Retry: metal.RetryPolicy{MaxAttempts: 1}}, metal.CacheOptions{Endpoints: endpoints})
 
 	c1, err := cache.ForSecret(credentials("a", "1", simtest.APIKey, e.url))
 	if err != nil {
@@ -76,7 +85,7 @@ func TestClientCacheForSecret(t *testing.T) {
 
 func TestClientCacheErrorsAndFormattingHideTheToken(t *testing.T) {
 	const secretToken = "s3cret-token-in-cache"
-	cache := metal.NewClientCache(metal.Config{})
+	cache := metal.NewClientCache(metal.Config{}, metal.CacheOptions{})
 	_, err := cache.ForSecret(credentials("bad-url", "1", secretToken, "ftp://nowhere"))
 	if err == nil || !strings.Contains(err.Error(), "capi/bad-url") || strings.Contains(err.Error(), secretToken) {
 		t.Errorf("bad base URL: %v, want an error naming the secret and not the token", err)
@@ -114,7 +123,7 @@ func TestClientCacheErrorsAndFormattingHideTheToken(t *testing.T) {
 
 func TestClientCacheFromEnv(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	cache := metal.NewClientCache(metal.Config{})
+	cache := metal.NewClientCache(metal.Config{}, metal.CacheOptions{})
 	vars := map[string]string{"PACKET_API_KEY": simtest.APIKey, "METAL_PROJECT_ID": simtest.Project, "METAL_API_URL": e.url}
 	getenv := func(k string) string { return vars[k] }
 	c, err := cache.FromEnv(getenv)
@@ -133,5 +142,101 @@ func TestClientCacheFromEnv(t *testing.T) {
 	}
 	if _, err := cache.FromEnv(func(string) string { return "" }); err == nil {
 		t.Error("FromEnv without a key built a client")
+	}
+}
+
+// TestClientCacheRefusesEndpointsNotAllowed is the attack of a tenant who
+// names its own listener in its credentials Secret's baseURL: the cache
+// refuses the Secret, naming the key and the value, and the listener never
+// hears of the managers.
+func TestClientCacheRefusesEndpointsNotAllowed(t *testing.T) {
+	var requests atomic.Int64
+	listener := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		requests.Add(1)
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer listener.Close()
+	e := newEnv(t, envOptions{})
+	endpoints, err := metal.NewEndpoints(metal.DefaultBaseURL, e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := metal.NewClientCache(metal.Config{}, metal.CacheOptions{Endpoints: endpoints})
+	for _, base := range []string{listener.URL, listener.URL + "/metal/v1", "https://api.equinix.com.attacker.example", "http://api.equinix.com"} {
+		c, err := cache.ForSecret(credentials("fake", "1", simtest.APIKey, base))
+		notAllowed, ok := errors.AsType[*metal.EndpointNotAllowedError](err)
+		if !ok || c != nil {
+			t.Errorf("baseURL %s: client %v, error %v; want an EndpointNotAllowedError", base, c, err)
+			continue
+		}
+		if msg := notAllowed.Error(); !strings.Contains(msg, "baseURL") || !strings.Contains(msg, strconv.Quote(base)) || !strings.Contains(msg, "capi/fake") {
+			t.Errorf("baseURL %s: %q does not name the Secret, the key and the value", base, msg)
+		}
+	}
+	if n := requests.Load(); n != 0 {
+		t.Errorf("the tenant's listener got %d requests", n)
+	}
+	// The allowed endpoint, in another spelling, and a path below it.
+	for _, base := range []string{e.url + "/metal/v1/", strings.Replace(e.url, "127.0.0.1", "127.0.0.1", 1) + "/"} {
+		if _, err := cache.ForSecret(credentials("sim", "1", simtest.APIKey, base)); err != nil {
+			t.Errorf("baseURL %s refused: %v", base, err)
+		}
+	}
+	// A Secret naming no baseURL gets the manager's own endpoint.
+	if _, err := cache.ForSecret(credentials("default", "1", simtest.APIKey, "")); err != nil {
+		t.Errorf("no baseURL: %v", err)
+	}
+}
+
+// TestClientCacheIsBounded: Secrets made by the thousand do not grow the
+// cache past its bound, the least recently used going first; a changed
+// Secret's old client and a forgotten Secret's client are gone.
+func TestClientCacheIsBounded(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	endpoints, err := metal.NewEndpoints(e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := metal.NewClientCache(metal.Config{}, metal.CacheOptions{Endpoints: endpoints, MaxSecrets: 3})
+	get := func(name, rv string) *metal.Client {
+		t.Helper()
+		c, err := cache.ForSecret(credentials(name, rv, simtest.APIKey, e.url))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	a := get("a", "1")
+	get("b", "1")
+	get("c", "1")
+	if get("a", "1") != a {
+		t.Fatal("a was rebuilt while the cache had room")
+	}
+	for i := range 100 {
+		get(fmt.Sprintf("tenant-%d", i), "1")
+		if n := cache.Len(); n > 3 {
+			t.Fatalf("after %d Secrets the cache holds %d clients, bound 3", i+4, n)
+		}
+	}
+	if get("a", "1") == a {
+		t.Error("a, least recently used, was kept past the bound")
+	}
+	get("x", "1")
+	get("x", "2") // rotated: one client for x, not two
+	cache.Forget(types.NamespacedName{Namespace: "capi", Name: "a"})
+	if n := cache.Len(); n != 2 {
+		t.Errorf("after a rotation and a Forget the cache holds %d clients, want 2", n)
+	}
+
+	idle := metal.NewClientCache(metal.Config{}, metal.CacheOptions{Endpoints: endpoints, MaxIdle: time.Nanosecond})
+	if _, err := idle.ForSecret(credentials("gone", "1", simtest.APIKey, e.url)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Millisecond) // past MaxIdle whatever the machine's speed
+	if _, err := idle.ForSecret(credentials("other", "1", simtest.APIKey, e.url)); err != nil {
+		t.Fatal(err)
+	}
+	if n := idle.Len(); n != 1 {
+		t.Errorf("a client unused past MaxIdle was kept: %d clients, want 1", n)
 	}
 }

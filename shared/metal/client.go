@@ -147,6 +147,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 // for concurrent use.
 type Client struct {
 	api       *metalv1.APIClient
+	endpoint  string
 	projectID string
 	timeout   time.Duration
 	pageSize  int32
@@ -158,6 +159,10 @@ func NewClient(cfg Config) (*Client, error) {
 		return nil, errors.New("metal: an API key is required")
 	}
 	server, err := serverURL(cfg.BaseURL)
+	if err != nil {
+		return nil, err
+	}
+	endpoint, err := Endpoint(cfg.BaseURL)
 	if err != nil {
 		return nil, err
 	}
@@ -176,6 +181,7 @@ func NewClient(cfg Config) (*Client, error) {
 
 	c := &Client{
 		api:       metalv1.NewAPIClient(sdk),
+		endpoint:  endpoint,
 		projectID: cfg.ProjectID,
 		timeout:   cfg.Timeout,
 		pageSize:  cfg.PageSize,
@@ -202,6 +208,9 @@ func (c *Client) InProject(projectID string) *Client {
 // bootstrap data written for upstream CAPP asks for it ({{ .apiKey }}) to
 // configure the cloud provider on control-plane nodes.
 func (c *Client) APIKey() string { return c.api.GetConfig().DefaultHeader["X-Auth-Token"] }
+
+// Endpoint is the API the client calls, in the normal form of Endpoint.
+func (c *Client) Endpoint() string { return c.endpoint }
 
 // ProjectID is the project the client's project-level operations act in.
 func (c *Client) ProjectID() string { return c.projectID }

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	metalv1 "github.com/equinix/equinix-sdk-go/services/metalv1"
+
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/message"
 )
 
 // Error kinds, matched with errors.Is (or the Is* helpers) against the errors
@@ -42,12 +44,26 @@ type APIError struct {
 	sdkErr error
 }
 
+// maxMessages is how many of an answer's messages an APIError repeats.
+const maxMessages = 4
+
 func (e *APIError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "metal %s: %d %s", e.Operation, e.StatusCode, http.StatusText(e.StatusCode))
-	if len(e.Messages) > 0 {
-		b.WriteString(": ")
-		b.WriteString(strings.Join(e.Messages, "; "))
+	// The answer's messages are the API's (or whatever answered at the
+	// endpoint's address) and end up in conditions: each is quoted and cut,
+	// and only the first few are repeated.
+	for i, m := range e.Messages {
+		if i == maxMessages {
+			fmt.Fprintf(&b, "; and %d more", len(e.Messages)-maxMessages)
+			break
+		}
+		if i == 0 {
+			b.WriteString(": ")
+		} else {
+			b.WriteString("; ")
+		}
+		b.WriteString(message.Quote(m))
 	}
 	if e.Attempts > 1 {
 		fmt.Fprintf(&b, " (after %d attempts)", e.Attempts)

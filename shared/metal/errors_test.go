@@ -2,13 +2,16 @@ package metal_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/message"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal/sim"
 )
@@ -77,5 +80,49 @@ func TestTokenNeverInErrors(t *testing.T) {
 				t.Errorf("case %d: API message %q leaks the token", i, m)
 			}
 		}
+	}
+}
+
+// TestAnswersAreNotEchoedRaw: whatever answers at an endpoint writes the
+// messages of its errors, and they end up in conditions: an error repeats
+// a few of them, each quoted and cut, never the whole answer.
+func TestAnswersAreNotEchoedRaw(t *testing.T) {
+	huge := strings.Repeat("x", 100_000)
+	messages := []string{"line one\nforged: line two", huge}
+	for i := range 10 {
+		messages = append(messages, fmt.Sprintf("message %d", i))
+	}
+	body, err := json.Marshal(map[string]any{"errors": messages})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnprocessableEntity)
+		_, _ = w.Write(body)
+	}))
+	defer api.Close()
+	c, err := metal.NewClient(metal.Config{APIKey: "k", BaseURL: api.URL, ProjectID: "p", Retry: fastRetry})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.GetVRF(context.Background(), vrfID)
+	if err == nil {
+		t.Fatal("a 422 was not an error")
+	}
+	msg := err.Error()
+	if len(msg) > 2*message.MaxValue*4 {
+		t.Errorf("the error repeats %d bytes of an answer of %d", len(msg), len(body))
+	}
+	for _, want := range []string{`"line one\nforged: line two"`, "(100000 bytes)", "and 8 more"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q does not contain %q", msg, want)
+		}
+	}
+	if strings.Contains(msg, "\n") {
+		t.Errorf("error %q carries a raw newline of the answer", msg)
+	}
+	if !metal.IsUnprocessable(err) || len(metal.ErrorMessages(err)) != len(messages) {
+		t.Errorf("the error lost its kind or its messages: %v", err)
 	}
 }

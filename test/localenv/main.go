@@ -106,12 +106,18 @@ func run(ctx context.Context, once bool, kubeconfig string, logs, out io.Writer)
 	defer simulator.Close()
 	simURL := simulator.URL
 
-	stopIPAM, err := env.StartIPAM(ctx, env.IPAMOptions(4))
+	// The credentials Secrets of the samples name the simulator: the one
+	// Metal API endpoint the managers allow.
+	ipamOpts := env.IPAMOptions(4)
+	ipamOpts.MetalEndpoints = []string{simURL}
+	stopIPAM, err := env.StartIPAM(ctx, ipamOpts)
 	if err != nil {
 		return fmt.Errorf("starting the IPAM manager: %w", err)
 	}
 	defer stopIPAM()
-	stopCAPP, err := env.StartCAPP(ctx, env.CAPPOptions(2, ""))
+	cappOpts := env.CAPPOptions(2, "")
+	cappOpts.MetalEndpoints = []string{simURL}
+	stopCAPP, err := env.StartCAPP(ctx, cappOpts)
 	if err != nil {
 		return fmt.Errorf("starting the CAPP manager: %w", err)
 	}

@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/rest"
 	certutil "k8s.io/client-go/util/cert"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	capiflags "sigs.k8s.io/cluster-api/util/flags"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -224,11 +225,11 @@ func (e *Environment) ConfigNamed(name string) *rest.Config {
 func (e *Environment) Stop() error { return e.env.Stop() }
 
 // inProcess are the settings for a manager beside others in one process:
-// probes and metrics off, controller names unchecked.
+// probes and diagnostics off, controller names unchecked.
 func inProcess(concurrency int) managerutil.Options {
 	return managerutil.Options{
 		HealthProbeBindAddress:       "0",
-		MetricsBindAddress:           "0",
+		Diagnostics:                  capiflags.ManagerOptions{DiagnosticsAddress: "0"},
 		Concurrency:                  concurrency,
 		SkipControllerNameValidation: true,
 	}

@@ -107,6 +107,13 @@ const (
 	// InvalidCredentialsReason: the Secret has no apiKey, or the Metal API
 	// refused the credentials.
 	InvalidCredentialsReason = "InvalidCredentials"
+	// EndpointNotAllowedReason: the credentials Secret's baseURL is not one
+	// of the Metal API endpoints the operator allows; no request was sent.
+	EndpointNotAllowedReason = "EndpointNotAllowed"
+	// APIKeyNotAvailableReason: the bootstrap data asks for {{ .apiKey }}
+	// and the PacketCluster has no credentials Secret of its own to take it
+	// from.
+	APIKeyNotAvailableReason = "APIKeyNotAvailable"
 	// InfrastructureNotFoundReason: the Cluster names no PacketCluster, or it
 	// does not exist.
 	InfrastructureNotFoundReason = "InfrastructureNotFound"

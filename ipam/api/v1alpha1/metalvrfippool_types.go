@@ -70,6 +70,10 @@ const (
 	CredentialsSecretNotFoundReason = "CredentialsSecretNotFound"
 	// InvalidCredentialsReason: the Secret has no API key, or the Metal API refused it (401/403).
 	InvalidCredentialsReason = "InvalidCredentials"
+	// EndpointNotAllowedReason: the Secret's baseURL is not one of the Metal
+	// API endpoints the operator allows (--metal-endpoints); no request
+	// was sent.
+	EndpointNotAllowedReason = "EndpointNotAllowed"
 	// VRFNotFoundReason: the Metal API does not know the VRF (404).
 	VRFNotFoundReason = "VRFNotFound"
 	// VRFMismatchReason: the VRF is not in spec.vrf.projectID or spec.vrf.metro,
@@ -321,8 +325,11 @@ type ResolvedVRF struct {
 	// ID of the VRF.
 	// +kubebuilder:validation:MaxLength=64
 	ID string `json:"id"`
-	// ProjectID is the project the VRF belongs to.
-	// +kubebuilder:validation:MaxLength=64
+	// ProjectID is the project the VRF belongs to; read from an endpoint
+	// other than the public Metal API, it is followed by "@" and that
+	// endpoint, so that the pools of two endpoints never share an
+	// allocation domain.
+	// +kubebuilder:validation:MaxLength=512
 	ProjectID string `json:"projectID"`
 }
 
@@ -348,7 +355,7 @@ type MetalVRFIPPoolStatus struct {
 	Resolved []ResolvedAddresses `json:"resolved,omitempty"`
 
 	// VRF is spec.vrf as last read with the pool's credentials. The pools
-	// whose VRF resolved to the same project and ID share their addresses
+	// whose VRF resolved to the same endpoint, project and ID share their addresses
 	// (one allocation domain); a pool whose credentials cannot read the VRF
 	// has none and hands out nothing.
 	// +optional

@@ -116,6 +116,15 @@ runcmd:
 var _ = Describe("Bootstrap data written for upstream CAPP", func() {
 	It("gets upstream's template values on a control-plane machine, and a worker asking for the endpoint is told why not", func() {
 		ns := newNamespace()
+		// {{ .apiKey }} is the token of the cluster's own credentials
+		// Secret, never the manager's (test/e2e/tenant).
+		Expect(k8s.Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "metal-credentials"},
+			StringData: map[string]string{"apiKey": simtest.APIKey},
+		})).To(Succeed())
+		clusterFixture(ns, func(pc *infrav1.PacketCluster) {
+			pc.Spec.CredentialsRef = &corev1.LocalObjectReference{Name: "metal-credentials"}
+		})
 		cp, cpm := machineFixture(ns, "cp", nil)
 		controlPlane(cp)
 		worker, wpm := machineFixture(ns, "worker", nil)

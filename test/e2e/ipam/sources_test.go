@@ -3,7 +3,6 @@ package ipam
 import (
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"sync"
@@ -21,6 +20,7 @@ import (
 
 	cappv1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal/sim"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal/sim/simtest"
 )
@@ -49,20 +49,43 @@ var (
 // Each test has a server of its own, so the pools of earlier tests, which
 // keep reading their sources, do not reach the current test's simulator.
 type metalServer struct {
-	*httptest.Server
-	sim atomic.Pointer[sim.Server]
+	// URL is the base URL of this test's simulator: the suite's listener
+	// (the Metal API endpoint the IPAM manager allows) and a path of its own.
+	URL    string
+	prefix string
+	sim    atomic.Pointer[sim.Server]
 }
 
 var metalAPI *metalServer
 
+// metalAPIs route the suite's listener's requests to the tests' simulators
+// by the first segment of their path.
+var (
+	metalAPIs       sync.Map // prefix → *metalServer
+	metalAPIsServed atomic.Int64
+)
+
+// serveMetalAPIs is the handler of the suite's listener.
+func serveMetalAPIs(w http.ResponseWriter, r *http.Request) {
+	prefix, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+	m, ok := metalAPIs.Load("/" + prefix)
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	http.StripPrefix("/"+prefix, m.(*metalServer).sim.Load()).ServeHTTP(w, r)
+}
+
 func startMetalAPI() *metalServer {
-	m := &metalServer{}
-	m.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		m.sim.Load().ServeHTTP(w, r)
-	}))
+	m := &metalServer{prefix: fmt.Sprintf("/t%d", metalAPIsServed.Add(1))}
+	m.URL = metalListener.URL + m.prefix
 	m.sim.Store(sim.New(sim.Options{}))
+	metalAPIs.Store(m.prefix, m)
 	return m
 }
+
+// Close stops serving this test's simulator.
+func (m *metalServer) Close() { metalAPIs.Delete(m.prefix) }
 
 // reset serves a fresh simulator seeded with the example seed, edited by
 // edit when not nil.
@@ -411,7 +434,11 @@ var _ = Describe("Pools sourced from an Equinix Metal VRF", func() {
 		owner := createPool(ns, "owner", vrfSpec(v1alpha1.VRFScopeGatewaySubnets))
 		expectPool(owner, func(g Gomega, p v1alpha1.Pool) {
 			haveCondition(g, p, v1alpha1.ReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
-			g.Expect(p.PoolStatus().VRF).To(Equal(&v1alpha1.ResolvedVRF{ID: demoVRF, ProjectID: demoProject}))
+			// Read from the simulator, not the public API: the project is
+			// qualified by the endpoint (see qualifiedProject).
+			endpoint, err := metal.Endpoint(metalAPI.URL)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(p.PoolStatus().VRF).To(Equal(&v1alpha1.ResolvedVRF{ID: demoVRF, ProjectID: demoProject + "@" + endpoint}))
 		})
 		held := boundAddress(createClaim(ns, "held", v1alpha1.MetalVRFIPPoolKind, "owner")).Spec.Address
 

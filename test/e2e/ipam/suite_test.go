@@ -5,6 +5,8 @@ package ipam
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -34,6 +36,9 @@ var (
 	k8s      client.Client
 	ctx      context.Context
 	stopIPAM func()
+	// metalListener serves every test's Metal API simulator (see
+	// startMetalAPI): the one endpoint the managers allow.
+	metalListener *httptest.Server
 )
 
 func TestIPAM(t *testing.T) {
@@ -48,6 +53,7 @@ var _ = BeforeSuite(func() {
 	env, err = testenv.Start(testenv.Options{Webhooks: true, CAPPCRDs: true})
 	Expect(err).NotTo(HaveOccurred())
 	k8s = env.Client
+	metalListener = httptest.NewServer(http.HandlerFunc(serveMetalAPIs))
 	stopIPAM, err = env.StartIPAM(ctx, ipamOptions())
 	Expect(err).NotTo(HaveOccurred())
 	SetDefaultEventuallyTimeout(30 * time.Second)
@@ -57,6 +63,9 @@ var _ = BeforeSuite(func() {
 var _ = AfterSuite(func() {
 	if stopIPAM != nil {
 		stopIPAM()
+	}
+	if metalListener != nil {
+		metalListener.Close()
 	}
 	if env != nil {
 		Expect(env.Stop()).To(Succeed())
@@ -69,6 +78,7 @@ var _ = AfterSuite(func() {
 func ipamOptions() manager.Options {
 	opts := env.IPAMOptions(concurrency)
 	opts.SourceResyncPeriod = time.Second
+	opts.MetalEndpoints = []string{metalListener.URL}
 	opts.MetalTimeout = 5 * time.Second
 	opts.MetalRetry = metal.RetryPolicy{MaxAttempts: 2, InitialBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}
 	return opts

@@ -11,12 +11,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -42,17 +40,11 @@ import (
 // namespace does once installed.
 const systemNamespace = "rbac-system"
 
-// The managers' ServiceAccounts, each bound to its generated ClusterRole.
-const (
-	ipamAccount = "ipam-manager"
-	cappAccount = "capp-manager"
-)
-
-// The managers' identities: the user names the API server gives the
+// The managers' identities: the user names the API server gives their
 // ServiceAccounts' tokens.
 var (
-	ipamUser = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + systemNamespace + ":" + ipamAccount}
-	cappUser = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + systemNamespace + ":" + cappAccount}
+	ipamUser = testenv.ServiceAccount(systemNamespace, testenv.IPAMAccount)
+	cappUser = testenv.ServiceAccount(systemNamespace, testenv.CAPPAccount)
 )
 
 var (
@@ -89,89 +81,18 @@ func start(ctx context.Context) (stops []func(), err error) {
 		return stops, err
 	}
 	stops = append(stops, func() { _ = env.Stop() })
-	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: systemNamespace}}); err != nil {
-		return stops, err
-	}
-	for account, role := range map[string]string{
-		ipamAccount: filepath.Join("config", "ipam", "rbac", "role.yaml"),
-		cappAccount: filepath.Join("config", "capp", "rbac", "role.yaml"),
-	} {
-		if err := bindGeneratedRole(ctx, account, filepath.Join(env.Root, role)); err != nil {
-			return stops, err
-		}
-	}
-
-	if err := bindLeaderElectionRole(ctx, ipamAccount, filepath.Join(env.Root, "config", "ipam", "rbac", "leader_election_role.yaml")); err != nil {
-		return stops, err
-	}
 	ipamOpts := env.IPAMOptions(2)
-	// As installed: the allocation records live in the manager's own
-	// namespace, where the leader election Role lets it keep Leases.
-	ipamOpts.AllocationNamespace = systemNamespace
 	ipamOpts.MetalRetry = metal.RetryPolicy{MaxAttempts: 2, InitialBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}
-	stop, err := env.StartIPAMAs(ctx, ipamUser, ipamOpts)
-	if err != nil {
-		return stops, fmt.Errorf("the IPAM manager with its role: %w", err)
-	}
-	stops = append(stops, stop)
+	ipamOpts.MetalEndpoints = []string{metalSim.URL}
 	cappOpts := env.CAPPOptions(2, "")
 	// No fallback token: the PacketCluster's credentialsRef is the only way
 	// to the Metal API.
 	cappOpts.Getenv = func(string) string { return "" }
-	stop, err = env.StartCAPPAs(ctx, cappUser, cappOpts)
-	if err != nil {
-		return stops, fmt.Errorf("the CAPP manager with its role: %w", err)
-	}
-	return append(stops, stop), nil
-}
-
-// bindGeneratedRole creates the ClusterRole of file (as generated) and the
-// ServiceAccount name of systemNamespace, bound to it.
-func bindGeneratedRole(ctx context.Context, name, file string) error {
-	objects, err := testenv.ReadObjects(file)
-	if err != nil {
-		return err
-	}
-	if len(objects) != 1 || objects[0].GetKind() != "ClusterRole" {
-		return fmt.Errorf("%s: want one ClusterRole", file)
-	}
-	role := objects[0]
-	if err := env.Client.Create(ctx, role); err != nil {
-		return err
-	}
-	ns := systemNamespace
-	if err := env.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
-		return err
-	}
-	return env.Client.Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.GetName()},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}},
-	})
-}
-
-// bindLeaderElectionRole creates the Role of file (as generated, the
-// manager's namespaced rights) in systemNamespace, bound to the
-// ServiceAccount name.
-func bindLeaderElectionRole(ctx context.Context, name, file string) error {
-	objects, err := testenv.ReadObjects(file)
-	if err != nil {
-		return err
-	}
-	if len(objects) != 1 || objects[0].GetKind() != "Role" {
-		return fmt.Errorf("%s: want one Role", file)
-	}
-	role := objects[0]
-	role.SetNamespace(systemNamespace)
-	role.SetName(name + "-" + role.GetName())
-	if err := env.Client.Create(ctx, role); err != nil {
-		return err
-	}
-	return env.Client.Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: systemNamespace, Name: role.GetName()},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.GetName()},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: systemNamespace, Name: name}},
-	})
+	cappOpts.MetalEndpoints = []string{metalSim.URL}
+	// As installed: the allocation records live in the IPAM manager's own
+	// namespace, where the leader election Role lets it keep Leases.
+	managers, err := env.StartAsInstalled(ctx, systemNamespace, ipamOpts, cappOpts)
+	return append(stops, managers...), err
 }
 
 func requireEnv(t *testing.T) {

@@ -1,0 +1,515 @@
+// Package tenant runs both managers as installed (each impersonating its
+// ServiceAccount bound to its generated role, see test/e2e/rbac) on a real
+// kube-apiserver, against the Metal API simulator, while a tenant, a user
+// bound to nothing but an edit Role in its own namespace, tries what a team
+// sharing the management cluster must not be able to do: read the
+// managers' token, point them at an API of its own, keep the device
+// creation slots from the other teams. Each test asserts that the attack
+// is refused with a condition naming the field and the value, and that
+// nothing reached what it aimed at.
+package tenant
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
+	"github.com/metal-vrf/cluster-api-metal-vrf/capp/controllers"
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal"
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal/sim"
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal/sim/simtest"
+	"github.com/metal-vrf/cluster-api-metal-vrf/test/testenv"
+)
+
+// systemNamespace holds the managers' ServiceAccounts.
+const systemNamespace = "tenant-system"
+
+const (
+	// tenantUser may edit the objects of its own namespace, nothing more.
+	tenantUser = "team-b-user"
+	// managerToken is the CAPP manager's own METAL_API_KEY.
+	managerToken = "manager-token-of-the-whole-management-cluster"
+	// maxCreations is the CAPP manager's --max-device-creations.
+	maxCreations = 2
+)
+
+var (
+	env      *testenv.Environment
+	metalSim *simtest.Sim
+	// otherSim is a second endpoint the operator allows the IPAM manager,
+	// seeded like metalSim: the same project and VRF IDs.
+	otherSim *simtest.Sim
+	setupErr error
+)
+
+func TestMain(m *testing.M) {
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
+	ctx, cancel := context.WithCancel(context.Background())
+	stops, err := start(ctx)
+	if err != nil {
+		setupErr = err
+	}
+	code := m.Run()
+	cancel()
+	for i := len(stops) - 1; i >= 0; i-- {
+		stops[i]()
+	}
+	os.Exit(code)
+}
+
+// start starts the simulator (whose devices stay provisioning, so that
+// they hold their creation slots), the API server and both managers as
+// their ServiceAccounts, each allowing the simulator as its one Metal API.
+func start(ctx context.Context) (stops []func(), err error) {
+	metalSim, err = simtest.Start(sim.Options{DeviceProvisionDelay: time.Hour}, nil)
+	if err != nil {
+		return nil, err
+	}
+	stops = append(stops, metalSim.Close)
+	otherSim, err = simtest.Start(sim.Options{}, nil)
+	if err != nil {
+		return stops, err
+	}
+	stops = append(stops, otherSim.Close)
+	env, err = testenv.Start(testenv.Options{CAPPCRDs: true})
+	if err != nil {
+		return stops, err
+	}
+	stops = append(stops, func() { _ = env.Stop() })
+	ipamOpts := env.IPAMOptions(2)
+	ipamOpts.MetalRetry = metal.RetryPolicy{MaxAttempts: 2, InitialBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}
+	ipamOpts.MetalEndpoints = []string{metalSim.URL, otherSim.URL}
+	cappOpts := env.CAPPOptions(2, "")
+	cappOpts.Getenv = func(name string) string {
+		return map[string]string{metal.EnvAPIKey: managerToken, metal.EnvBaseURL: metalSim.URL}[name]
+	}
+	cappOpts.MetalEndpoints = []string{metalSim.URL}
+	cappOpts.MaxDeviceCreations = maxCreations
+	cappOpts.MetalRetry = ipamOpts.MetalRetry
+	managers, err := env.StartAsInstalled(ctx, systemNamespace, ipamOpts, cappOpts)
+	return append(stops, managers...), err
+}
+
+// tenant creates a namespace and returns it with a client acting as
+// tenantUser, bound there to a Role that edits what a team needs for its
+// clusters (Secrets, CAPI's and the providers' objects), and nothing
+// elsewhere.
+func tenant(t *testing.T) (string, client.Client) {
+	t.Helper()
+	ctx := context.Background()
+	ns, err := env.NewNamespace(ctx, "team-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := []string{"get", "list", "watch", "create", "update", "patch", "delete"}
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edit"},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: all},
+			{APIGroups: []string{clusterv1.GroupVersion.Group}, Resources: []string{"clusters", "machines"}, Verbs: all},
+			{APIGroups: []string{infrav1.GroupVersion.Group}, Resources: []string{"packetclusters", "packetmachines"}, Verbs: all},
+			{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"metalvrfippools", "ipaddressclaims", "ipaddresses"}, Verbs: all},
+		},
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edit"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: tenantUser}},
+	}
+	for _, obj := range []client.Object{role, binding} {
+		if err := env.Client.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := client.New(env.ConfigAs(rest.ImpersonationConfig{UserName: tenantUser}), client.Options{Scheme: env.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns, c
+}
+
+func requireEnv(t *testing.T) {
+	t.Helper()
+	if setupErr != nil {
+		t.Fatalf("the environment did not start: %v", setupErr)
+	}
+}
+
+// eventually polls check until it returns nil; after the guard it fails the
+// test with check's last error. The guard only stops a stuck test.
+func eventually(t *testing.T, what string, check func() error) {
+	t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 2*time.Minute, true,
+		func(context.Context) (bool, error) {
+			last = check()
+			return last == nil, nil
+		})
+	if err != nil {
+		t.Fatalf("%s: %v", what, errors.Join(err, last))
+	}
+}
+
+// secret creates a credentials Secret as c.
+func secret(t *testing.T, c client.Client, ns, name, token, baseURL string) {
+	t.Helper()
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		StringData: map[string]string{"apiKey": token, "baseURL": baseURL},
+	}
+	if err := c.Create(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// cluster creates, as c, a Cluster and its PacketCluster in the simulator's
+// project, with the credentials Secret credentials (none when empty) and a
+// control-plane endpoint of its own, so that only the machines call the
+// Metal API.
+func cluster(t *testing.T, c client.Client, ns, name, credentials string) {
+	t.Helper()
+	pc := &infrav1.PacketCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{clusterv1.ClusterNameLabel: name}},
+		Spec: infrav1.PacketClusterSpec{
+			ProjectID: simtest.Project, Metro: simtest.Metro,
+			ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "192.0.2.10", Port: 6443},
+		},
+	}
+	if credentials != "" {
+		pc.Spec.CredentialsRef = &corev1.LocalObjectReference{Name: credentials}
+	}
+	cl := &clusterv1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: clusterv1.ClusterSpec{
+			Paused:            ptr.To(false),
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "PacketCluster", Name: pc.Name},
+		},
+	}
+	for _, obj := range []client.Object{pc, cl} {
+		if err := c.Create(context.Background(), obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// machine creates, as c, a Machine of cluster with its bootstrap data and
+// its PacketMachine (no networks), as CAPI and a bootstrap provider would.
+func machine(t *testing.T, c client.Client, ns, cluster, name string, controlPlane bool, bootstrapData string) *infrav1.PacketMachine {
+	t.Helper()
+	ctx := context.Background()
+	bootstrap := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-bootstrap"},
+		Data:       map[string][]byte{"value": []byte(bootstrapData), "format": []byte("cloud-config")},
+	}
+	labels := map[string]string{clusterv1.ClusterNameLabel: cluster}
+	if controlPlane {
+		labels[clusterv1.MachineControlPlaneLabel] = ""
+	}
+	m := &clusterv1.Machine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+		Spec: clusterv1.MachineSpec{
+			ClusterName: cluster,
+			Bootstrap: clusterv1.Bootstrap{
+				ConfigRef:      clusterv1.ContractVersionedObjectReference{APIGroup: "bootstrap.cluster.x-k8s.io", Kind: "KubeadmConfig", Name: name},
+				DataSecretName: ptr.To(bootstrap.Name),
+			},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "PacketMachine", Name: name},
+		},
+	}
+	for _, obj := range []client.Object{bootstrap, m} {
+		if err := c.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pm := &infrav1.PacketMachine{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: ns, Name: name,
+			Labels: map[string]string{clusterv1.ClusterNameLabel: cluster},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: m.Name, UID: m.UID,
+			}},
+		},
+		Spec: infrav1.PacketMachineSpec{Plan: "c3.small.x86", OperatingSystem: "ubuntu_24_04"},
+	}
+	if err := c.Create(ctx, pm); err != nil {
+		t.Fatal(err)
+	}
+	return pm
+}
+
+// condition reads obj again and returns its condition of type cond.
+func condition(obj client.Object, cond string) (*metav1.Condition, error) {
+	if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
+		return nil, err
+	}
+	getter, ok := obj.(conditions.Getter)
+	if !ok {
+		return nil, fmt.Errorf("%T has no conditions", obj)
+	}
+	c := conditions.Get(getter, cond)
+	if c == nil {
+		return nil, fmt.Errorf("no condition %s yet", cond)
+	}
+	return c, nil
+}
+
+// TestTenantCannotReadTheManagersToken: bootstrap data written for
+// upstream CAPP asks for {{ .apiKey }} on a control-plane machine whose
+// PacketCluster names no credentials Secret. The manager's own token must
+// not be written into the tenant's user-data Secret; the machine says why
+// it renders nothing.
+func TestTenantCannotReadTheManagersToken(t *testing.T) {
+	requireEnv(t)
+	ctx := context.Background()
+	ns, c := tenant(t)
+	cluster(t, c, ns, "leak", "")
+	pm := machine(t, c, ns, "leak", "cp-0", true, "#cloud-config\nwrite_files:\n- path: /etc/metal-token\n  content: {{ .apiKey }}\n")
+	eventually(t, "the machine refuses the manager's token", func() error {
+		userData := &corev1.Secret{}
+		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.UserDataSecretName(pm.Name)}, userData)
+		if err == nil && strings.Contains(string(userData.Data[controllers.UserDataKey]), managerToken) {
+			t.Fatalf("the manager's token is in Secret %s/%s, which the tenant reads", ns, userData.Name)
+		}
+		if client.IgnoreNotFound(err) != nil {
+			return err
+		}
+		cond, err := condition(pm, infrav1.BootstrapDataRenderedCondition)
+		if err != nil {
+			return err
+		}
+		if cond.Reason != infrav1.APIKeyNotAvailableReason || !strings.Contains(cond.Message, "spec.credentialsRef") {
+			return fmt.Errorf("BootstrapDataRendered: %s %s %q", cond.Status, cond.Reason, cond.Message)
+		}
+		return nil
+	})
+
+	// With a credentials Secret of its own, the cluster gets its own token,
+	// which its namespace already holds.
+	const tenantToken = "team-b-own-token"
+	secret(t, c, ns, "own", tenantToken, "")
+	cluster(t, c, ns, "own", "own")
+	own := machine(t, c, ns, "own", "cp-1", true, "#cloud-config\nwrite_files:\n- path: /etc/metal-token\n  content: {{ .apiKey }}\n")
+	eventually(t, "the machine renders its cluster's own token", func() error {
+		userData := &corev1.Secret{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.UserDataSecretName(own.Name)}, userData); err != nil {
+			return err
+		}
+		if data := string(userData.Data[controllers.UserDataKey]); strings.Contains(data, managerToken) || !strings.Contains(data, tenantToken) {
+			return fmt.Errorf("the user-data does not hold the cluster's own token alone:\n%s", data)
+		}
+		return nil
+	})
+}
+
+// TestTenantCannotPointTheManagersElsewhere: a credentials Secret names a
+// listener of the tenant's in baseURL, for a PacketCluster's machine and
+// for a VRF pool. Both are refused with a condition naming the key and the
+// value, and the listener hears nothing.
+func TestTenantCannotPointTheManagersElsewhere(t *testing.T) {
+	requireEnv(t)
+	var requests atomic.Int64
+	listener := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		requests.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"devices":[],"meta":{"total":0}}`))
+	}))
+	defer listener.Close()
+	ns, c := tenant(t)
+	secret(t, c, ns, "elsewhere", "team-b-token", listener.URL)
+	cluster(t, c, ns, "elsewhere", "elsewhere")
+	pm := machine(t, c, ns, "elsewhere", "m-0", false, "#cloud-config\n")
+	pool := &v1alpha1.MetalVRFIPPool{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "elsewhere"},
+		Spec: v1alpha1.MetalVRFIPPoolSpec{VRF: &v1alpha1.VRFSource{
+			ID: simtest.VRF, CredentialsRef: v1alpha1.SecretReference{Name: "elsewhere"},
+		}},
+	}
+	if err := c.Create(context.Background(), pool); err != nil {
+		t.Fatal(err)
+	}
+	refused := func(cond *metav1.Condition, err error) error {
+		if err != nil {
+			return err
+		}
+		if cond.Reason != infrav1.EndpointNotAllowedReason || !strings.Contains(cond.Message, "baseURL") || !strings.Contains(cond.Message, listener.URL) {
+			return fmt.Errorf("%s: %s %q; the listener had %d requests", cond.Type, cond.Reason, cond.Message, requests.Load())
+		}
+		return nil
+	}
+	eventually(t, "the machine refuses the endpoint", func() error {
+		return refused(condition(pm, infrav1.DeviceReadyCondition))
+	})
+	eventually(t, "the pool refuses the endpoint", func() error {
+		return refused(condition(pool, v1alpha1.SourcesResolvedCondition))
+	})
+	if n := requests.Load(); n != 0 {
+		t.Errorf("the tenant's listener got %d requests from the managers", n)
+	}
+}
+
+// TestTenantCannotKeepTheCreationSlots: a tenant's machines hold every
+// creation slot (their devices provisioning) and then vanish without their
+// delete path, finalizers removed. Another team's machine, waiting for a
+// slot meanwhile, gets one.
+func TestTenantCannotKeepTheCreationSlots(t *testing.T) {
+	requireEnv(t)
+	ctx := context.Background()
+	ns, c := tenant(t)
+	secret(t, c, ns, "metal", simtest.APIKey, metalSim.URL)
+	cluster(t, c, ns, "greedy", "metal")
+	var held []*infrav1.PacketMachine
+	for i := range maxCreations {
+		pm := machine(t, c, ns, "greedy", fmt.Sprintf("m-%d", i), false, "#cloud-config\n")
+		eventually(t, "the tenant's machine has its device in creation", func() error {
+			cond, err := condition(pm, infrav1.DeviceReadyCondition)
+			if err != nil {
+				return err
+			}
+			if cond.Reason != infrav1.DeviceProvisioningReason {
+				return fmt.Errorf("DeviceReady: %s %q", cond.Reason, cond.Message)
+			}
+			return nil
+		})
+		held = append(held, pm)
+	}
+
+	other, err := env.NewNamespace(ctx, "team-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret(t, env.Client, other, "metal", simtest.APIKey, metalSim.URL)
+	cluster(t, env.Client, other, "patient", "metal")
+	waiting := machine(t, env.Client, other, "patient", "m-0", false, "#cloud-config\n")
+	eventually(t, "the other team's machine waits for a slot", func() error {
+		cond, err := condition(waiting, infrav1.DeviceReadyCondition)
+		if err != nil {
+			return err
+		}
+		if cond.Reason != infrav1.WaitingForCreationSlotReason {
+			return fmt.Errorf("DeviceReady: %s %q", cond.Reason, cond.Message)
+		}
+		return nil
+	})
+
+	for _, pm := range held {
+		vanish(t, c, pm)
+	}
+	eventually(t, "the other team's machine gets a slot", func() error {
+		cond, err := condition(waiting, infrav1.DeviceReadyCondition)
+		if err != nil {
+			return err
+		}
+		if cond.Reason != infrav1.DeviceProvisioningReason {
+			return fmt.Errorf("DeviceReady: %s %q", cond.Reason, cond.Message)
+		}
+		return nil
+	})
+}
+
+// vanish removes pm's finalizers and deletes it as c, so that the manager
+// never runs its delete path: the delete is made on the version without
+// finalizers, and tried again if the manager put its finalizer back first.
+func vanish(t *testing.T, c client.Client, pm *infrav1.PacketMachine) {
+	t.Helper()
+	ctx := context.Background()
+	eventually(t, "the tenant's machine vanishes", func() error {
+		current := &infrav1.PacketMachine{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(pm), current); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return err
+		}
+		current.Finalizers = nil
+		if err := c.Update(ctx, current); err != nil {
+			return err
+		}
+		return c.Delete(ctx, current, client.Preconditions{ResourceVersion: ptr.To(current.ResourceVersion)})
+	})
+}
+
+// TestTenantCannotJoinAnotherTeamsAllocationDomain: a second endpoint the
+// operator allows answers with the same project and VRF IDs as the one
+// another team's pool reads. That team's claim holds the VRF's first
+// address; the tenant's pool, whose Secret names the second endpoint, is an
+// allocation domain of its own: its claim gets that same first address, so
+// it neither sees which addresses the other team uses nor exhausts them.
+func TestTenantCannotJoinAnotherTeamsAllocationDomain(t *testing.T) {
+	requireEnv(t)
+	other, err := env.NewNamespace(context.Background(), "team-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret(t, env.Client, other, "metal", simtest.APIKey, metalSim.URL)
+	theirs := claimAddress(t, env.Client, other)
+	ns, c := tenant(t)
+	secret(t, c, ns, "metal", simtest.APIKey, otherSim.URL)
+	if ours := claimAddress(t, c, ns); ours != theirs {
+		t.Errorf("the tenant's claim got %s, not %s: its pool shares the other team's allocation domain", ours, theirs)
+	}
+}
+
+// claimAddress creates, as c, a pool of the simulators' VRF gateway subnet
+// (credentials in the Secret metal) and a claim of it, and returns the
+// address the claim gets.
+func claimAddress(t *testing.T, c client.Client, ns string) string {
+	t.Helper()
+	ctx := context.Background()
+	pool := &v1alpha1.MetalVRFIPPool{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nodes"},
+		Spec: v1alpha1.MetalVRFIPPoolSpec{VRF: &v1alpha1.VRFSource{
+			ID: simtest.VRF, CredentialsRef: v1alpha1.SecretReference{Name: "metal"},
+			ProjectID: simtest.Project, Metro: simtest.Metro, ReservationIDs: []string{simtest.NodesReservation},
+		}},
+	}
+	claim := &ipamv1.IPAddressClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c"},
+		Spec: ipamv1.IPAddressClaimSpec{PoolRef: ipamv1.IPPoolReference{
+			APIGroup: v1alpha1.GroupVersion.Group, Kind: v1alpha1.MetalVRFIPPoolKind, Name: pool.Name,
+		}},
+	}
+	for _, obj := range []client.Object{pool, claim} {
+		if err := c.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var address string
+	eventually(t, "the claim is bound", func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(claim), claim); err != nil {
+			return err
+		}
+		if claim.Status.AddressRef.Name == "" {
+			return errors.New("not bound")
+		}
+		a := &ipamv1.IPAddress{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: claim.Status.AddressRef.Name}, a); err != nil {
+			return err
+		}
+		address = a.Spec.Address
+		return nil
+	})
+	return address
+}
