@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal"
 )
 
@@ -111,4 +110,3 @@ func splitList(list string) []string {
 	}
 	return out
 }
-

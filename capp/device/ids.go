@@ -17,4 +17,3 @@ func DeviceID(providerID string) string {
 	}
 	return id
 }
-

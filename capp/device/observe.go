@@ -153,4 +153,3 @@ func newestBatch(batches []metalv1.PortVlanAssignmentBatch) *Batch {
 	})
 	return &Batch{ID: newest.GetId(), State: string(newest.GetState()), Errors: newest.GetErrorMessages()}
 }
-

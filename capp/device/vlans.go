@@ -180,4 +180,3 @@ func metroOf(vn metalv1.VirtualNetwork) string {
 	m := vn.GetMetro()
 	return m.GetCode()
 }
-
