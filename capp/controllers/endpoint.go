@@ -111,24 +111,39 @@ func (r *PacketClusterReconciler) reconcileEndpoint(ctx context.Context, s *clus
 	}
 	id := pc.Annotations[infrav1.EndpointReservationAnnotation]
 	if id != "" && id != infrav1.EndpointReservationPending {
-		res, err := c.GetIPReservation(ctx, id)
-		switch {
-		case metal.IsNotFound(err):
-			s.observeFalse(cond, infrav1.EndpointReservationNotFoundReason, fmt.Sprintf(
-				"reservation %s of spec.controlPlaneEndpoint %s is gone from the platform: the address cannot be had back",
-				id, pc.Spec.ControlPlaneEndpoint.Host))
-			return ctrl.Result{RequeueAfter: slowPoll}, false, nil
-		case err != nil:
-			return r.endpointFailed(ctx, s, "reading reservation "+id, err)
-		}
-		if err := reservationOwned(ctx, r.Client, pc, res); err != nil {
-			s.observeFalse(cond, infrav1.EndpointReservationNotOwnedReason, fmt.Sprintf(
-				"metadata.annotations[%s] %q: %v; the provider neither uses nor releases it", infrav1.EndpointReservationAnnotation, id, err))
-			return ctrl.Result{RequeueAfter: slowPoll}, false, nil
-		}
-		return r.useReservation(s, res)
+		return r.recordedReservation(ctx, s, c, id)
 	}
+	return r.newReservation(ctx, s, c)
+}
 
+// recordedReservation uses the reservation the annotation names, once it is
+// proven the cluster's.
+func (r *PacketClusterReconciler) recordedReservation(ctx context.Context, s *clusterScope, c *metal.Client, id string) (ctrl.Result, bool, error) {
+	pc := s.PacketCluster
+	const cond = infrav1.ControlPlaneEndpointReadyCondition
+	res, err := c.GetIPReservation(ctx, id)
+	switch {
+	case metal.IsNotFound(err):
+		s.observeFalse(cond, infrav1.EndpointReservationNotFoundReason, fmt.Sprintf(
+			"reservation %s of spec.controlPlaneEndpoint %s is gone from the platform: the address cannot be had back",
+			id, pc.Spec.ControlPlaneEndpoint.Host))
+		return ctrl.Result{RequeueAfter: slowPoll}, false, nil
+	case err != nil:
+		return r.endpointFailed(ctx, s, "reading reservation "+id, err)
+	}
+	if err := reservationOwned(ctx, r.Client, pc, res); err != nil {
+		s.observeFalse(cond, infrav1.EndpointReservationNotOwnedReason, fmt.Sprintf(
+			"metadata.annotations[%s] %q: %v; the provider neither uses nor releases it", infrav1.EndpointReservationAnnotation, id, err))
+		return ctrl.Result{RequeueAfter: slowPoll}, false, nil
+	}
+	return r.useReservation(s, res)
+}
+
+// newReservation adopts the reservation carrying the cluster's tag (a
+// reserve whose answer was lost, a restart), or reserves one.
+func (r *PacketClusterReconciler) newReservation(ctx context.Context, s *clusterScope, c *metal.Client) (ctrl.Result, bool, error) {
+	pc := s.PacketCluster
+	const cond = infrav1.ControlPlaneEndpointReadyCondition
 	tagged, err := c.ListPublicIPv4Reservations(ctx, endpointTag(pc))
 	if err != nil {
 		return r.endpointFailed(ctx, s, "listing the project's public IPv4 reservations", err)
