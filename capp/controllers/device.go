@@ -88,10 +88,7 @@ func (r *PacketMachineReconciler) observeDevice(ctx context.Context, s *machineS
 		if err != nil && pm.Spec.ProviderID == "" && projectRefused(err) {
 			// Looking for the device lists the project's devices: the
 			// project is what the platform refused.
-			s.observeFalse(cond, infrav1.ProjectNotFoundReason, fmt.Sprintf(
-				"project %s (spec.project, or the PacketCluster's spec.projectID) does not exist or %s cannot reach it: %v",
-				access.project, access.source, err))
-			return nil, ctrl.Result{RequeueAfter: r.retryAfter(s)}, nil
+			return nil, r.projectNotFound(s, err), nil
 		}
 		if err != nil {
 			result, _, err := r.metalFailed(ctx, s, cond, access, "reading the device", err)
@@ -254,10 +251,7 @@ func (r *PacketMachineReconciler) createFailed(ctx context.Context, s *machineSc
 		return ctrl.Result{RequeueAfter: r.retryAfter(s)}, false, nil
 	}
 	if projectRefused(err) {
-		s.observeFalse(cond, infrav1.ProjectNotFoundReason, fmt.Sprintf(
-			"project %s (spec.project, or the PacketCluster's spec.projectID) does not exist or %s cannot reach it: %v",
-			access.project, access.source, err))
-		return ctrl.Result{RequeueAfter: r.retryAfter(s)}, false, nil
+		return r.projectNotFound(s, err), false, nil
 	}
 	if metal.IsUnprocessable(err) {
 		msg := fmt.Sprintf("the platform refused to create the device (plan %q, operating system %q, metro %q, facility %q, hardwareReservationID %q): %s",
@@ -270,6 +264,15 @@ func (r *PacketMachineReconciler) createFailed(ctx context.Context, s *machineSc
 		return ctrl.Result{RequeueAfter: r.retryAfter(s)}, false, nil
 	}
 	return r.metalFailed(ctx, s, cond, access, "creating the device", err)
+}
+
+// projectNotFound reports a project the platform refused (404, 403) and
+// retries with backoff.
+func (r *PacketMachineReconciler) projectNotFound(s *machineScope, err error) ctrl.Result {
+	s.observeFalse(infrav1.DeviceReadyCondition, infrav1.ProjectNotFoundReason, fmt.Sprintf(
+		"project %s (spec.project, or the PacketCluster's spec.projectID) does not exist or %s cannot reach it: %v",
+		s.access.project, s.access.source, err))
+	return ctrl.Result{RequeueAfter: r.retryAfter(s)}
 }
 
 // deviceFailed reports a device the platform failed to provision, with the
