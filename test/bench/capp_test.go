@@ -48,9 +48,9 @@ import (
 const (
 	burstMachines       = 200
 	burstForeignDevices = 1000
-	burstLatency   = 50 * time.Millisecond
-	burstProvision = time.Minute
-	burstInFlight  = 5
+	burstLatency        = 50 * time.Millisecond
+	burstProvision      = time.Minute
+	burstInFlight       = 5
 
 	// capiTimeout guards against a stuck manager; it is not a speed target.
 	capiTimeout = 30 * time.Minute

@@ -46,32 +46,7 @@ func TestMetalRequestsPerMachine(t *testing.T) {
 	ctx := context.Background()
 	ctrl.SetLogger(zap.New(zap.WriteTo(testWriter{t}), zap.UseDevMode(true)))
 
-	metalSim, err := simtest.Start(sim.Options{
-		DeviceProvisionDelay: 2 * time.Second, BatchDelay: time.Second, DeviceDeprovisionDelay: 2 * time.Second, MaxDevicesInFlight: 5,
-	}, func(f *sim.SeedFile) {
-		for i := range foreignDevices {
-			f.Projects[0].Devices = append(f.Projects[0].Devices, sim.SeedDevice{
-				Hostname: fmt.Sprintf("other-team-%04d", i), Plan: "c3.small.x86", Metro: simtest.Metro, OperatingSystem: "ubuntu_24_04",
-				Tags: []string{"team:other"},
-			})
-		}
-	})
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(metalSim.Close)
-	env, err := testenv.Start(testenv.Options{CAPPCRDs: true})
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { _ = env.Stop() })
-	opts := env.CAPPOptions(4, "")
-	opts.Getenv = func(name string) string {
-		return map[string]string{metal.EnvAPIKey: simtest.APIKey, metal.EnvBaseURL: metalSim.URL}[name]
-	}
-	stop, err := env.StartCAPP(ctx, opts)
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(stop)
-	k8s := env.Client
-	ns, err := env.NewNamespace(ctx, "calls")
-	g.Expect(err).NotTo(HaveOccurred())
-	createCluster(ctx, g, k8s, ns)
+	metalSim, k8s, ns := start(ctx, t, g)
 
 	before := metalSim.TotalCalls()
 	var pms []*infrav1.PacketMachine
@@ -111,6 +86,39 @@ func TestMetalRequestsPerMachine(t *testing.T) {
 	g.Expect(metalSim.Calls(sim.OpDeleteDevice)).To(Equal(machines))
 }
 
+// start runs the simulator (with foreignDevices devices of another team in
+// the project), an API server and the CAPP manager, and returns a namespace
+// with a Cluster and its PacketCluster.
+func start(ctx context.Context, t *testing.T, g Gomega) (*simtest.Sim, client.Client, string) {
+	metalSim, err := simtest.Start(sim.Options{
+		DeviceProvisionDelay: 2 * time.Second, BatchDelay: time.Second, DeviceDeprovisionDelay: 2 * time.Second, MaxDevicesInFlight: 5,
+	}, func(f *sim.SeedFile) {
+		for i := range foreignDevices {
+			f.Projects[0].Devices = append(f.Projects[0].Devices, sim.SeedDevice{
+				Hostname: fmt.Sprintf("other-team-%04d", i), Plan: "c3.small.x86", Metro: simtest.Metro, OperatingSystem: "ubuntu_24_04",
+				Tags: []string{"team:other"},
+			})
+		}
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(metalSim.Close)
+	env, err := testenv.Start(testenv.Options{CAPPCRDs: true})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = env.Stop() })
+	opts := env.CAPPOptions(4, "")
+	opts.Getenv = func(name string) string {
+		return map[string]string{metal.EnvAPIKey: simtest.APIKey, metal.EnvBaseURL: metalSim.URL}[name]
+	}
+	stop, err := env.StartCAPP(ctx, opts)
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(stop)
+	k8s := env.Client
+	ns, err := env.NewNamespace(ctx, "calls")
+	g.Expect(err).NotTo(HaveOccurred())
+	createCluster(ctx, g, k8s, ns)
+	return metalSim, k8s, ns
+}
+
 func createCluster(ctx context.Context, g Gomega, k8s client.Client, ns string) {
 	pc := &infrav1.PacketCluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cluster", Labels: map[string]string{clusterv1.ClusterNameLabel: "cluster"}},
@@ -133,7 +141,7 @@ func createCluster(ctx context.Context, g Gomega, k8s client.Client, ns string) 
 // createMachine plays CAPI and the bootstrap provider for one machine of a
 // MachineDeployment: bootstrap data, the Machine, and its PacketMachine with
 // one network on bond0.
-func createMachine(ctx context.Context, g Gomega, k8s client.Client, ns, name string) (*clusterv1.Machine, *infrav1.PacketMachine) {
+func createMachine(ctx context.Context, g Gomega, k8s client.Client, ns, name string, edits ...func(*infrav1.PacketMachine)) (*clusterv1.Machine, *infrav1.PacketMachine) {
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-bootstrap"},
 		Data:       map[string][]byte{"value": []byte("#cloud-config\n"), "format": []byte("cloud-config")},
@@ -160,6 +168,9 @@ func createMachine(ctx context.Context, g Gomega, k8s client.Client, ns, name st
 		Spec: infrav1.PacketMachineSpec{Plan: "c3.small.x86", OperatingSystem: "ubuntu_24_04", Ports: []infrav1.Port{{
 			Name: "bond0", Networks: []infrav1.Network{{VXLAN: simtest.NodesVXLAN, Address: "10.60.1.5/29"}},
 		}}},
+	}
+	for _, edit := range edits {
+		edit(pm)
 	}
 	g.Expect(k8s.Create(ctx, pm)).To(Succeed())
 	return machine, pm
