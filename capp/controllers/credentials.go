@@ -119,8 +119,15 @@ func (r *PacketMachineReconciler) metalFor(ctx context.Context, s *machineScope)
 		return nil, &setupError{infrav1.InfrastructureNotFoundReason, "no project: set spec.project, or the PacketCluster's spec.projectID"}
 	}
 	access.project = project
-	access.executor = &device.Executor{API: c.InProject(project)}
+	access.executor = &device.Executor{API: c.InProject(project), VLANs: r.vlans, VLANKey: vlanKey{c, project}}
 	return access, nil
+}
+
+// vlanKey is whose VLAN list a machine may share: the same credentials'
+// client in the same project.
+type vlanKey struct {
+	client  *metal.Client
+	project string
 }
 
 // packetCluster is the PacketCluster the machine's Cluster names; nil when

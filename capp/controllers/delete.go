@@ -21,11 +21,14 @@ import (
 func (r *PacketMachineReconciler) deleteDevice(ctx context.Context, s *machineScope) (ctrl.Result, bool, error) {
 	pm := s.PacketMachine
 	const cond = infrav1.DeletingCondition
-	if pm.Spec.ProviderID == "" && !createMayHaveRun(pm) {
+	if pm.Spec.ProviderID == "" && !deviceRequested(pm) && !createMayHaveRun(pm) {
 		return ctrl.Result{}, true, nil
 	}
 	if wait := r.backoff.waiting(pm.UID); wait > 0 {
 		s.backingOff = true
+		return ctrl.Result{RequeueAfter: wait}, false, nil
+	}
+	if wait := r.polls.waiting(pm.UID, true); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, false, nil
 	}
 	access, err := r.access(ctx, s)
@@ -36,7 +39,15 @@ func (r *PacketMachineReconciler) deleteDevice(ctx context.Context, s *machineSc
 		}
 		return ctrl.Result{}, false, err
 	}
-	dev, _, err := access.executor.Find(ctx, device.DeviceID(pm.Spec.ProviderID), deviceTag(pm))
+	dev, err := access.executor.Find(ctx, device.DeviceID(pm.Spec.ProviderID), r.deviceOwner(ctx, s))
+	if nerr, ok := notOwned(err); ok {
+		// Not the machine's to delete: the machine goes, the device stays.
+		r.Recorder.Eventf(pm, nil, corev1.EventTypeWarning, infrav1.DeviceNotOwnedReason, "DeleteDevice",
+			"Left device %s alone: %v", nerr.ID, nerr)
+		s.observeTrue(cond, infrav1.DeletingDeviceReason, fmt.Sprintf("left device %s alone: %v", nerr.ID, nerr))
+		r.Creations.Release(pm.UID)
+		return ctrl.Result{}, true, nil
+	}
 	if err != nil {
 		return r.deleteFailed(ctx, s, "reading the device", err)
 	}
@@ -56,6 +67,7 @@ func (r *PacketMachineReconciler) deleteDevice(ctx context.Context, s *machineSc
 		r.Recorder.Eventf(pm, nil, corev1.EventTypeNormal, "DeviceDeleted", "DeleteDevice", "Deleted device %s", dev.ID)
 	}
 	s.observeTrue(cond, infrav1.DeletingDeviceReason, fmt.Sprintf("waiting for device %s to be gone", dev.ID))
+	r.polls.set(pm.UID, minPoll, true)
 	return ctrl.Result{RequeueAfter: minPoll}, false, nil
 }
 
@@ -69,6 +81,7 @@ func (r *PacketMachineReconciler) deleteFailed(ctx context.Context, s *machineSc
 // the deferred patch writes it.
 func (r *PacketMachineReconciler) removeFinalizer(_ context.Context, s *machineScope) (ctrl.Result, bool, error) {
 	controllerutil.RemoveFinalizer(s.PacketMachine, infrav1.MachineFinalizer)
+	r.polls.forget(s.PacketMachine.UID)
 	return ctrl.Result{}, true, nil
 }
 

@@ -9,11 +9,12 @@ import (
 	"strings"
 	"time"
 
-	metalv1 "github.com/equinix/equinix-sdk-go/services/metalv1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -22,10 +23,12 @@ import (
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal"
 )
 
-// reconcileDevice finds the machine's device (by its ID once known, else by
-// the machine's tag, so a device whose creation was never recorded is
-// adopted), creates it when the platform has none, and is done once it is
-// active. It sets spec.providerID as soon as the device exists.
+// reconcileDevice finds the machine's device (by its ID once known, else,
+// when a create may have been asked for, by the machine's tag, so a device
+// whose creation was never recorded is adopted), proves it is the machine's
+// before anything else is done with it, creates it when the platform has
+// none, and is done once it is active. It sets spec.providerID as soon as
+// the device exists.
 func (r *PacketMachineReconciler) reconcileDevice(ctx context.Context, s *machineScope) (ctrl.Result, bool, error) {
 	pm := s.PacketMachine
 	const cond = infrav1.DeviceReadyCondition
@@ -38,52 +41,19 @@ func (r *PacketMachineReconciler) reconcileDevice(ctx context.Context, s *machin
 	if err != nil {
 		return r.setupFailed(s, cond, err)
 	}
-	dev, raw, err := access.executor.Find(ctx, device.DeviceID(pm.Spec.ProviderID), deviceTag(pm))
-	if err != nil {
-		if pm.Spec.ProviderID == "" && projectRefused(err) {
-			// Looking for the device lists the project's devices: the
-			// project is what the platform refused.
-			s.observeFalse(cond, infrav1.ProjectNotFoundReason, fmt.Sprintf(
-				"project %s (spec.project, or the PacketCluster's spec.projectID) does not exist or %s cannot reach it: %v",
-				access.project, access.source, err))
-			return ctrl.Result{RequeueAfter: r.retryAfter(s)}, false, nil
-		}
-		return r.metalFailed(ctx, s, cond, access, "reading the device", err)
+	if wait := r.polls.waiting(pm.UID, false); wait > 0 && !endpointPending(s) {
+		// The last read said when to look again: the conditions stand.
+		return ctrl.Result{RequeueAfter: wait}, false, nil
 	}
-	if dev == nil && pm.Spec.ProviderID != "" {
-		// The device this machine had is gone: making another would give the
-		// Machine a new server behind the same providerID.
-		r.Creations.Release(pm.UID)
-		s.observeFalse(cond, infrav1.DeviceDeletedReason, fmt.Sprintf(
-			"device %s no longer exists: delete the Machine to replace it", device.DeviceID(pm.Spec.ProviderID)))
-		return ctrl.Result{}, false, nil
-	}
+	dev, result, err := r.observeDevice(ctx, s)
 	if dev == nil {
-		// A network whose VLAN the metro lacks would leave the device
-		// unusable: find out before creating it.
-		if metro := firstOf(pm.Spec.Metro, access.cluster.Spec.Metro); metro != "" {
-			if _, err := access.executor.ResolveVLANs(ctx, metro, portsSpec(pm)); err != nil {
-				if verr, ok := errors.AsType[*device.VLANError](err); ok {
-					s.observeFalse(cond, infrav1.VLANNotFoundReason, vlanErrors(pm, err, verr))
-					return ctrl.Result{RequeueAfter: vlanNotFound}, false, nil
-				}
-				return r.metalFailed(ctx, s, cond, access, "reading the project's VLANs", err)
-			}
-		}
-		if !r.Creations.Acquire(pm.UID, client.ObjectKeyFromObject(pm)) {
-			s.observeFalse(cond, infrav1.WaitingForCreationSlotReason, r.Creations.Waiting(pm.Namespace))
-			return ctrl.Result{RequeueAfter: slotPoll}, false, nil
-		}
-		if dev, raw, err = r.createDevice(ctx, s, access); err != nil {
-			r.Creations.Release(pm.UID)
-			return r.createFailed(ctx, s, access, err)
-		}
+		return result, false, err
 	}
-	s.Device, s.raw = dev, raw
+	s.Device = dev
 	if pm.Spec.ProviderID == "" {
 		pm.Spec.ProviderID = device.ProviderID(dev.ID)
 	}
-	pm.Status.Addresses = machineAddresses(s, raw)
+	pm.Status.Addresses = machineAddresses(s)
 
 	step := device.Plan(device.Spec{}, dev)
 	switch step.Action {
@@ -96,20 +66,154 @@ func (r *PacketMachineReconciler) reconcileDevice(ctx context.Context, s *machin
 		return r.deviceFailed(ctx, s, access, step)
 	default:
 		r.Creations.Hold(pm.UID, client.ObjectKeyFromObject(pm))
-		age := time.Since(raw.GetCreatedAt())
 		s.observeFalse(cond, infrav1.DeviceProvisioningReason, fmt.Sprintf("device %s is %s", dev.ID, dev.State))
-		return ctrl.Result{RequeueAfter: provisioningPoll(age)}, false, nil
+		return ctrl.Result{RequeueAfter: provisioningPoll(time.Since(dev.CreatedAt))}, false, nil
 	}
 }
 
-// createDevice creates the device with the rendered user-data, or adopts the
-// one carrying the machine's tag if a concurrent attempt made it.
-func (r *PacketMachineReconciler) createDevice(ctx context.Context, s *machineScope, access *metalAccess) (*device.Device, *metalv1.Device, error) {
+// observeDevice returns the machine's device, proven its own, creating it
+// when Plan says the platform has none; nil with the result to return when
+// there is none to go on with.
+func (r *PacketMachineReconciler) observeDevice(ctx context.Context, s *machineScope) (*device.Device, ctrl.Result, error) {
+	pm := s.PacketMachine
+	const cond = infrav1.DeviceReadyCondition
+	access := s.access
+	var dev *device.Device
+	if pm.Spec.ProviderID != "" || deviceRequested(pm) {
+		var err error
+		dev, err = access.executor.Find(ctx, device.DeviceID(pm.Spec.ProviderID), r.deviceOwner(ctx, s))
+		if nerr, ok := notOwned(err); ok {
+			return nil, r.deviceNotOwned(ctx, s, nerr), nil
+		}
+		if err != nil && pm.Spec.ProviderID == "" && projectRefused(err) {
+			// Looking for the device lists the project's devices: the
+			// project is what the platform refused.
+			return nil, r.projectNotFound(s, err), nil
+		}
+		if err != nil {
+			result, _, err := r.metalFailed(ctx, s, cond, access, "reading the device", err)
+			return nil, result, err
+		}
+	}
+	if dev == nil && pm.Spec.ProviderID != "" {
+		// The device this machine had is gone: making another would give the
+		// Machine a new server behind the same providerID.
+		r.Creations.Release(pm.UID)
+		s.observeFalse(cond, infrav1.DeviceDeletedReason, fmt.Sprintf(
+			"device %s no longer exists: delete the Machine to replace it", device.DeviceID(pm.Spec.ProviderID)))
+		return nil, ctrl.Result{}, nil
+	}
+	if device.Plan(device.Spec{}, dev).Action == device.Create {
+		return r.ensureDevice(ctx, s)
+	}
+	return dev, ctrl.Result{}, nil
+}
+
+// deviceNotOwned reports a device that is not provably the machine's:
+// nothing is done with it, and deleting the machine leaves it alone.
+func (r *PacketMachineReconciler) deviceNotOwned(ctx context.Context, s *machineScope, nerr *device.NotOwnedError) ctrl.Result {
+	pm := s.PacketMachine
+	r.Creations.Release(pm.UID)
+	field := fmt.Sprintf("spec.providerID %q", pm.Spec.ProviderID)
+	if pm.Spec.ProviderID == "" {
+		field = "the device carrying the machine's tag " + deviceTag(pm)
+	}
+	msg := fmt.Sprintf("%s: %v; the provider does nothing with it but read it, and deleting the machine leaves it alone", field, nerr)
+	if s.reasonChanges(infrav1.DeviceReadyCondition, infrav1.DeviceNotOwnedReason) {
+		r.Recorder.Eventf(pm, nil, corev1.EventTypeWarning, infrav1.DeviceNotOwnedReason, "ReadDevice", "%s", msg)
+	}
+	ctrl.LoggerFrom(ctx).Info("Device is not the machine's", "device", nerr.ID, "why", nerr.Why)
+	s.observeFalse(infrav1.DeviceReadyCondition, infrav1.DeviceNotOwnedReason, msg)
+	return ctrl.Result{RequeueAfter: slowPoll}
+}
+
+// ensureDevice creates the device, once the networks' VLANs are known to be
+// in the metro and a creation slot is free.
+func (r *PacketMachineReconciler) ensureDevice(ctx context.Context, s *machineScope) (*device.Device, ctrl.Result, error) {
+	pm := s.PacketMachine
+	const cond = infrav1.DeviceReadyCondition
+	access := s.access
+	// A network whose VLAN the metro lacks would leave the device
+	// unusable: find out before creating it.
+	if metro := firstOf(pm.Spec.Metro, access.cluster.Spec.Metro); metro != "" {
+		if _, err := access.executor.ResolveVLANs(ctx, metro, portsSpec(pm)); err != nil {
+			if verr, ok := errors.AsType[*device.VLANError](err); ok {
+				s.observeFalse(cond, infrav1.VLANNotFoundReason, vlanErrors(pm, err, verr))
+				return nil, ctrl.Result{RequeueAfter: vlanNotFound}, nil
+			}
+			result, _, err := r.metalFailed(ctx, s, cond, access, "reading the project's VLANs", err)
+			return nil, result, err
+		}
+	}
+	if !r.Creations.Acquire(pm.UID, client.ObjectKeyFromObject(pm)) {
+		s.observeFalse(cond, infrav1.WaitingForCreationSlotReason, r.Creations.Waiting(pm.Namespace))
+		return nil, ctrl.Result{RequeueAfter: slotPoll}, nil
+	}
+	if !deviceRequested(pm) {
+		if done, err := r.markRequested(ctx, pm); !done {
+			// Our copy is stale (a newer one is on its way) or the write failed.
+			r.Creations.Release(pm.UID)
+			return nil, ctrl.Result{}, err
+		}
+	}
+	dev, err := r.createDevice(ctx, s, access)
+	if err != nil {
+		r.Creations.Release(pm.UID)
+		result, _, err := r.createFailed(ctx, s, access, err)
+		return nil, result, err
+	}
+	return dev, ctrl.Result{}, nil
+}
+
+// markRequested records, with an optimistic lock, that the machine's
+// device is about to be requested: a success also proves this reconcile
+// saw the newest machine, so no create before it went unseen. It patches a
+// copy, so what this reconcile changed in memory stays for the deferred
+// patch. done is false on a conflict (the newer machine's event brings the
+// next reconcile) or an error.
+func (r *PacketMachineReconciler) markRequested(ctx context.Context, pm *infrav1.PacketMachine) (done bool, err error) {
+	base := pm.DeepCopy()
+	marked := pm.DeepCopy()
+	if marked.Annotations == nil {
+		marked.Annotations = map[string]string{}
+	}
+	marked.Annotations[infrav1.DeviceRequestedAnnotation] = "true"
+	if err := r.Client.Patch(ctx, marked, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		if apierrors.IsConflict(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("recording the device request: %w", err)
+	}
+	if pm.Annotations == nil {
+		pm.Annotations = map[string]string{}
+	}
+	pm.Annotations[infrav1.DeviceRequestedAnnotation] = "true"
+	return true, nil
+}
+
+// deviceRequested reports whether a device may have been requested for the
+// machine (DeviceRequestedAnnotation).
+func deviceRequested(pm *infrav1.PacketMachine) bool {
+	_, ok := pm.Annotations[infrav1.DeviceRequestedAnnotation]
+	return ok
+}
+
+// endpointPending reports whether the machine must route its cluster's
+// endpoint (a control-plane machine of a CPEM cluster whose reservation is
+// known) and has not yet: the cluster's change must not wait for a poll.
+func endpointPending(s *machineScope) bool {
+	return reservedEndpoint(s.access.cluster) != "" && util.IsControlPlaneMachine(s.Machine) &&
+		!conditions.IsTrue(s.PacketMachine, infrav1.ControlPlaneEndpointAssignedCondition)
+}
+
+// createDevice creates the device with the rendered user-data.
+func (r *PacketMachineReconciler) createDevice(ctx context.Context, s *machineScope, access *metalAccess) (*device.Device, error) {
 	pm := s.PacketMachine
 	reservation, err := access.executor.PickReservation(ctx, pm.Spec.HardwareReservationID)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
+	owner := device.Owner{UID: string(pm.UID), Cluster: clusterName(s), Namespace: pm.Namespace}
 	req := metal.DeviceRequest{
 		Tag:                   deviceTag(pm),
 		Hostname:              pm.Name,
@@ -122,16 +226,16 @@ func (r *PacketMachineReconciler) createDevice(ctx context.Context, s *machineSc
 		IPXEScriptURL:         pm.Spec.IPXEURL,
 		SSHKeys:               pm.Spec.SSHKeys,
 		Userdata:              string(s.UserData),
-		Tags:                  device.Tags(pm.Spec.Tags, string(pm.UID), s.Cluster.Name, util.IsControlPlaneMachine(s.Machine)),
+		Tags:                  device.Tags(pm.Spec.Tags, owner, util.IsControlPlaneMachine(s.Machine)),
 	}
-	dev, raw, err := access.executor.Create(ctx, req)
+	dev, err := access.executor.Create(ctx, req)
 	countStep("create", err)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	ctrl.LoggerFrom(ctx).Info("Created the device", "device", dev.ID, "state", dev.State)
 	r.Recorder.Eventf(pm, nil, corev1.EventTypeNormal, "DeviceCreated", "CreateDevice", "Device %s (plan %s) is %s", dev.ID, pm.Spec.DevicePlan(), dev.State)
-	return dev, raw, nil
+	return dev, nil
 }
 
 // createFailed reports a create the platform refused, naming the field the
@@ -144,6 +248,9 @@ func (r *PacketMachineReconciler) createFailed(ctx context.Context, s *machineSc
 			fmt.Sprintf("spec.hardwareReservationID %q: %v", pm.Spec.HardwareReservationID, rerr))
 		return ctrl.Result{RequeueAfter: r.retryAfter(s)}, false, nil
 	}
+	if projectRefused(err) {
+		return r.projectNotFound(s, err), false, nil
+	}
 	if metal.IsUnprocessable(err) {
 		msg := fmt.Sprintf("the platform refused to create the device (plan %q, operating system %q, metro %q, facility %q, hardwareReservationID %q): %s",
 			pm.Spec.DevicePlan(), pm.Spec.DeviceOS(), firstOf(pm.Spec.Metro, access.cluster.Spec.Metro),
@@ -155,6 +262,15 @@ func (r *PacketMachineReconciler) createFailed(ctx context.Context, s *machineSc
 		return ctrl.Result{RequeueAfter: r.retryAfter(s)}, false, nil
 	}
 	return r.metalFailed(ctx, s, cond, access, "creating the device", err)
+}
+
+// projectNotFound reports a project the platform refused (404, 403) and
+// retries with backoff.
+func (r *PacketMachineReconciler) projectNotFound(s *machineScope, err error) ctrl.Result {
+	s.observeFalse(infrav1.DeviceReadyCondition, infrav1.ProjectNotFoundReason, fmt.Sprintf(
+		"project %s (spec.project, or the PacketCluster's spec.projectID) does not exist or %s cannot reach it: %v",
+		s.access.project, s.access.source, err))
+	return ctrl.Result{RequeueAfter: r.retryAfter(s)}
 }
 
 // deviceFailed reports a device the platform failed to provision, with the
@@ -223,16 +339,16 @@ func (r *PacketMachineReconciler) metalFailed(ctx context.Context, s *machineSco
 // machineAddresses are the machine's addresses: the VLAN addresses, then
 // the device's own (public ones external, private ones internal), then its
 // hostname.
-func machineAddresses(s *machineScope, raw *metalv1.Device) []clusterv1.MachineAddress {
+func machineAddresses(s *machineScope) []clusterv1.MachineAddress {
 	out := slices.Clone(s.vlanAddresses)
-	for _, a := range device.Addresses(raw) {
+	for _, a := range s.Device.Addresses {
 		t := clusterv1.MachineInternalIP
 		if a.Public {
 			t = clusterv1.MachineExternalIP
 		}
 		out = append(out, clusterv1.MachineAddress{Type: t, Address: a.Address})
 	}
-	if h := raw.GetHostname(); h != "" {
+	if h := s.Device.Hostname; h != "" {
 		out = append(out, clusterv1.MachineAddress{Type: clusterv1.MachineHostName, Address: h})
 	}
 	return out

@@ -21,14 +21,13 @@ import (
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal"
 )
 
-const (
-	// defaultAPIServerPort is the endpoint's port when the spec names none.
-	defaultAPIServerPort = 6443
-	// EndpointTagPrefix + the PacketCluster's UID identifies the reservation
-	// of its endpoint: a restarted manager finds it by this tag instead of
-	// reserving another.
-	EndpointTagPrefix = "cluster-api-provider-packet:packetcluster-uid:"
-)
+// defaultAPIServerPort is the endpoint's port when the spec names none.
+const defaultAPIServerPort = 6443
+
+// EndpointTagPrefix + the PacketCluster's UID identifies the reservation of
+// its endpoint: a restarted manager finds it by this tag instead of
+// reserving another.
+const EndpointTagPrefix = device.EndpointTagPrefix
 
 // endpointPlan is where a PacketCluster's endpoint comes from, decided from
 // its spec and annotations alone: reserve, the VIP of spec.vip, or else
@@ -112,19 +111,39 @@ func (r *PacketClusterReconciler) reconcileEndpoint(ctx context.Context, s *clus
 	}
 	id := pc.Annotations[infrav1.EndpointReservationAnnotation]
 	if id != "" && id != infrav1.EndpointReservationPending {
-		res, err := c.GetIPReservation(ctx, id)
-		switch {
-		case metal.IsNotFound(err):
-			s.observeFalse(cond, infrav1.EndpointReservationNotFoundReason, fmt.Sprintf(
-				"reservation %s of spec.controlPlaneEndpoint %s is gone from the platform: the address cannot be had back",
-				id, pc.Spec.ControlPlaneEndpoint.Host))
-			return ctrl.Result{RequeueAfter: slowPoll}, false, nil
-		case err != nil:
-			return r.endpointFailed(ctx, s, "reading reservation "+id, err)
-		}
-		return r.useReservation(s, res)
+		return r.recordedReservation(ctx, s, c, id)
 	}
+	return r.newReservation(ctx, s, c)
+}
 
+// recordedReservation uses the reservation the annotation names, once it is
+// proven the cluster's.
+func (r *PacketClusterReconciler) recordedReservation(ctx context.Context, s *clusterScope, c *metal.Client, id string) (ctrl.Result, bool, error) {
+	pc := s.PacketCluster
+	const cond = infrav1.ControlPlaneEndpointReadyCondition
+	res, err := c.GetIPReservation(ctx, id)
+	switch {
+	case metal.IsNotFound(err):
+		s.observeFalse(cond, infrav1.EndpointReservationNotFoundReason, fmt.Sprintf(
+			"reservation %s of spec.controlPlaneEndpoint %s is gone from the platform: the address cannot be had back",
+			id, pc.Spec.ControlPlaneEndpoint.Host))
+		return ctrl.Result{RequeueAfter: slowPoll}, false, nil
+	case err != nil:
+		return r.endpointFailed(ctx, s, "reading reservation "+id, err)
+	}
+	if err := reservationOwned(ctx, r.Client, pc, res); err != nil {
+		s.observeFalse(cond, infrav1.EndpointReservationNotOwnedReason, fmt.Sprintf(
+			"metadata.annotations[%s] %q: %v; the provider neither uses nor releases it", infrav1.EndpointReservationAnnotation, id, err))
+		return ctrl.Result{RequeueAfter: slowPoll}, false, nil
+	}
+	return r.useReservation(s, res)
+}
+
+// newReservation adopts the reservation carrying the cluster's tag (a
+// reserve whose answer was lost, a restart), or reserves one.
+func (r *PacketClusterReconciler) newReservation(ctx context.Context, s *clusterScope, c *metal.Client) (ctrl.Result, bool, error) {
+	pc := s.PacketCluster
+	const cond = infrav1.ControlPlaneEndpointReadyCondition
 	tagged, err := c.ListPublicIPv4Reservations(ctx, endpointTag(pc))
 	if err != nil {
 		return r.endpointFailed(ctx, s, "listing the project's public IPv4 reservations", err)
@@ -250,7 +269,7 @@ func (r *PacketClusterReconciler) releaseEndpoint(ctx context.Context, s *cluste
 		}
 		return ctrl.Result{}, false, err
 	}
-	found, err := endpointReservations(ctx, c, pc)
+	found, err := r.endpointReservations(ctx, c, pc)
 	if err != nil {
 		return r.releaseFailed(ctx, s, "looking for the endpoint's reservation", err)
 	}
@@ -265,7 +284,7 @@ func (r *PacketClusterReconciler) releaseEndpoint(ctx context.Context, s *cluste
 			"Released public IPv4 reservation %s (%s)", res.GetId(), res.GetAddress())
 	}
 	if len(found) > 0 {
-		if found, err = endpointReservations(ctx, c, pc); err != nil {
+		if found, err = r.endpointReservations(ctx, c, pc); err != nil {
 			return r.releaseFailed(ctx, s, "checking the endpoint's reservation is gone", err)
 		}
 	}
@@ -289,8 +308,9 @@ func (r *PacketClusterReconciler) releaseFailed(ctx context.Context, s *clusterS
 }
 
 // endpointReservations are the reservations the cluster holds: those
-// carrying its tag, and the one its annotation names.
-func endpointReservations(ctx context.Context, c *metal.Client, pc *infrav1.PacketCluster) ([]metalv1.IPReservation, error) {
+// carrying its tag, and the one its annotation names if it is provably the
+// cluster's (another is left alone, and said so).
+func (r *PacketClusterReconciler) endpointReservations(ctx context.Context, c *metal.Client, pc *infrav1.PacketCluster) ([]metalv1.IPReservation, error) {
 	found, err := c.ListPublicIPv4Reservations(ctx, endpointTag(pc))
 	if err != nil {
 		return nil, err
@@ -306,7 +326,18 @@ func endpointReservations(ctx context.Context, c *metal.Client, pc *infrav1.Pack
 	case err != nil:
 		return nil, err
 	}
+	if err := reservationOwned(ctx, r.Client, pc, res); err != nil {
+		r.Recorder.Eventf(pc, nil, corev1.EventTypeWarning, infrav1.EndpointReservationNotOwnedReason, "ReleaseEndpoint",
+			"Left reservation %s alone: %v", id, err)
+		return found, nil
+	}
 	return append(found, *res), nil
+}
+
+// reservationOwned proves res is pc's endpoint reservation (device.Owned).
+func reservationOwned(ctx context.Context, c client.Reader, pc *infrav1.PacketCluster, res *metalv1.IPReservation) error {
+	ep := device.EndpointOf(res)
+	return device.Owned("reservation", ep.ReservationID, ep.Project, ep.Tags, device.EndpointTagPrefix, endpointOwner(ctx, c, pc))
 }
 
 // pickReservation chooses the reservation to keep among those carrying the
@@ -324,9 +355,9 @@ func pickReservation(tagged []metalv1.IPReservation, host string) (keep metalv1.
 func endpointTag(pc *infrav1.PacketCluster) string { return EndpointTagPrefix + string(pc.UID) }
 
 // endpointTags are the tags of the reservation: the identifying one, and the
-// cluster tag the cluster's devices carry too.
+// cluster's and namespace's, which the cluster's devices carry too.
 func endpointTags(pc *infrav1.PacketCluster, cluster string) []string {
-	return []string{endpointTag(pc), device.ClusterTagPrefix + cluster}
+	return []string{endpointTag(pc), device.ClusterTagPrefix + cluster, device.NamespaceTagPrefix + pc.Namespace}
 }
 
 func hostPort(host string, port int32) string {

@@ -33,7 +33,16 @@ func (r *PacketMachineReconciler) reconcileEndpointAddress(ctx context.Context, 
 		return ctrl.Result{}, true, nil
 	}
 	x := s.access.executor
-	ep, err := x.ReadEndpoint(ctx, id)
+	ep, err := x.ReadEndpoint(ctx, id, endpointOwner(ctx, r.Client, s.access.cluster))
+	if nerr, ok := notOwned(err); ok {
+		msg := fmt.Sprintf("PacketCluster %s metadata.annotations[%s] %q: %v; it is not routed to the device",
+			s.access.cluster.Name, infrav1.EndpointReservationAnnotation, id, nerr)
+		if s.reasonChanges(cond, infrav1.EndpointReservationNotOwnedReason) {
+			r.Recorder.Eventf(pm, nil, corev1.EventTypeWarning, infrav1.EndpointReservationNotOwnedReason, "AssignEndpoint", "%s", msg)
+		}
+		s.observeFalse(cond, infrav1.EndpointReservationNotOwnedReason, msg)
+		return ctrl.Result{RequeueAfter: slowPoll}, false, nil
+	}
 	if err != nil {
 		return r.metalFailed(ctx, s, cond, s.access, "reading the endpoint's reservation "+id, err)
 	}

@@ -26,7 +26,7 @@ func (r *PacketMachineReconciler) reconcileNodeReport(ctx context.Context, s *ma
 		s.observeTrue(cond, c.Reason, c.Message)
 		return ctrl.Result{}, true, nil
 	}
-	if !slices.Contains(s.raw.GetTags(), deviceTag(pm)) {
+	if !slices.Contains(s.Device.Tags, deviceTag(pm)) {
 		// Only a device this provider created runs its network script; one
 		// adopted by its ID after an upgrade from upstream CAPP never reports.
 		s.observeTrue(cond, infrav1.NodeReportNotExpectedReason, fmt.Sprintf(

@@ -42,6 +42,7 @@ import (
 
 	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/capp/cloudinit"
+	"github.com/metal-vrf/cluster-api-metal-vrf/capp/device"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal"
 )
 
@@ -87,10 +88,17 @@ type PacketMachineReconciler struct {
 	// ipamInstalled is false when the cluster had no IPAddressClaim API at
 	// start: machines that need claims then say so in a condition.
 	ipamInstalled bool
-	// backoff spaces the retries of failed Metal calls and the polls of a
-	// provisioning device, per machine.
+	// backoff spaces the retries of failed Metal calls, per machine.
 	backoff *backoff
+	// polls spaces a machine's reads by what it waits for (pollGate).
+	polls *pollGate
+	// vlans shares each project's VLAN list between the machines.
+	vlans *device.VLANCache
 }
+
+// vlanListTTL is how long a project's VLAN list is shared between machines:
+// a VLAN created since is seen after at most this long.
+const vlanListTTL = 30 * time.Second
 
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=packetmachines,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=packetmachines/status,verbs=get;update;patch
@@ -115,6 +123,8 @@ func (r *PacketMachineReconciler) SetupWithManager(ctx context.Context, mgr ctrl
 		r.Creations = NewCreationSlots(DefaultMaxDeviceCreations, 0)
 	}
 	r.backoff = newBackoff()
+	r.polls = newPollGate()
+	r.vlans = device.NewVLANCache(vlanListTTL)
 	clusterToMachines, err := util.ClusterToTypedObjectsMapper(mgr.GetClient(), &infrav1.PacketMachineList{}, mgr.GetScheme())
 	if err != nil {
 		return err
@@ -200,14 +210,27 @@ type phase[S any] func(context.Context, S) (result ctrl.Result, done bool, err e
 // reconcileNormal runs the phases in order until one is not done.
 func (r *PacketMachineReconciler) reconcileNormal(ctx context.Context, s *machineScope) (ctrl.Result, error) {
 	defer r.resetBackoff(s)
-	return runPhases(ctx, s, &s.observations, []phase[*machineScope]{
+	phases := []phase[*machineScope]{
 		r.reconcileIPAddresses,
 		r.reconcileBootstrapData,
 		r.reconcileDevice,
 		r.reconcilePorts,
 		r.reconcileEndpointAddress,
 		r.reconcileNodeReport,
-	})
+	}
+	result, err := runPhases(ctx, s, &s.observations, phases)
+	if s.Device != nil && !s.metalFailed && err == nil {
+		// The device was read: the next read is when the phase that
+		// stopped said to look again, or a steady poll once all is done.
+		wait := result.RequeueAfter
+		if s.stoppedAt == len(phases) {
+			wait = steadyPoll
+		}
+		if wait > 0 {
+			r.polls.set(s.PacketMachine.UID, wait, false)
+		}
+	}
+	return result, err
 }
 
 // resetBackoff forgets the machine's failed Metal calls once a reconcile

@@ -1,7 +1,6 @@
 package controllers
 
 import (
-	metalv1 "github.com/equinix/equinix-sdk-go/services/metalv1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
@@ -33,10 +32,9 @@ type machineScope struct {
 	// access reaches the machine's device, set by the first phase that
 	// needs the Metal API.
 	access *metalAccess
-	// Device is the machine's device as the platform shows it (nil when it
-	// has none), with raw, the API's answer, for the addresses.
+	// Device is the machine's device as the platform shows it, proven the
+	// machine's; nil when it has none or it was not read.
 	Device *device.Device
-	raw    *metalv1.Device
 
 	observations
 	deleting bool

@@ -1,9 +1,11 @@
 package device
 
 import (
+	"cmp"
 	"context"
-	"path"
 	"slices"
+
+	metalv1 "github.com/equinix/equinix-sdk-go/services/metalv1"
 )
 
 // Endpoint is a cluster's reserved public address (CPEM mode) and the
@@ -11,6 +13,8 @@ import (
 type Endpoint struct {
 	ReservationID string
 	Address       string
+	Project       string
+	Tags          []string
 	// AssignedTo are the IDs of the devices the address is routed to.
 	AssignedTo []string
 }
@@ -42,17 +46,27 @@ func PlanEndpoint(ep Endpoint, deviceID string) EndpointAction {
 	}
 }
 
-// ReadEndpoint reads the reservation id and where its address is routed.
-func (x Executor) ReadEndpoint(ctx context.Context, id string) (Endpoint, error) {
+// ReadEndpoint reads the reservation id and where its address is routed,
+// and proves it is the cluster owner's (by the endpoint tag, see Owned)
+// before anything else is done with it: one that is not is a
+// *NotOwnedError.
+func (x Executor) ReadEndpoint(ctx context.Context, id string, owner Owner) (Endpoint, error) {
 	res, err := x.API.GetIPReservation(ctx, id)
 	if err != nil {
 		return Endpoint{}, err
 	}
-	ep := Endpoint{ReservationID: res.GetId(), Address: res.GetAddress()}
+	ep := EndpointOf(res)
+	return ep, Owned("reservation", ep.ReservationID, ep.Project, ep.Tags, EndpointTagPrefix, owner)
+}
+
+// EndpointOf is a reservation as plain types.
+func EndpointOf(res *metalv1.IPReservation) Endpoint {
+	project := res.GetProject()
+	ep := Endpoint{ReservationID: res.GetId(), Address: res.GetAddress(), Project: cmp.Or(project.GetId(), hrefID(project.GetHref())), Tags: res.GetTags()}
 	for _, a := range res.GetAssignments() {
-		ep.AssignedTo = append(ep.AssignedTo, path.Base(a.AssignedTo.GetHref()))
+		ep.AssignedTo = append(ep.AssignedTo, hrefID(a.AssignedTo.GetHref()))
 	}
-	return ep, nil
+	return ep
 }
 
 // AssignEndpoint routes the endpoint's address to the device.

@@ -66,6 +66,7 @@ type model struct {
 	x     Executor
 	obs   *metal.Client
 	want  Spec
+	owner Owner
 	tag   string
 	// id is the device ID the controller recorded, empty until recorded.
 	id    string
@@ -99,7 +100,9 @@ func newModel(t *testing.T, seed uint64) *model {
 	}
 	return &model{
 		t: t, ctx: t.Context(), rng: rng, sim: s, clock: clock, x: Executor{API: api}, obs: obs,
-		want: randomSpec(rng), tag: MachineTagPrefix + fmt.Sprintf("model-%d", seed),
+		want:  randomSpec(rng),
+		owner: Owner{Project: simtest.Project, UID: fmt.Sprintf("model-%d", seed)},
+		tag:   MachineTagPrefix + fmt.Sprintf("model-%d", seed),
 	}
 }
 
@@ -206,7 +209,7 @@ func (m *model) assignByHand() {
 // read batches, plan, run one step). A wait advances the clock by the
 // controller's shortest poll.
 func (m *model) reconcile() Step {
-	dev, _, err := m.x.Find(m.ctx, m.id, m.tag)
+	dev, err := m.x.Find(m.ctx, m.id, m.owner)
 	if err != nil {
 		m.injected(err)
 		return Step{}
@@ -215,7 +218,7 @@ func (m *model) reconcile() Step {
 		m.t.Fatalf("recorded device %s is gone", m.id)
 	}
 	if dev == nil {
-		if dev, _, err = m.x.Create(m.ctx, metal.DeviceRequest{
+		if dev, err = m.x.Create(m.ctx, metal.DeviceRequest{
 			Tag: m.tag, Hostname: "model", Plan: "c3.small.x86", OperatingSystem: "ubuntu_24_04", Metro: simtest.Metro,
 		}); err != nil {
 			m.injected(err)
@@ -257,7 +260,7 @@ func (m *model) reconcile() Step {
 
 // reconcileDelete is one pass of the controller's deletion.
 func (m *model) reconcileDelete() Step {
-	dev, _, err := m.x.Find(m.ctx, m.id, m.tag)
+	dev, err := m.x.Find(m.ctx, m.id, m.owner)
 	if err != nil {
 		m.injected(err)
 		return Step{}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Device states of the platform that the plan distinguishes.
@@ -48,11 +49,23 @@ type VLAN struct {
 
 // Device is a device as the platform shows it.
 type Device struct {
-	ID    string
-	State string
-	Metro string
+	ID       string
+	State    string
+	Metro    string
+	Project  string
+	Hostname string
+	Tags     []string
+	// Addresses are the device's own, in the platform's order.
+	Addresses []Address
+	CreatedAt time.Time
 	// Ports by name.
 	Ports map[string]Port
+}
+
+// Address is one of the device's own IP addresses.
+type Address struct {
+	Address string
+	Public  bool
 }
 
 // Port is one of a device's ports.

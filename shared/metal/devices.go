@@ -83,7 +83,19 @@ func (c *Client) EnsureDevice(ctx context.Context, req DeviceRequest) (*metalv1.
 		}
 		return nil, fmt.Errorf("metal: %d devices carry tag %q (%v); refusing to create another", len(existing), req.Tag, ids)
 	}
+	return c.CreateDevice(ctx, req)
+}
 
+// CreateDevice creates a device without looking for one carrying req.Tag
+// first: for a caller that knows it never asked for one (EnsureDevice is
+// the safe retry otherwise). req.Tag is added to the tags.
+func (c *Client) CreateDevice(ctx context.Context, req DeviceRequest) (*metalv1.Device, error) {
+	if err := c.requireProject(); err != nil {
+		return nil, err
+	}
+	if req.Tag == "" {
+		return nil, errors.New("metal: a device request needs an identifying tag")
+	}
 	in, err := req.createInput()
 	if err != nil {
 		return nil, err

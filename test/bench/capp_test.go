@@ -37,17 +37,20 @@ import (
 //     grow with the number of VLANs: one create, and per port at most one
 //     disbond and one batch.
 //   - BenchmarkProvisionBurst: burstMachines PacketMachines created at once
-//     against a simulator that answers every call after burstLatency, takes
-//     burstProvision to provision a device and refuses (429) creations
-//     beyond burstInFlight in flight; the manager runs with its default
-//     --max-device-creations. Reports the seconds until every machine is
-//     provisioned and the 429s the simulator answered (target 0: the
-//     manager's own limit keeps it under the platform's).
+//     in a project that already holds burstForeignDevices devices of
+//     another team, against a simulator that answers every call after
+//     burstLatency, takes burstProvision to provision a device and refuses
+//     (429) creations beyond burstInFlight in flight; the manager runs with
+//     its default --max-device-creations. Reports the seconds until every
+//     machine is provisioned, the 429s the simulator answered (target 0:
+//     the manager's own limit keeps it under the platform's) and the Metal
+//     requests per machine.
 const (
-	burstMachines  = 50
-	burstLatency   = 50 * time.Millisecond
-	burstProvision = time.Minute
-	burstInFlight  = 5
+	burstMachines       = 200
+	burstForeignDevices = 1000
+	burstLatency        = 50 * time.Millisecond
+	burstProvision      = time.Minute
+	burstInFlight       = 5
 
 	// capiTimeout guards against a stuck manager; it is not a speed target.
 	capiTimeout = 30 * time.Minute
@@ -385,7 +388,14 @@ func BenchmarkProvisionBurst(b *testing.B) {
 			DeviceProvisionDelay: burstProvision,
 			MaxDevicesInFlight:   burstInFlight,
 			Latency:              burstLatency,
-		}, nil)
+		}, func(f *sim.SeedFile) {
+			for i := range burstForeignDevices {
+				f.Projects[0].Devices = append(f.Projects[0].Devices, sim.SeedDevice{
+					Hostname: fmt.Sprintf("other-team-%04d", i), Plan: "c3.small.x86", Metro: simtest.Metro,
+					OperatingSystem: "ubuntu_24_04", Tags: []string{"team:other"},
+				})
+			}
+		})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -403,6 +413,7 @@ func BenchmarkProvisionBurst(b *testing.B) {
 			e.waitFor(b, pm, provisionedMachine)
 		}
 		elapsed := time.Since(start)
+		requests, lists := metalSim.TotalCalls(), metalSim.Calls(sim.OpFindProjectDevices)
 		checkOneActiveDeviceEach(b, metalSim, machines)
 		b.ReportMetric(elapsed.Seconds(), "s-all-provisioned")
 		// The floor: burstMachines/burstInFlight waves of burstProvision.
@@ -410,6 +421,8 @@ func BenchmarkProvisionBurst(b *testing.B) {
 		b.ReportMetric(elapsed.Seconds()/floor.Seconds(), "x-floor")
 		b.ReportMetric(float64(metalSim.Answers(sim.OpCreateDevice, http.StatusTooManyRequests)), "create-429s")
 		b.ReportMetric(float64(metalSim.Calls(sim.OpCreateDevice)), "create-calls")
+		b.ReportMetric(float64(requests)/burstMachines, "requests/machine")
+		b.ReportMetric(float64(lists), "device-lists")
 	}
 }
 
@@ -425,6 +438,7 @@ func checkOneActiveDeviceEach(b *testing.B, metalSim *simtest.Sim, machines []*i
 	if err != nil {
 		b.Fatal(err)
 	}
+	devices = slices.DeleteFunc(devices, func(d metalv1.Device) bool { return slices.Contains(d.GetTags(), "team:other") })
 	if len(devices) != len(machines) {
 		b.Fatalf("%d devices for %d machines", len(devices), len(machines))
 	}

@@ -144,6 +144,11 @@ const (
 	DeviceDeletedReason = "DeviceDeleted"
 	// AmbiguousDeviceReason: more than one device carries the machine's tag.
 	AmbiguousDeviceReason = "AmbiguousDevice"
+	// DeviceNotOwnedReason: the device spec.providerID names (or the one
+	// carrying the machine's tag) is not provably the machine's: another
+	// project, or tags of another machine or cluster. Nothing but a read is
+	// done with it, and deleting the machine leaves it alone.
+	DeviceNotOwnedReason = "DeviceNotOwned"
 	// DeviceActiveReason: the device is active.
 	DeviceActiveReason = "DeviceActive"
 )
@@ -219,6 +224,10 @@ const (
 	// EndpointReservationNotFoundReason: the reservation behind the endpoint
 	// is gone from the platform.
 	EndpointReservationNotFoundReason = "EndpointReservationNotFound"
+	// EndpointReservationNotOwnedReason: the reservation the annotation
+	// names is not provably the cluster's (another project, or without the
+	// cluster's endpoint tag): it is neither routed nor released.
+	EndpointReservationNotOwnedReason = "EndpointReservationNotOwned"
 	// WaitingForVIPReason: the IPAddressClaim of spec.vip is not bound yet
 	// (on a PacketMachine's BootstrapDataRendered: its PacketCluster's VIP).
 	WaitingForVIPReason = "WaitingForVIP"

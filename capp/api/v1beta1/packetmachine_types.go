@@ -11,6 +11,14 @@ const (
 	// addresses are released.
 	MachineFinalizer = "packetmachine.infrastructure.cluster.x-k8s.io"
 
+	// DeviceRequestedAnnotation is set on a PacketMachine, with an
+	// optimistic lock, before its device is requested: a machine without it
+	// (and without a providerID) never asked for one, so it creates its
+	// device without looking for it in the project; one with it looks for
+	// the device by its tag first, so a create whose answer was lost is
+	// adopted rather than made twice.
+	DeviceRequestedAnnotation = "infrastructure.cluster.x-k8s.io/device-requested"
+
 	// IPClaimProtectionFinalizer keeps an IPAddressClaim, and so its address,
 	// while the PacketMachine that made it may still use the address. Only the
 	// PacketMachine reconciler removes it, once the device is gone.
@@ -41,11 +49,15 @@ type BillingCycle string
 // +kubebuilder:validation:XValidation:rule="has(self.operatingSystem) != has(self.os)",message="exactly one of operatingSystem or os (upstream CAPP's name for it) must be set"
 // +kubebuilder:validation:XValidation:rule="!has(self.ipxeURL) || (has(self.os) ? self.os : self.operatingSystem) == 'custom_ipxe'",message="ipxeURL needs the operating system custom_ipxe"
 // +kubebuilder:validation:XValidation:rule="has(self.ports) == has(oldSelf.ports) && (!has(self.ports) || self.ports == oldSelf.ports)",message="ports are immutable: changing a machine's networks at runtime is not supported; replace the machine instead"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.providerID) || (has(self.providerID) && self.providerID == oldSelf.providerID)",fieldPath=".providerID",messageExpression="'is immutable once set (it was ' + oldSelf.providerID + '): a machine keeps its device; replace the machine instead'"
 type PacketMachineSpec struct {
 	// ProviderID is the device's identity in Kubernetes, equinixmetal://<device id>.
-	// It is set once the device exists.
+	// It is set once the device exists, and immutable from then on. A
+	// providerID set by hand adopts the device only if it is provably the
+	// machine's (its project and tags); any other is left alone.
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="self.matches('^equinixmetal://[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$')",messageExpression="'%s is not equinixmetal://<device UUID>'.format([self])"
 	ProviderID string `json:"providerID,omitempty"`
 
 	// Project is the Equinix Metal project of the device; empty means the
@@ -103,11 +115,15 @@ type PacketMachineSpec struct {
 	// +kubebuilder:validation:items:MaxLength=16384
 	SSHKeys []string `json:"sshKeys,omitempty"`
 
-	// Tags of the device.
+	// Tags of the device. The tags that prove which machine and cluster a
+	// device belongs to are the provider's: cluster-api-provider-packet:*
+	// and upstream CAPP's capp:machine-uid:, capp:cluster-id: and
+	// capp:namespace: are refused.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:items:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="self.all(t, !t.startsWith('cluster-api-provider-packet:') && !t.matches('^capp:(machine-uid|cluster-id|namespace):'))",messageExpression="'tag %s is reserved: tags starting with cluster-api-provider-packet: (or capp:machine-uid:, capp:cluster-id:, capp:namespace: of upstream CAPP) prove which machine and cluster a device belongs to, and only the provider writes them'.format([self.filter(t, t.startsWith('cluster-api-provider-packet:') || t.matches('^capp:(machine-uid|cluster-id|namespace):'))[0]])"
 	Tags []string `json:"tags,omitempty"`
 
 	// HardwareReservationID places the device on a reserved server: one

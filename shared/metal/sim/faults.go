@@ -69,6 +69,18 @@ func (s *Server) Calls(op Operation) int {
 	return s.calls[op]
 }
 
+// TotalCalls is how many requests the simulator received, of every
+// operation (its controls under /_sim aside).
+func (s *Server) TotalCalls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, c := range s.calls {
+		n += c
+	}
+	return n
+}
+
 // Answers is how many answers of the given HTTP status calls of op got, e.g.
 // Answers(OpCreateDevice, 429) for the creates refused by
 // Options.MaxDevicesInFlight. Unlike Calls it leaves out calls whose client

@@ -336,7 +336,7 @@ var _ = Describe("A PacketMachine's device", func() {
 		Expect(k8s.Create(ctx, probe)).To(Succeed())
 		Eventually(func() error {
 			update := probe.DeepCopy()
-			update.Spec.ProviderID = "equinixmetal://probe"
+			update.Spec.ProviderID = "equinixmetal://6f1c2a4e-0000-4000-8000-00000000b0be"
 			return k8s.Patch(ctx, update, client.MergeFrom(probe), client.DryRunAll)
 		}).Should(MatchError(ContainSubstring("providerID refused by the test")))
 		Expect(k8s.Delete(ctx, probe)).To(Succeed())

@@ -281,7 +281,7 @@ var _ = Describe("The PacketMachine API", func() {
 		// Everything else may still change.
 		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(pm), pm)).To(Succeed())
 		base = pm.DeepCopy()
-		pm.Spec.ProviderID = "equinixmetal://d-1"
+		pm.Spec.ProviderID = "equinixmetal://6f1c2a4e-0000-4000-8000-0000000000d1"
 		Expect(k8s.Patch(ctx, pm, client.MergeFrom(base))).To(Succeed())
 	})
 
