@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -92,6 +93,7 @@ func (h *claimHandler) EnsureAddress(ctx context.Context, address *ipamv1.IPAddr
 			h.setNotReady(ipamv1.IPAddressClaimReadyAllocationFailedReason, "IPAddress %s: %v", address.Name, err)
 			return nil, reconcile.TerminalError(err)
 		}
+		annotateDNSServers(address, poolspace.DNSServers(h.pool.PoolSpec(), ip))
 		if h.claim.Status.AddressRef.Name == "" {
 			// Bound to an IPAddress it did not get here (moved or
 			// restored): no IPAddress event tells the pool its count grew.
@@ -141,9 +143,24 @@ func (h *claimHandler) EnsureAddress(ctx context.Context, address *ipamv1.IPAddr
 	if subnet.Gateway.IsValid() {
 		address.Spec.Gateway = subnet.Gateway.String()
 	}
+	annotateDNSServers(address, poolspace.DNSServers(h.pool.PoolSpec(), ip))
 	allocationsTotal.WithLabelValues(poolref.KindOf(h.pool), "allocated").Inc()
 	h.setBound(address.Spec.Address)
 	return nil, nil
+}
+
+// annotateDNSServers puts the DNS servers of the address's subnet on the
+// IPAddress (see v1alpha1.DNSServersAnnotation), or takes away servers the
+// pool no longer gives.
+func annotateDNSServers(address *ipamv1.IPAddress, servers []string) {
+	if len(servers) == 0 {
+		delete(address.Annotations, v1alpha1.DNSServersAnnotation)
+		return
+	}
+	if address.Annotations == nil {
+		address.Annotations = map[string]string{}
+	}
+	address.Annotations[v1alpha1.DNSServersAnnotation] = strings.Join(servers, ",")
 }
 
 // errNotOurAddress: the IPAddress named after the claim is not the claim's.

@@ -89,6 +89,7 @@ func resolve(spec *v1alpha1.MetalVRFIPPoolSpec, resolved []v1alpha1.ResolvedAddr
 		errs = append(errs, field.Invalid(specPath.Child("excludedAddresses").Index(0), spec.ExcludedAddresses[0],
 			fmt.Sprintf("is %s but %s: mixed IP families", rangeFamily(excluded[0]), familySource(spec, family))))
 	}
+	errs = append(errs, validateDNS(spec, family, known)...)
 	if spec.VRF != nil && len(ranges) > 0 && vrfFamily(spec.VRF) != family {
 		errs = append(errs, field.Invalid(specPath.Child("vrf", "ipFamily"), string(spec.VRF.IPFamily),
 			fmt.Sprintf("but spec.addresses are %s: a pool holds one IP family", family)))
