@@ -35,6 +35,8 @@ import (
 const (
 	// claimBoundReason: the claim holds an address.
 	claimBoundReason = "Bound"
+	// clusterNotFoundReason: the claim names a Cluster that does not exist.
+	clusterNotFoundReason = "ClusterNotFound"
 )
 
 // releaseRetryDelay is how long to wait for an IPAddress held by a foreign
