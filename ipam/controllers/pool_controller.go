@@ -185,6 +185,9 @@ func (r *poolReconciler) reconcileNormal(ctx context.Context, pool v1alpha1.Pool
 		if idle := poolspace.IdleExclusions(pool.PoolSpec(), pool.PoolStatus().Resolved); len(idle) > 0 {
 			text += "; but " + idle.ToAggregate().Error()
 		}
+		if idle := poolspace.IdlePreAllocations(pool.PoolSpec(), pool.PoolStatus().Resolved); len(idle) > 0 {
+			text += "; but " + idle.ToAggregate().Error()
+		}
 		r.setReady(pool, metav1.ConditionTrue, v1alpha1.ReadyReason, text)
 	}
 	pool.PoolStatus().ObservedGeneration = pool.GetGeneration()

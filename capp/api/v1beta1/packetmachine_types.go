@@ -22,6 +22,14 @@ const (
 	// them); any other provider may too. A network's spec nameservers take
 	// precedence.
 	DNSServersAnnotation = "metal-vrf.ipam.cluster.x-k8s.io/dns-servers"
+
+	// ClaimMachineAnnotation on the IPAddressClaims of a PacketMachine names
+	// its Machine, and ClaimHardwareReservationAnnotation the hardware
+	// reservation (spec.hardwareReservationID, when it names exactly one):
+	// the metal-vrf IPAM provider pins addresses to them (a pool's
+	// spec.preAllocations).
+	ClaimMachineAnnotation             = "metal-vrf.ipam.cluster.x-k8s.io/machine"
+	ClaimHardwareReservationAnnotation = "metal-vrf.ipam.cluster.x-k8s.io/hardware-reservation"
 )
 
 // AddressType says how Kubernetes sees a network's address.

@@ -29,6 +29,13 @@ const (
 	// configuration.
 	DNSServersAnnotation = "metal-vrf.ipam.cluster.x-k8s.io/dns-servers"
 
+	// MachineAnnotation on an IPAddressClaim names the Cluster API Machine
+	// the claim is for, and HardwareReservationAnnotation the Equinix Metal
+	// hardware reservation that machine runs on: they match the claim to
+	// the pool's spec.preAllocations.
+	MachineAnnotation             = "metal-vrf.ipam.cluster.x-k8s.io/machine"
+	HardwareReservationAnnotation = "metal-vrf.ipam.cluster.x-k8s.io/hardware-reservation"
+
 	// SkipDeleteValidationAnnotation lets a pool with addresses in use be deleted.
 	// It carries the in-cluster provider's name so tooling written for that
 	// provider keeps working. clusterctl move sets its own delete-for-move
@@ -286,6 +293,17 @@ type MetalVRFIPPoolSpec struct {
 	// +kubebuilder:validation:MaxItems=64
 	SubnetDNSServers []SubnetDNSServers `json:"subnetDNSServers,omitempty"`
 
+	// PreAllocations pin addresses of the pool to the claims of one owner:
+	// a Cluster API Machine, or whatever machine runs on an Equinix Metal
+	// hardware reservation, so a named control-plane machine, or a machine
+	// replaced on the same reserved server, gets the same address. A
+	// pre-allocated address is handed out to its owner's claims only;
+	// another claim that requests it is refused.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=1024
+	PreAllocations []PreAllocation `json:"preAllocations,omitempty"`
+
 	// AddressReuseGracePeriodSeconds keeps a released address out of use for
 	// this long after its claim was deleted, so ARP caches and switches forget
 	// the old holder before a new machine gets the address. The claim's
@@ -295,6 +313,37 @@ type MetalVRFIPPoolSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=86400
 	AddressReuseGracePeriodSeconds *int32 `json:"addressReuseGracePeriodSeconds,omitempty"`
+}
+
+// PreAllocation pins an address to the claims of one owner. A claim's owner
+// is what its consumer says in the claim's annotations MachineAnnotation and
+// HardwareReservationAnnotation (the Equinix Metal provider sets both).
+//
+// +kubebuilder:validation:XValidation:rule="has(self.machine) != has(self.hardwareReservation)",message="exactly one of machine or hardwareReservation must be set"
+type PreAllocation struct {
+	// Machine is the name of the Cluster API Machine whose claims get the address.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Machine string `json:"machine,omitempty"`
+
+	// HardwareReservation is the ID of the Equinix Metal hardware
+	// reservation whose machine's claims get the address.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	HardwareReservation string `json:"hardwareReservation,omitempty"`
+
+	// Namespace of the claims: required in a GlobalMetalVRFIPPool, which
+	// serves every namespace; in a MetalVRFIPPool, empty or its own.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace,omitempty"`
+
+	// Address pinned: one the pool hands out.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=39
+	Address string `json:"address"`
 }
 
 // SubnetDNSServers are the DNS servers of the pool's addresses in one subnet.

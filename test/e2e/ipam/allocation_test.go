@@ -16,6 +16,7 @@ import (
 
 	"sigs.k8s.io/cluster-api-ipam-provider-in-cluster/pkg/ipamutil"
 
+	cappv1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
 )
 
@@ -206,6 +207,26 @@ var _ = Describe("Allocating addresses from a MetalVRFIPPool", func() {
 		Expect(k8s.Patch(ctx, bound, patch)).To(Succeed())
 		deleteAndWait(bound)
 		deleteAndWait(orphan)
+	})
+
+	It("hands out the pool's DNS servers, or its subnet's, with each address", func() {
+		createPool(ns, "pool", v1alpha1.MetalVRFIPPoolSpec{
+			Addresses: []string{"10.0.12.0/24"}, Prefix: ptr.To[int32](24), Gateway: "10.0.12.1",
+			ExcludedAddresses: []string{"10.0.12.2-10.0.12.99"},
+			DNSServers:        []string{"10.0.12.53", "fd00:12::53"},
+		})
+		address := boundAddress(createClaim(ns, "claim", poolKind, "pool"))
+		Expect(address.Annotations).To(HaveKeyWithValue(v1alpha1.DNSServersAnnotation, "10.0.12.53,fd00:12::53"))
+		Expect(v1alpha1.DNSServersAnnotation).To(Equal(cappv1.DNSServersAnnotation), "the annotation CAPP reads")
+
+		createPool(ns, "subnets", v1alpha1.MetalVRFIPPoolSpec{
+			Addresses: []string{"10.0.13.0/24"}, Prefix: ptr.To[int32](24),
+			DNSServers:       []string{"10.0.13.53"},
+			SubnetDNSServers: []v1alpha1.SubnetDNSServers{{Subnet: "10.0.13.0/28", DNSServers: []string{"10.0.13.1"}}},
+		})
+		address = boundAddress(createClaim(ns, "in-subnet", poolKind, "subnets"))
+		Expect(address.Spec.Address).To(Equal("10.0.13.1"))
+		Expect(address.Annotations).To(HaveKeyWithValue(v1alpha1.DNSServersAnnotation, "10.0.13.1"))
 	})
 
 	It("serves a claim once its Cluster appears, adding the release finalizer if the claim lacks it", func() {
