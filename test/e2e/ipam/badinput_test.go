@@ -191,7 +191,7 @@ var _ = Describe("Bad input to the IPAM provider", func() {
 			`spec.excludedAddresses[0]: Invalid value: "10.9.9.9": lies outside the pool's addresses: it excludes nothing`),
 	)
 
-	DescribeTable("a pool with bad DNS servers, or an entry with spaces around it, is refused naming the field and the value",
+	DescribeTable("a pool with bad DNS servers or pre-allocations, or an entry with spaces around it, is refused naming the field and the value",
 		func(spec v1alpha1.MetalVRFIPPoolSpec, messages ...string) {
 			err := k8s.Create(ctx, &v1alpha1.MetalVRFIPPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bad"}, Spec: spec})
 			Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want an Invalid rejection, got %v", err)
@@ -220,6 +220,30 @@ var _ = Describe("Bad input to the IPAM provider", func() {
 			VRF:              &v1alpha1.VRFSource{ID: "vrf", CredentialsRef: v1alpha1.SecretReference{Name: "metal"}},
 			SubnetDNSServers: []v1alpha1.SubnetDNSServers{{Subnet: "10.60.1.0/29", DNSServers: []string{"10.60.1.x"}}},
 		}, `spec.subnetDNSServers[0].dnsServers[0]: Invalid value: "10.60.1.x": not an IP address`),
+		Entry("a pre-allocated address outside the pool", v1alpha1.MetalVRFIPPoolSpec{
+			Addresses: []string{"10.32.0.0/24"}, Prefix: ptr.To[int32](24), Gateway: "10.32.0.1",
+			PreAllocations: []v1alpha1.PreAllocation{{Machine: "cp-0", Address: "10.33.0.5"}},
+		}, `spec.preAllocations[0].address: Invalid value: "10.33.0.5": lies outside every address the pool hands out`),
+		Entry("the gateway pre-allocated", v1alpha1.MetalVRFIPPoolSpec{
+			Addresses: []string{"10.32.0.0/24"}, Prefix: ptr.To[int32](24), Gateway: "10.32.0.1",
+			PreAllocations: []v1alpha1.PreAllocation{{Machine: "cp-0", Address: "10.32.0.1"}},
+		}, `spec.preAllocations[0].address: Invalid value: "10.32.0.1": is the pool's gateway (spec.gateway)`),
+		Entry("one address pre-allocated twice", v1alpha1.MetalVRFIPPoolSpec{
+			Addresses: []string{"10.32.0.0/24"}, Prefix: ptr.To[int32](24),
+			PreAllocations: []v1alpha1.PreAllocation{{Machine: "cp-0", Address: "10.32.0.5"}, {HardwareReservation: "hr", Address: "10.32.0.5"}},
+		}, `spec.preAllocations[1].address: Duplicate value: "10.32.0.5"`),
+		Entry("one Machine given two addresses", v1alpha1.MetalVRFIPPoolSpec{
+			Addresses: []string{"10.32.0.0/24"}, Prefix: ptr.To[int32](24),
+			PreAllocations: []v1alpha1.PreAllocation{{Machine: "cp-0", Address: "10.32.0.5"}, {Machine: "cp-0", Address: "10.32.0.6"}},
+		}, `spec.preAllocations[1].machine: Duplicate value: "cp-0"`),
+		Entry("a pre-allocation naming both a Machine and a reservation (schema rule)", v1alpha1.MetalVRFIPPoolSpec{
+			Addresses: []string{"10.32.0.0/24"}, Prefix: ptr.To[int32](24),
+			PreAllocations: []v1alpha1.PreAllocation{{Machine: "cp-0", HardwareReservation: "hr", Address: "10.32.0.5"}},
+		}, "spec.preAllocations[0]: Invalid value: \"object\": exactly one of machine or hardwareReservation must be set"),
+		Entry("a pre-allocation for another namespace", v1alpha1.MetalVRFIPPoolSpec{
+			Addresses: []string{"10.32.0.0/24"}, Prefix: ptr.To[int32](24),
+			PreAllocations: []v1alpha1.PreAllocation{{Machine: "cp-0", Namespace: "other", Address: "10.32.0.5"}},
+		}, `spec.preAllocations[0].namespace: Invalid value: "other": a MetalVRFIPPool serves claims of its own namespace`),
 		Entry("an address with a leading space (schema rule)", v1alpha1.MetalVRFIPPoolSpec{
 			Addresses: []string{" 10.32.0.0/24"}, Prefix: ptr.To[int32](24),
 		}, `spec.addresses[0]: Invalid value: "string": " 10.32.0.0/24" has spaces around it: write "10.32.0.0/24"`),
