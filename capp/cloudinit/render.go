@@ -151,7 +151,6 @@ func newView(networks []Network, device func(port string) string) view {
 	return v
 }
 
-
 func execute(name string, v view) string {
 	var b strings.Builder
 	if err := templates.ExecuteTemplate(&b, name, v); err != nil {
