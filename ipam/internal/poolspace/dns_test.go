@@ -48,16 +48,7 @@ func TestResolveRefusesBadDNSServers(t *testing.T) {
 		{"subnet server not an address", dnsSpec(nil, v1alpha1.SubnetDNSServers{Subnet: "10.0.0.0/24", DNSServers: []string{"10.0.0.300"}}),
 			wantErr{field.ErrorTypeInvalid, "spec.subnetDNSServers[0].dnsServers[0]", "10.0.0.300", "not an IP address"}},
 	} {
-		t.Run(tt.name, func(t *testing.T) {
-			space, errs := poolspace.Resolve(&tt.spec, nil)
-			if space != nil || len(errs) != 1 {
-				t.Fatalf("Resolve() = %v, %v; want one error", space, errs)
-			}
-			w, e := tt.want, errs[0]
-			if e.Type != w.typ || e.Field != w.field || !reflect.DeepEqual(e.BadValue, w.bad) || !strings.Contains(e.Detail, w.detail) {
-				t.Errorf("error = {%s, %s, %#v, %q}\nwant {%s, %s, %#v, detail containing %q}", e.Type, e.Field, e.BadValue, e.Detail, w.typ, w.field, w.bad, w.detail)
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { expectOneError(t, tt.spec, tt.want) })
 	}
 }
 
@@ -80,5 +71,17 @@ func TestDNSServersOfTheMostSpecificSubnet(t *testing.T) {
 	}
 	if got := poolspace.DNSServers(&v1alpha1.MetalVRFIPPoolSpec{}, netip.MustParseAddr("10.0.0.1")); got != nil {
 		t.Errorf("DNSServers of a pool without any = %v, want none", got)
+	}
+}
+
+// expectOneError checks that spec resolves to no space and the one error want.
+func expectOneError(t *testing.T, spec v1alpha1.MetalVRFIPPoolSpec, want wantErr) {
+	t.Helper()
+	space, errs := poolspace.Resolve(&spec, nil)
+	if space != nil || len(errs) != 1 {
+		t.Fatalf("Resolve() = %v, %v; want one error", space, errs)
+	}
+	if e := errs[0]; e.Type != want.typ || e.Field != want.field || !reflect.DeepEqual(e.BadValue, want.bad) || !strings.Contains(e.Detail, want.detail) {
+		t.Errorf("error = {%s, %s, %#v, %q}\nwant {%s, %s, %#v, detail containing %q}", e.Type, e.Field, e.BadValue, e.Detail, want.typ, want.field, want.bad, want.detail)
 	}
 }

@@ -85,16 +85,7 @@ func TestResolveRefusesConflictingPreAllocations(t *testing.T) {
 		{"excluded", pinned(v1alpha1.PreAllocation{Machine: "cp-0", Address: "10.0.0.6"}),
 			wantErr{field.ErrorTypeInvalid, "spec.preAllocations[0].address", "10.0.0.6", "is excluded by spec.excludedAddresses[0]"}},
 	} {
-		t.Run(tt.name, func(t *testing.T) {
-			space, errs := poolspace.Resolve(&tt.spec, nil)
-			if space != nil || len(errs) != 1 {
-				t.Fatalf("Resolve() = %v, %v; want one error", space, errs)
-			}
-			w, e := tt.want, errs[0]
-			if e.Type != w.typ || e.Field != w.field || !reflect.DeepEqual(e.BadValue, w.bad) || !strings.Contains(e.Detail, w.detail) {
-				t.Errorf("error = {%s, %s, %#v, %q}\nwant {%s, %s, %#v, detail containing %q}", e.Type, e.Field, e.BadValue, e.Detail, w.typ, w.field, w.bad, w.detail)
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { expectOneError(t, tt.spec, tt.want) })
 	}
 }
 
