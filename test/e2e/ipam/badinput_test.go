@@ -239,17 +239,17 @@ var _ = Describe("Bad input to the IPAM provider", func() {
 		Entry("a pre-allocation naming both a Machine and a reservation (schema rule)", v1alpha1.MetalVRFIPPoolSpec{
 			Addresses: []string{"10.32.0.0/24"}, Prefix: ptr.To[int32](24),
 			PreAllocations: []v1alpha1.PreAllocation{{Machine: "cp-0", HardwareReservation: "hr", Address: "10.32.0.5"}},
-		}, "spec.preAllocations[0]: Invalid value: \"object\": exactly one of machine or hardwareReservation must be set"),
+		}, "spec.preAllocations[0]: Invalid value: exactly one of machine or hardwareReservation must be set"),
 		Entry("a pre-allocation for another namespace", v1alpha1.MetalVRFIPPoolSpec{
 			Addresses: []string{"10.32.0.0/24"}, Prefix: ptr.To[int32](24),
 			PreAllocations: []v1alpha1.PreAllocation{{Machine: "cp-0", Namespace: "other", Address: "10.32.0.5"}},
 		}, `spec.preAllocations[0].namespace: Invalid value: "other": a MetalVRFIPPool serves claims of its own namespace`),
 		Entry("an address with a leading space (schema rule)", v1alpha1.MetalVRFIPPoolSpec{
 			Addresses: []string{" 10.32.0.0/24"}, Prefix: ptr.To[int32](24),
-		}, `spec.addresses[0]: Invalid value: "string": " 10.32.0.0/24" has spaces around it: write "10.32.0.0/24"`),
+		}, `spec.addresses[0]: Invalid value: " 10.32.0.0/24": " 10.32.0.0/24" has spaces around it: write "10.32.0.0/24"`),
 		Entry("an exclusion with a trailing space (schema rule)", v1alpha1.MetalVRFIPPoolSpec{
 			Addresses: []string{"10.32.0.0/24"}, Prefix: ptr.To[int32](24), ExcludedAddresses: []string{"10.32.0.9 "},
-		}, `spec.excludedAddresses[0]: Invalid value: "string": "10.32.0.9 " has spaces around it: write "10.32.0.9"`),
+		}, `spec.excludedAddresses[0]: Invalid value: "10.32.0.9 ": "10.32.0.9 " has spaces around it: write "10.32.0.9"`),
 	)
 
 	It("says of a claim whose Cluster does not exist that it waits for it, and serves it once it does", func() {
@@ -261,7 +261,7 @@ var _ = Describe("Bad input to the IPAM provider", func() {
 			HaveField("Status", metav1.ConditionFalse), HaveField("Reason", "ClusterNotFound"),
 			HaveField("Message", fmt.Sprintf(`spec.clusterName "nope": no Cluster of that name in namespace %s; the claim is served once the Cluster exists`, ns))))
 		expectNoAddresses()
-		Expect(k8s.Create(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nope"}})).To(Succeed())
+		Expect(k8s.Create(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nope"}, Spec: clusterv1.ClusterSpec{Paused: ptr.To(false)}})).To(Succeed())
 		Expect(boundAddress(claim).Spec.Address).To(Equal("10.33.0.1"))
 	})
 
