@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strconv"
 )
 
@@ -23,7 +24,13 @@ type Network struct {
 	// Internal marks the node's InternalIP: the first one of each family
 	// becomes kubelet's --node-ip.
 	Internal bool
+	// Nameservers are the DNS servers of the network, at most
+	// MaxNameservers.
+	Nameservers []netip.Addr
 }
+
+// MaxNameservers is the number of nameservers resolv.conf uses (glibc's MAXNS).
+const MaxNameservers = 3
 
 // Route is a static route through a network.
 type Route struct {
@@ -117,6 +124,17 @@ func (n Network) validate(name string) []error {
 			fail("gateway %s is the node's own address", n.Gateway)
 		}
 	}
+	if len(n.Nameservers) > MaxNameservers {
+		fail("%d nameservers, more than the %d resolv.conf uses", len(n.Nameservers), MaxNameservers)
+	}
+	for i, ns := range n.Nameservers {
+		switch {
+		case !ns.IsValid() || ns.Zone() != "" || ns.Is4In6() || ns.IsUnspecified() || ns.IsMulticast():
+			fail("nameserver %s is not the plain address of a DNS server", ns)
+		case slices.Contains(n.Nameservers[:i], ns):
+			fail("nameserver %s is listed twice", ns)
+		}
+	}
 	for _, r := range n.Routes {
 		switch {
 		case !r.Destination.IsValid():
@@ -169,4 +187,18 @@ func ports(networks []Network) []string {
 		}
 	}
 	return names
+}
+
+// Nameservers are the nameservers of all networks, each once, in the order
+// of the networks: the lines the node's resolv.conf gets.
+func Nameservers(networks []Network) []netip.Addr {
+	var all []netip.Addr
+	for _, n := range networks {
+		for _, ns := range n.Nameservers {
+			if !slices.Contains(all, ns) {
+				all = append(all, ns)
+			}
+		}
+	}
+	return all
 }

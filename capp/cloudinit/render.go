@@ -60,6 +60,8 @@ type networkView struct {
 	Gateway string
 	Metric  int
 	Routes  []routeView
+	// Nameservers is the stanza's dns-nameservers: space-separated.
+	Nameservers string
 }
 
 type routeView struct {
@@ -88,6 +90,8 @@ type view struct {
 	// sub-interfaces.
 	Interfaces []string
 	Networks   []networkView
+	// Nameservers of all networks, each once, for resolv.conf.
+	Nameservers []string
 }
 
 // bondPattern matches the ports that are bonds; every other port is a NIC.
@@ -131,6 +135,7 @@ func newView(networks []Network, device func(port string) string) view {
 		if n.Gateway.IsValid() {
 			nv.Gateway = n.Gateway.String()
 		}
+		nv.Nameservers = joinAddrs(n.Nameservers, " ")
 		for _, r := range n.Routes {
 			rv := routeView{Destination: r.Destination.String()}
 			if gw := n.routeGateway(r); gw.IsValid() {
@@ -139,6 +144,9 @@ func newView(networks []Network, device func(port string) string) view {
 			nv.Routes = append(nv.Routes, rv)
 		}
 		v.Networks = append(v.Networks, nv)
+	}
+	for _, ns := range Nameservers(networks) {
+		v.Nameservers = append(v.Nameservers, ns.String())
 	}
 	return v
 }

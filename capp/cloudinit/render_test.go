@@ -33,12 +33,14 @@ var cases = []struct {
 			{
 				Port: "bond0", VLAN: 1000, Internal: true,
 				Address: netip.MustParsePrefix("10.60.0.5/24"), Gateway: netip.MustParseAddr("10.60.0.1"),
-				Routes: []Route{{Destination: netip.MustParsePrefix("192.168.0.0/16")}},
+				Routes:      []Route{{Destination: netip.MustParsePrefix("192.168.0.0/16")}},
+				Nameservers: []netip.Addr{netip.MustParseAddr("10.60.0.53"), netip.MustParseAddr("fd00:60::53")},
 			},
 			{
 				Port: "bond0", VLAN: 1000, Internal: true,
 				Address: netip.MustParsePrefix("fd00:60::5/64"), Gateway: netip.MustParseAddr("fd00:60::1"),
-				Routes: []Route{{Destination: netip.MustParsePrefix("fd00:100::/56")}},
+				Routes:      []Route{{Destination: netip.MustParsePrefix("fd00:100::/56")}},
+				Nameservers: []netip.Addr{netip.MustParseAddr("fd00:60::53")},
 			},
 			{
 				Port: "eth1", VLAN: 2000,
@@ -171,7 +173,7 @@ func TestNodeIPs(t *testing.T) {
 		{"dual stack, IPv4 first", []Network{v6, v4}, "10.0.0.5,fd00::5"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := joinAddrs(NodeIPs(tc.networks)); got != tc.want {
+			if got := joinAddrs(NodeIPs(tc.networks), ","); got != tc.want {
 				t.Errorf("NodeIPs = %q, want %q", got, tc.want)
 			}
 		})
@@ -207,6 +209,15 @@ func TestValidate(t *testing.T) {
 		{"route gateway off the subnet", func(n *Network) {
 			n.Routes = []Route{{Destination: netip.MustParsePrefix("192.168.0.0/16"), Gateway: netip.MustParseAddr("10.9.9.9")}}
 		}, "not reachable on the subnet"},
+		{"four nameservers", func(n *Network) {
+			for i := range 4 {
+				n.Nameservers = append(n.Nameservers, netip.AddrFrom4([4]byte{10, 60, 0, byte(50 + i)}))
+			}
+		}, "4 nameservers, more than the 3 resolv.conf uses"},
+		{"nameserver twice", func(n *Network) {
+			n.Nameservers = []netip.Addr{netip.MustParseAddr("10.60.0.53"), netip.MustParseAddr("10.60.0.53")}
+		}, "nameserver 10.60.0.53 is listed twice"},
+		{"unspecified nameserver", func(n *Network) { n.Nameservers = []netip.Addr{netip.MustParseAddr("0.0.0.0")} }, "not the plain address of a DNS server"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := good()

@@ -85,7 +85,8 @@ func TestStanzasParseWithIfupdown(t *testing.T) {
 		t.Errorf("ifquery --list = %q, want eth1 and the two VLAN sub-interfaces (and lo, always listed)", got)
 	}
 	query := nodetools.Run(t, "", "ifquery", "--interfaces", file, "bond0.1000")
-	for _, want := range []string{"address: 10.60.0.5", "gateway: 10.60.0.1", "netmask: 255.255.255.0", "address: fd00:60::5", "gateway: fd00:60::1"} {
+	for _, want := range []string{"address: 10.60.0.5", "gateway: 10.60.0.1", "netmask: 255.255.255.0", "address: fd00:60::5", "gateway: fd00:60::1",
+		"dns-nameservers: 10.60.0.53 fd00:60::53", "dns-nameservers: fd00:60::53"} {
 		if !strings.Contains(query, want) {
 			t.Errorf("ifquery bond0.1000 lacks %q:\n%s", want, query)
 		}
@@ -179,5 +180,27 @@ func TestStanzasApplyInANetworkNamespace(t *testing.T) {
 	nodetools.Run(t, "", "ip", "-n", ns, "route", "del", "192.168.0.0/16")
 	if out, err := nodetools.RunErr(verify, "ip", "netns", "exec", ns, "bash"); err == nil || !strings.Contains(out, "missing: route to 192.168.0.0/16 via 10.60.0.1") {
 		t.Errorf("verification did not notice the missing route (err %v):\n%s", err, out)
+	}
+}
+
+// TestResolvConfPutsNameserversFirstOnce runs the script's resolv.conf
+// writer twice on a file like Debian's: the networks' nameservers come
+// first, the file's other lines and nameservers stay after them, each once,
+// and a second run writes the same file.
+func TestResolvConfPutsNameserversFirstOnce(t *testing.T) {
+	nodetools.Require(t, false, "bash", "awk")
+	file := nodetools.WriteTemp(t, "resolv.conf", "search example.net\nnameserver 147.75.207.207\nnameserver 10.60.0.53\n")
+	script := execute("resolv-conf-functions", view{}) + "\nwrite_resolv_conf \"$1\" 10.60.0.53 fd00:60::53\n"
+	want := "# Nameservers of the VLAN networks, written by the network script of the Cluster API Equinix Metal provider.\n" +
+		"nameserver 10.60.0.53\nnameserver fd00:60::53\nsearch example.net\nnameserver 147.75.207.207\n"
+	for run := 1; run <= 2; run++ {
+		nodetools.Run(t, "", "bash", "-c", script, "write", file)
+		got, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != want {
+			t.Fatalf("run %d wrote\n%s\nwant\n%s", run, got, want)
+		}
 	}
 }

@@ -33,18 +33,19 @@ func Files(networks []Network, opts Options) ([]File, error) {
 		files = append(files, File{
 			Path:        KubeletDefaultsPath,
 			Permissions: "0644",
-			Content:     "KUBELET_EXTRA_ARGS=--node-ip=" + joinAddrs(ips) + "\n",
+			Content:     "KUBELET_EXTRA_ARGS=--node-ip=" + joinAddrs(ips, ",") + "\n",
 		})
 	}
 	return files, nil
 }
 
-func joinAddrs(addrs []netip.Addr) string {
+// joinAddrs writes addresses separated by sep.
+func joinAddrs(addrs []netip.Addr, sep string) string {
 	s := make([]string, len(addrs))
 	for i, a := range addrs {
 		s[i] = a.String()
 	}
-	return strings.Join(s, ",")
+	return strings.Join(s, sep)
 }
 
 // RunCommand is the runcmd entry that runs the network script. It goes

@@ -259,10 +259,11 @@ func (r *PacketMachineReconciler) ensureClaim(ctx context.Context, s *machineSco
 
 	claim = &ipamv1.IPAddressClaim{
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace:  pm.Namespace,
-			Name:       c.name,
-			Labels:     createdLabels(pm, s.Cluster.Name),
-			Finalizers: []string{infrav1.IPClaimProtectionFinalizer},
+			Namespace:   pm.Namespace,
+			Name:        c.name,
+			Labels:      createdLabels(pm, s.Cluster.Name),
+			Annotations: claimOwnerAnnotations(s),
+			Finalizers:  []string{infrav1.IPClaimProtectionFinalizer},
 		},
 		Spec: ipamv1.IPAddressClaimSpec{
 			ClusterName: s.Cluster.Name,
@@ -286,6 +287,19 @@ func (r *PacketMachineReconciler) ensureClaim(ctx context.Context, s *machineSco
 	ctrl.LoggerFrom(ctx).Info("Created IPAddressClaim", "IPAddressClaim", c.name, "pool", c.pool.Kind+"/"+c.pool.Name)
 	r.Recorder.Eventf(pm, nil, corev1.EventTypeNormal, "IPAddressClaimCreated", "ClaimIPAddress", "Created IPAddressClaim %s on %s %s", c.name, c.pool.Kind, c.pool.Name)
 	return claim, true, nil
+}
+
+// claimOwnerAnnotations say who a claim is for: the Machine, and the
+// hardware reservation its device will run on when the spec names exactly
+// one. A pool can pin an address to either (a MetalVRFIPPool's
+// spec.preAllocations), so a machine that replaces another on the same
+// reserved server, or a named control-plane Machine, gets the same address.
+func claimOwnerAnnotations(s *machineScope) map[string]string {
+	annotations := map[string]string{infrav1.ClaimMachineAnnotation: s.Machine.Name}
+	if id := s.PacketMachine.Spec.HardwareReservationID; id != "" && id != "next-available" && !strings.Contains(id, ",") {
+		annotations[infrav1.ClaimHardwareReservationAnnotation] = id
+	}
+	return annotations
 }
 
 // setIPAddressClaimed sets IPAddressClaimed and its v1beta2-style twin

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 
 	"go4.org/netipx"
 	"k8s.io/utils/ptr"
@@ -101,6 +102,13 @@ func resolveNetwork(machine string, i, j int, port string, network infrav1.Netwo
 		}
 		address, prefix, gateway = ip.Spec.Address, ip.Spec.Prefix, ip.Spec.Gateway
 		source = "IPAddress " + ip.Name
+		if len(network.Nameservers) == 0 {
+			servers, err := annotatedNameservers(ip)
+			if err != nil {
+				return n, "", err
+			}
+			n.Nameservers = servers
+		}
 	} else {
 		address, gateway, source = network.Address, network.Gateway, "address"
 		if p, err := netip.ParsePrefix(address); err == nil {
@@ -108,6 +116,13 @@ func resolveNetwork(machine string, i, j int, port string, network infrav1.Netwo
 		}
 	}
 
+	for i, server := range network.Nameservers {
+		ns, err := netip.ParseAddr(server)
+		if err != nil {
+			return n, "", fmt.Errorf("nameservers[%d]: %q is not an IP address", i, server)
+		}
+		n.Nameservers = append(n.Nameservers, ns)
+	}
 	addr, err := netip.ParseAddr(address)
 	if err != nil {
 		return n, "", fmt.Errorf("%s: %q is not an IP address", source, address)
@@ -139,6 +154,24 @@ func resolveNetwork(machine string, i, j int, port string, network infrav1.Netwo
 		n.Routes = append(n.Routes, r)
 	}
 	return n, claimName, nil
+}
+
+// annotatedNameservers reads the DNS servers an IPAM provider put on the
+// IPAddress (infrav1.DNSServersAnnotation).
+func annotatedNameservers(ip *ipamv1.IPAddress) ([]netip.Addr, error) {
+	value := ip.Annotations[infrav1.DNSServersAnnotation]
+	if value == "" {
+		return nil, nil
+	}
+	var servers []netip.Addr
+	for _, server := range strings.Split(value, ",") {
+		ns, err := netip.ParseAddr(server)
+		if err != nil {
+			return nil, fmt.Errorf("IPAddress %s: annotation %s: %q is not an IP address", ip.Name, infrav1.DNSServersAnnotation, server)
+		}
+		servers = append(servers, ns)
+	}
+	return servers, nil
 }
 
 // subnetReserved names the address of its own subnet that a is ("network",

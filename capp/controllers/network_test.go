@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -138,5 +139,43 @@ func TestMachineNetworksOneAddressPerFamilyAndVXLAN(t *testing.T) {
 	pm.Spec.Ports[0].Networks = pm.Spec.Ports[0].Networks[:2]
 	if _, err := machineNetworks(pm, nil); err != nil {
 		t.Errorf("a dual-stack pair on one vxlan, and the vxlan again on another port: %v", err)
+	}
+}
+
+func TestMachineNetworksNameservers(t *testing.T) {
+	pm := &infrav1.PacketMachine{}
+	pm.Name = "m"
+	pm.Spec.Ports = []infrav1.Port{{Name: "bond0", Networks: []infrav1.Network{
+		{VXLAN: 1000, AddressFromPool: poolReference()},
+		{VXLAN: 1001, AddressFromPool: poolReference(), Nameservers: []string{"10.1.0.53"}},
+		{VXLAN: 1002, Address: "10.2.0.5/24", Nameservers: []string{"10.2.0.53", "fd00::53"}},
+	}}}
+	bound := func(annotation string) map[string]*ipamv1.IPAddress {
+		m := map[string]*ipamv1.IPAddress{}
+		for j, ip := range []string{"10.0.0.5", "10.1.0.5"} {
+			a := &ipamv1.IPAddress{Spec: ipamv1.IPAddressSpec{Address: ip, Prefix: ptr.To[int32](24)}}
+			a.Name = ClaimName("m", 0, j)
+			a.Annotations = map[string]string{infrav1.DNSServersAnnotation: annotation}
+			m[a.Name] = a
+		}
+		return m
+	}
+	got, err := machineNetworks(pm, bound("10.0.0.53,10.0.0.54"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][]netip.Addr{
+		{netip.MustParseAddr("10.0.0.53"), netip.MustParseAddr("10.0.0.54")}, // the pool's, from the IPAddress
+		{netip.MustParseAddr("10.1.0.53")},                                   // the spec's, over the pool's
+		{netip.MustParseAddr("10.2.0.53"), netip.MustParseAddr("fd00::53")},  // a static address's
+	}
+	for i, n := range got.render {
+		if !slices.Equal(n.Nameservers, want[i]) {
+			t.Errorf("network %d nameservers = %v, want %v", i, n.Nameservers, want[i])
+		}
+	}
+	_, err = machineNetworks(pm, bound("10.0.0.53,dns"))
+	if err == nil || !strings.Contains(err.Error(), `spec.ports[0].networks[0]: IPAddress m-port-0-network-0: annotation metal-vrf.ipam.cluster.x-k8s.io/dns-servers: "dns" is not an IP address`) {
+		t.Errorf("a bad annotation gave %v", err)
 	}
 }

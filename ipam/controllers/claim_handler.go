@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -34,6 +35,8 @@ import (
 const (
 	// claimBoundReason: the claim holds an address.
 	claimBoundReason = "Bound"
+	// clusterNotFoundReason: the claim names a Cluster that does not exist.
+	clusterNotFoundReason = "ClusterNotFound"
 )
 
 // releaseRetryDelay is how long to wait for an IPAddress held by a foreign
@@ -92,6 +95,7 @@ func (h *claimHandler) EnsureAddress(ctx context.Context, address *ipamv1.IPAddr
 			h.setNotReady(ipamv1.IPAddressClaimReadyAllocationFailedReason, "IPAddress %s: %v", address.Name, err)
 			return nil, reconcile.TerminalError(err)
 		}
+		annotateDNSServers(address, poolspace.DNSServers(h.pool.PoolSpec(), ip))
 		if h.claim.Status.AddressRef.Name == "" {
 			// Bound to an IPAddress it did not get here (moved or
 			// restored): no IPAddress event tells the pool its count grew.
@@ -108,6 +112,9 @@ func (h *claimHandler) EnsureAddress(ctx context.Context, address *ipamv1.IPAddr
 	}
 
 	requested, err := h.requestedAddress()
+	if err == nil {
+		requested, err = h.applyPreAllocations(requested)
+	}
 	if err != nil {
 		h.setNotReady(ipamv1.IPAddressClaimReadyAllocationFailedReason, "%v", err)
 		return nil, reconcile.TerminalError(err)
@@ -141,9 +148,24 @@ func (h *claimHandler) EnsureAddress(ctx context.Context, address *ipamv1.IPAddr
 	if subnet.Gateway.IsValid() {
 		address.Spec.Gateway = subnet.Gateway.String()
 	}
+	annotateDNSServers(address, poolspace.DNSServers(h.pool.PoolSpec(), ip))
 	allocationsTotal.WithLabelValues(poolref.KindOf(h.pool), "allocated").Inc()
 	h.setBound(address.Spec.Address)
 	return nil, nil
+}
+
+// annotateDNSServers puts the DNS servers of the address's subnet on the
+// IPAddress (see v1alpha1.DNSServersAnnotation), or takes away servers the
+// pool no longer gives.
+func annotateDNSServers(address *ipamv1.IPAddress, servers []string) {
+	if len(servers) == 0 {
+		delete(address.Annotations, v1alpha1.DNSServersAnnotation)
+		return
+	}
+	if address.Annotations == nil {
+		address.Annotations = map[string]string{}
+	}
+	address.Annotations[v1alpha1.DNSServersAnnotation] = strings.Join(servers, ",")
 }
 
 // errNotOurAddress: the IPAddress named after the claim is not the claim's.
@@ -179,17 +201,53 @@ func (h *claimHandler) notReadyBecause(err error) string {
 }
 
 // requestedUnavailable says why the claim cannot have the address it
-// requested: the one rule of the pool that keeps the address out, or else the
-// claim that holds it (err), which releasing serves the claim.
+// requested, or that the pool pins to its owner: the one rule of the pool
+// that keeps the address out, or else the claim that holds it (err), which
+// releasing serves the claim.
 func (h *claimHandler) requestedUnavailable(requested netip.Addr, err error) {
+	pinned, isPinned := poolspace.PreAllocationFor(h.pool.PoolSpec(), h.pool.GetNamespace(), h.owner())
+	isPinned = isPinned && pinned.Address == requested
 	why, ok := poolspace.WhyUnavailable(h.pool.PoolSpec(), h.pool.PoolStatus().Resolved, requested)
-	if !ok {
+	switch {
+	case !ok && isPinned:
+		h.setNotReady(ipamv1.IPAddressClaimReadyAllocationFailedReason, "%s pins %s to the claim's owner, but %v; the claim is served once it is released",
+			pinned.Field(), requested, err)
+	case !ok:
 		h.setNotReady(ipamv1.IPAddressClaimReadyAllocationFailedReason, "%v; the claim is served once it is released", err)
-		return
+	case isPinned:
+		h.setNotReady(ipamv1.IPAddressClaimReadyAllocationFailedReason,
+			"%s pins %s to the claim's owner, but it %s in %s %q: pin an address the pool hands out",
+			pinned.Field(), requested, why.Detail, poolref.KindOf(h.pool), h.pool.GetName())
+	default:
+		h.setNotReady(ipamv1.IPAddressClaimReadyAllocationFailedReason,
+			"annotation %s: requested address %s %s in %s %q: request an address the pool hands out, or remove the annotation",
+			v1alpha1.RequestedAddressAnnotation, requested, why.Detail, poolref.KindOf(h.pool), h.pool.GetName())
 	}
-	h.setNotReady(ipamv1.IPAddressClaimReadyAllocationFailedReason,
-		"annotation %s: requested address %s %s in %s %q: request an address the pool hands out, or remove the annotation",
-		v1alpha1.RequestedAddressAnnotation, requested, why.Detail, poolref.KindOf(h.pool), h.pool.GetName())
+}
+
+// owner is who the claim is for, which spec.preAllocations match.
+func (h *claimHandler) owner() poolspace.Owner {
+	return poolspace.OwnerOf(h.claim.Namespace, h.claim.Annotations)
+}
+
+// applyPreAllocations applies the pool's spec.preAllocations to the
+// address the claim requests (zero for none): a claim whose owner has an
+// entry asks for its address, as a requested address does; a claim that
+// requests an address pinned to another owner is refused.
+func (h *claimHandler) applyPreAllocations(requested netip.Addr) (netip.Addr, error) {
+	spec := h.pool.PoolSpec()
+	if pinned, ok := poolspace.PreAllocationFor(spec, h.pool.GetNamespace(), h.owner()); ok {
+		if requested.IsValid() && requested != pinned.Address {
+			return netip.Addr{}, fmt.Errorf("annotation %s asks for %s, but %s pins %s to the claim's owner: remove the annotation",
+				v1alpha1.RequestedAddressAnnotation, requested, pinned.Field(), pinned.Address)
+		}
+		return pinned.Address, nil
+	}
+	if pinned, ok := poolspace.PreAllocatedTo(spec, requested); ok && requested.IsValid() {
+		return netip.Addr{}, fmt.Errorf("annotation %s: requested address %s is pre-allocated to %s (%s) in %s %q: request another address, or remove the annotation",
+			v1alpha1.RequestedAddressAnnotation, requested, poolspace.DescribeOwner(spec, pinned.Index), pinned.Field(), poolref.KindOf(h.pool), h.pool.GetName())
+	}
+	return requested, nil
 }
 
 // requestedAddress reads the claim's requested-address annotation; a zero

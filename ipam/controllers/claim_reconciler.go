@@ -18,6 +18,7 @@ import (
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/annotations"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/predicates"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -31,6 +32,7 @@ import (
 	"sigs.k8s.io/cluster-api-ipam-provider-in-cluster/pkg/ipamutil"
 
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolref"
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/message"
 )
 
 // claimsByCluster indexes claims by the name of their Cluster, so that a
@@ -322,7 +324,7 @@ func (r *claimReconciler) waitForCluster(ctx context.Context, claim *ipamv1.IPAd
 	case apierrors.IsNotFound(err):
 		if claim.DeletionTimestamp.IsZero() {
 			ctrl.LoggerFrom(ctx).Info("Waiting for the claim's Cluster to exist", "Cluster", name)
-			return true, nil
+			return true, r.reportNoCluster(ctx, claim, name)
 		}
 		return false, nil
 	case err != nil:
@@ -332,6 +334,25 @@ func (r *claimReconciler) waitForCluster(ctx context.Context, claim *ipamv1.IPAd
 		return true, nil
 	}
 	return false, nil
+}
+
+// reportNoCluster says in the claim's Ready condition that its Cluster does
+// not exist: the Cluster watch brings the claim back when it appears.
+func (r *claimReconciler) reportNoCluster(ctx context.Context, claim *ipamv1.IPAddressClaim, name string) error {
+	field := "spec.clusterName"
+	if claim.Spec.ClusterName == "" {
+		field = "label " + clusterv1.ClusterNameLabel
+	}
+	before := claim.DeepCopy()
+	conditions.Set(claim, metav1.Condition{
+		Type:   ipamv1.IPAddressClaimReadyCondition,
+		Status: metav1.ConditionFalse,
+		Reason: clusterNotFoundReason,
+		Message: fmt.Sprintf("%s %s: no Cluster of that name in namespace %s; the claim is served once the Cluster exists",
+			field, message.Quote(name), claim.Namespace),
+		ObservedGeneration: claim.Generation,
+	})
+	return r.patchStatus(ctx, before, claim)
 }
 
 // clusterName is the claim's Cluster: spec.clusterName, or else its

@@ -139,7 +139,14 @@ func (r *poolReconciler) reconcileNormal(ctx context.Context, pool v1alpha1.Pool
 		return ctrl.Result{}, err
 	}
 	wasExhausted := conditions.GetReason(pool, v1alpha1.ReadyCondition) == v1alpha1.ExhaustedReason
+	var outOfRangeBefore int64
+	if summary := pool.PoolStatus().IPAddresses; summary != nil {
+		outOfRangeBefore = summary.OutOfRange
+	}
 	r.publish(pool, stats)
+	if stats.OutOfRange > outOfRangeBefore {
+		r.warnNetworkShrunk(ctx, pool, stats.OutOfRange)
+	}
 
 	// A space that does not resolve because the sources gave nothing says
 	// why the sources failed, not what an empty spec lacks.
@@ -178,10 +185,30 @@ func (r *poolReconciler) reconcileNormal(ctx context.Context, pool v1alpha1.Pool
 		if idle := poolspace.IdleExclusions(pool.PoolSpec(), pool.PoolStatus().Resolved); len(idle) > 0 {
 			text += "; but " + idle.ToAggregate().Error()
 		}
+		if idle := poolspace.IdlePreAllocations(pool.PoolSpec(), pool.PoolStatus().Resolved); len(idle) > 0 {
+			text += "; but " + idle.ToAggregate().Error()
+		}
 		r.setReady(pool, metav1.ConditionTrue, v1alpha1.ReadyReason, text)
 	}
 	pool.PoolStatus().ObservedGeneration = pool.GetGeneration()
 	return ctrl.Result{RequeueAfter: requeueAfter}, nil
+}
+
+// warnNetworkShrunk tells the PacketCluster whose network feeds the pool
+// that the network no longer holds addresses in use: the one who shrank it
+// looks there, not at the pool. The addresses stay with their machines.
+func (r *poolReconciler) warnNetworkShrunk(ctx context.Context, pool v1alpha1.Pool, outOfRange int64) {
+	ref := pool.PoolSpec().NetworkRef
+	if ref == nil || !r.sources.packetClusters {
+		return
+	}
+	cluster := &cappv1.PacketCluster{}
+	if err := r.client.Get(ctx, client.ObjectKey{Namespace: pool.GetNamespace(), Name: ref.Name}, cluster); err != nil {
+		return // gone: the pool's SourcesResolved condition says so
+	}
+	r.recorder.Eventf(cluster, pool, corev1.EventTypeWarning, "AddressesOutsideNetwork", "ResolveSources",
+		"network %s no longer holds %d addresses in use of %s %s (see its status.ipAddresses.outOfRange): they stay with their machines until released; give the network its addresses back, or replace those machines",
+		message.Quote(ref.Network), outOfRange, poolref.KindOf(pool), pool.GetName())
 }
 
 // reconcileSources resolves spec.vrf and spec.networkRef into

@@ -36,15 +36,28 @@ var (
 //
 // An Allocator is not safe for concurrent use: callers serialise access, for
 // example with one lock per pool.
+//
+// The space's withheld addresses are kept out of the free set, so Next never
+// sees them, and tracked in a set of their own.
 type Allocator struct {
 	space *Space
 	free  freeSet
-	used  int
+	// withheldFree are the space's withheld addresses not in use.
+	withheldFree map[netip.Addr]bool
+	used         int
 }
 
 // NewAllocator returns an Allocator with every address of space free.
 func NewAllocator(space *Space) *Allocator {
-	return &Allocator{space: space, free: newFreeSet(space.Ranges())}
+	a := &Allocator{space: space, free: newFreeSet(space.Ranges()), withheldFree: map[netip.Addr]bool{}}
+	withheld := make([]netip.Addr, 0, len(space.withheld))
+	for addr := range space.withheld {
+		withheld = append(withheld, addr)
+		a.withheldFree[addr] = true
+	}
+	slices.SortFunc(withheld, netip.Addr.Compare)
+	a.free.removeSorted(withheld)
+	return a
 }
 
 // Next marks the lowest free address used and returns it, or returns
@@ -66,6 +79,14 @@ func (a *Allocator) Allocate(addr netip.Addr) error {
 	if !a.space.Contains(addr) {
 		return fmt.Errorf("%w: %s", ErrNotAllocatable, addr)
 	}
+	if a.space.Withheld(addr) {
+		if !a.withheldFree[addr] {
+			return fmt.Errorf("%w: %s", ErrInUse, addr)
+		}
+		delete(a.withheldFree, addr)
+		a.used++
+		return nil
+	}
 	free, ok := a.free.containing(addr)
 	if !ok {
 		return fmt.Errorf("%w: %s", ErrInUse, addr)
@@ -80,6 +101,14 @@ func (a *Allocator) Allocate(addr netip.Addr) error {
 func (a *Allocator) Release(addr netip.Addr) error {
 	if !a.space.Contains(addr) {
 		return fmt.Errorf("%w: %s", ErrNotAllocatable, addr)
+	}
+	if a.space.Withheld(addr) {
+		if a.withheldFree[addr] {
+			return fmt.Errorf("%w: %s", ErrNotInUse, addr)
+		}
+		a.withheldFree[addr] = true
+		a.used--
+		return nil
 	}
 	if _, free := a.free.containing(addr); free {
 		return fmt.Errorf("%w: %s", ErrNotInUse, addr)
@@ -100,9 +129,15 @@ func (a *Allocator) Release(addr netip.Addr) error {
 func (a *Allocator) Seed(inUse []netip.Addr) (outOfRange []netip.Addr) {
 	allocatable := make([]netip.Addr, 0, len(inUse))
 	for _, addr := range inUse {
-		if a.space.Contains(addr) {
+		switch {
+		case a.space.Withheld(addr):
+			if a.withheldFree[addr] {
+				delete(a.withheldFree, addr)
+				a.used++
+			}
+		case a.space.Contains(addr):
 			allocatable = append(allocatable, addr)
-		} else {
+		default:
 			outOfRange = append(outOfRange, addr)
 		}
 	}
@@ -115,6 +150,9 @@ func (a *Allocator) Seed(inUse []netip.Addr) (outOfRange []netip.Addr) {
 func (a *Allocator) InUse(addr netip.Addr) bool {
 	if !a.space.Contains(addr) {
 		return false
+	}
+	if a.space.Withheld(addr) {
+		return !a.withheldFree[addr]
 	}
 	_, free := a.free.containing(addr)
 	return !free

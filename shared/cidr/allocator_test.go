@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"go4.org/netipx"
 )
 
 // drain calls Next until the space is exhausted and returns what it handed
@@ -234,5 +236,51 @@ func TestAllocatorCounts(t *testing.T) {
 				t.Errorf("free intervals after releasing everything = %q, want %q", got, want)
 			}
 		})
+	}
+}
+
+// TestWithheldAddressesOnlyByName: withheld addresses are never handed out
+// by Next, only by Allocate, and count as used and free like the others.
+func TestWithheldAddressesOnlyByName(t *testing.T) {
+	one, three := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.3")
+	space, err := NewSpace(SpaceConfig{
+		Ranges:   []netipx.IPRange{netipx.RangeOfPrefix(netip.MustParsePrefix("10.0.0.0/29"))},
+		Subnets:  []Subnet{{Prefix: netip.MustParsePrefix("10.0.0.0/29")}},
+		Withheld: []netip.Addr{one, three, netip.MustParseAddr("10.0.0.7"), netip.MustParseAddr("10.9.9.9")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !space.Withheld(one) || space.Withheld(netip.MustParseAddr("10.0.0.7")) || space.Withheld(netip.MustParseAddr("10.9.9.9")) {
+		t.Fatal("Withheld must hold exactly the allocatable addresses asked for (not the broadcast address, not one outside)")
+	}
+	a := NewAllocator(space)
+	if got := drain(t, a); !slices.Equal(got, []string{"10.0.0.2", "10.0.0.4", "10.0.0.5", "10.0.0.6"}) {
+		t.Fatalf("Next handed out %q, want every address but the withheld ones", got)
+	}
+	if a.InUse(one) || a.Free().Int64() != 2 {
+		t.Fatalf("withheld 10.0.0.1 in use %v, free %s; want free, 2 free", a.InUse(one), a.Free())
+	}
+	if err := a.Allocate(one); err != nil {
+		t.Fatalf("Allocate(withheld) = %v", err)
+	}
+	if err := a.Allocate(one); !errors.Is(err, ErrInUse) {
+		t.Fatalf("second Allocate(withheld) = %v, want ErrInUse", err)
+	}
+	if !a.InUse(one) || a.Used() != 5 {
+		t.Fatalf("after Allocate: in use %v, used %d; want true, 5", a.InUse(one), a.Used())
+	}
+	if err := a.Release(one); err != nil {
+		t.Fatalf("Release(withheld) = %v", err)
+	}
+	if err := a.Release(one); !errors.Is(err, ErrNotInUse) {
+		t.Fatalf("second Release(withheld) = %v, want ErrNotInUse", err)
+	}
+	if _, err := a.Next(); !errors.Is(err, ErrExhausted) {
+		t.Fatalf("Next after releasing a withheld address = %v, want ErrExhausted: it stays withheld", err)
+	}
+	a.Seed([]netip.Addr{three, three})
+	if !a.InUse(three) || a.Used() != 5 {
+		t.Fatalf("after Seed: in use %v, used %d; want true, 5 (a duplicate counts once)", a.InUse(three), a.Used())
 	}
 }

@@ -26,6 +26,10 @@ type SpaceConfig struct {
 	// Reserved addresses are never handed out (e.g. every Metal Gateway
 	// address, including those of other subnets).
 	Reserved []netip.Addr
+	// Withheld addresses are handed out only when asked for by name
+	// (Allocator.Allocate), never by Allocator.Next: addresses set aside
+	// for one consumer. Those outside the allocatable set are ignored.
+	Withheld []netip.Addr
 	// AllocateReserved, when false, keeps the addresses each subnet claims for
 	// itself out of the space: the network and broadcast addresses of IPv4
 	// subnets and the subnet-router anycast address of IPv6 subnets. IPv4 /31
@@ -42,8 +46,10 @@ type Space struct {
 	// allocatable is ranges minus excluded, reserved and unusable subnet
 	// addresses, stored as sorted, merged ranges.
 	allocatable *netipx.IPSet
-	total       *big.Int
-	subnets     []Subnet // see mostSpecificFirst
+	// withheld are the allocatable addresses of SpaceConfig.Withheld.
+	withheld map[netip.Addr]bool
+	total    *big.Int
+	subnets  []Subnet // see mostSpecificFirst
 }
 
 // NewSpace validates cfg and computes its allocatable set. Everything in cfg
@@ -84,8 +90,18 @@ func NewSpace(cfg SpaceConfig) (*Space, error) {
 	for _, r := range allocatable.Ranges() {
 		total.Add(total, Size(r))
 	}
-	return &Space{family: family, allocatable: allocatable, total: total, subnets: subnets}, nil
+	withheld := map[netip.Addr]bool{}
+	for _, a := range cfg.Withheld {
+		if allocatable.Contains(a) {
+			withheld[a] = true
+		}
+	}
+	return &Space{family: family, allocatable: allocatable, withheld: withheld, total: total, subnets: subnets}, nil
 }
+
+// Withheld reports whether a is allocatable but handed out only when asked
+// for by name (see SpaceConfig.Withheld).
+func (s *Space) Withheld(a netip.Addr) bool { return s.withheld[a] }
 
 // Family returns the address family of every address in the space.
 func (s *Space) Family() Family { return s.family }
@@ -132,6 +148,11 @@ func (cfg *SpaceConfig) validate() (Family, error) {
 	for _, a := range cfg.Reserved {
 		if err := fc.check(a); err != nil {
 			return 0, fmt.Errorf("reserved address %s: %w", a, err)
+		}
+	}
+	for _, a := range cfg.Withheld {
+		if err := fc.check(a); err != nil {
+			return 0, fmt.Errorf("withheld address %s: %w", a, err)
 		}
 	}
 	for _, s := range cfg.Subnets {

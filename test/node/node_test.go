@@ -34,7 +34,8 @@ runcmd:
 
 // nodesPool is the MetalVRFIPPool the nodes' InternalIP comes from; in a
 // namespace of its own, each node gets its first address.
-var nodesPool = v1alpha1.MetalVRFIPPoolSpec{Addresses: []string{"10.60.1.2-10.60.1.6"}, Prefix: ptr.To[int32](29), Gateway: "10.60.1.1"}
+var nodesPool = v1alpha1.MetalVRFIPPoolSpec{Addresses: []string{"10.60.1.2-10.60.1.6"}, Prefix: ptr.To[int32](29), Gateway: "10.60.1.1",
+	DNSServers: []string{"10.60.1.1"}}
 
 const nodeIP = "10.60.1.2"
 
@@ -55,7 +56,7 @@ func TestBondedNodeAndReboot(t *testing.T) {
 	g := NewWithT(t)
 	n := provision(t, "bonded", netip.MustParseAddr("198.51.100.1"), []infrav1.Port{{Name: "bond0", Networks: []infrav1.Network{
 		nodesNetwork(infrav1.RouteSpec{Destination: "192.168.0.0/16"}),
-		{VXLAN: 1003, AddressType: infrav1.AddressTypeInternal, Address: "fd00:63::5/64", Gateway: "fd00:63::1"},
+		{VXLAN: 1003, AddressType: infrav1.AddressTypeInternal, Address: "fd00:63::5/64", Gateway: "fd00:63::1", Nameservers: []string{"fd00:63::53"}},
 	}}})
 
 	n.vm.boot()
@@ -74,6 +75,12 @@ func TestBondedNodeAndReboot(t *testing.T) {
 	g.Expect(first.summary()).To(ContainElements(want), n.vm.cloudInitLog())
 	g.Expect(first.Kubelet).To(Equal("KUBELET_EXTRA_ARGS=--node-ip=" + nodeIP + ",fd00:63::5"))
 	g.Expect(strings.TrimSpace(n.vm.file("/var/lib/bootstrap-ran"))).To(Equal("bonded"), "the bootstrap's own command did not run")
+	// The pool's DNS server (carried on the IPAddress) and the static
+	// network's, first in the image's plain resolv.conf (no resolvconf).
+	resolvConf := n.vm.file("/etc/resolv.conf")
+	t.Logf("/etc/resolv.conf on the booted node:\n%s", resolvConf)
+	g.Expect(resolvConf).To(HavePrefix("# Nameservers of the VLAN networks, written by the network script of the Cluster API Equinix Metal provider.\n" +
+		"nameserver 10.60.1.1\nnameserver fd00:63::53\n"))
 	n.expectReported(g, "succeeded", 1)
 	n.expectCondition(g, metav1.ConditionTrue, infrav1.NodeNetworkConfiguredReason, "network_configuration_success")
 
@@ -85,6 +92,7 @@ func TestBondedNodeAndReboot(t *testing.T) {
 	rerun := n.vm.probe("rerun.json")
 	g.Expect(rerun.summary()).To(Equal(again.summary()), "running the script again changed the network")
 	g.Expect(rerun.Files).To(Equal(again.Files), "running the script again changed the files")
+	g.Expect(n.vm.file("/etc/resolv.conf")).To(Equal(resolvConf), "a reboot and a second run left resolv.conf as the first boot wrote it")
 	n.expectReported(g, "succeeded", 2)
 	n.expectCondition(g, metav1.ConditionTrue, infrav1.NodeNetworkConfiguredReason, "network_configuration_success")
 }

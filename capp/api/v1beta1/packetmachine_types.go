@@ -23,6 +23,21 @@ const (
 	// while the PacketMachine that made it may still use the address. Only the
 	// PacketMachine reconciler removes it, once the device is gone.
 	IPClaimProtectionFinalizer = "packetmachine.infrastructure.cluster.x-k8s.io/ip-claim-protection"
+
+	// DNSServersAnnotation on an IPAddress lists, comma-separated, the DNS
+	// servers of the address's subnet. The metal-vrf IPAM provider writes it
+	// from its pools' spec.dnsServers (the CAPI IPAddress has no field for
+	// them); any other provider may too. A network's spec nameservers take
+	// precedence.
+	DNSServersAnnotation = "metal-vrf.ipam.cluster.x-k8s.io/dns-servers"
+
+	// ClaimMachineAnnotation on the IPAddressClaims of a PacketMachine names
+	// its Machine, and ClaimHardwareReservationAnnotation the hardware
+	// reservation (spec.hardwareReservationID, when it names exactly one):
+	// the metal-vrf IPAM provider pins addresses to them (a pool's
+	// spec.preAllocations).
+	ClaimMachineAnnotation             = "metal-vrf.ipam.cluster.x-k8s.io/machine"
+	ClaimHardwareReservationAnnotation = "metal-vrf.ipam.cluster.x-k8s.io/hardware-reservation"
 )
 
 // AddressType says how Kubernetes sees a network's address.
@@ -198,6 +213,9 @@ type Port struct {
 //
 // +kubebuilder:validation:XValidation:rule="has(self.addressFromPool) != has(self.address)",messageExpression="has(self.address) ? 'exactly one of addressFromPool or address must be set, not both: address %s and addressFromPool %s %s'.format([self.address, self.addressFromPool.kind, self.addressFromPool.name]) : 'exactly one of addressFromPool or address (a static address) must be set; neither is'"
 // +kubebuilder:validation:XValidation:rule="!has(self.gateway) || has(self.address)",fieldPath=".gateway",messageExpression="'%s is only set with a static address: an address from a pool comes with the gateway of its pool'.format([self.gateway])"
+// +kubebuilder:validation:XValidation:rule="!has(self.gateway) || !has(self.address) || !isIP(self.gateway) || !(isCIDR(self.address) || isIP(self.address)) || (isCIDR(self.address) ? cidr(self.address).ip().family() : ip(self.address).family()) == ip(self.gateway).family()",fieldPath=".gateway",messageExpression="'%s is IPv%d but the address %s is IPv%d: the gateway must be of the IP family of the address'.format([self.gateway, ip(self.gateway).family(), self.address, (isCIDR(self.address) ? cidr(self.address).ip().family() : ip(self.address).family())])"
+// +kubebuilder:validation:XValidation:rule="!has(self.gateway) || !has(self.address) || !isCIDR(self.address) || !isIP(self.gateway) || cidr(self.address).ip().family() != ip(self.gateway).family() || cidr(self.address).masked().containsIP(self.gateway)",fieldPath=".gateway",messageExpression="'%s lies outside the subnet %s of the address %s: the gateway must be reachable on the subnet'.format([self.gateway, string(cidr(self.address).masked()), self.address])"
+// +kubebuilder:validation:XValidation:rule="!has(self.routes) || !has(self.address) || !isCIDR(self.address) || self.routes.all(r, !has(r.gateway) || cidr(self.address).masked().containsIP(r.gateway))",fieldPath=".routes",messageExpression="'route to %s: gateway %s is not reachable on the subnet %s of the address %s: the gateway of a route must lie in the subnet'.format([self.routes.filter(r, has(r.gateway) && !cidr(self.address).masked().containsIP(r.gateway))[0].destination, self.routes.filter(r, has(r.gateway) && !cidr(self.address).masked().containsIP(r.gateway))[0].gateway, string(cidr(self.address).masked()), self.address])"
 type Network struct {
 	// VXLAN is the VLAN's tag (its "vxlan" in Equinix Metal), 2-3999. The
 	// node's sub-interface is <port>.<vxlan>.
@@ -241,6 +259,19 @@ type Network struct {
 	// +kubebuilder:validation:MaxLength=39
 	// +kubebuilder:validation:XValidation:rule="isIP(self)",message="must be an IP address"
 	Gateway string `json:"gateway,omitempty"`
+
+	// Nameservers are the node's DNS servers on this network, written into
+	// the interface's configuration and /etc/resolv.conf. Empty: those the
+	// address's pool gives (a MetalVRFIPPool's spec.dnsServers, which the
+	// IPAM provider puts on the IPAddress), if any; set them here for pools
+	// of other kinds and static addresses, or to override the pool's. At
+	// most three, as resolv.conf uses no more.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=3
+	// +kubebuilder:validation:items:MaxLength=39
+	// +kubebuilder:validation:items:XValidation:rule="isIP(self) && ip.isCanonical(self)",messageExpression="'%s is not an IP address in canonical form, e.g. 10.60.0.53 or fd00::53'.format([self])"
+	Nameservers []string `json:"nameservers,omitempty"`
 
 	// AddressType says whether the address is the node's InternalIP or ExternalIP.
 	// +optional

@@ -22,6 +22,20 @@ const (
 	// which rule keeps it out.
 	RequestedAddressAnnotation = "metal-vrf.ipam.cluster.x-k8s.io/requested-address"
 
+	// DNSServersAnnotation on an IPAddress lists, comma-separated, the DNS
+	// servers of the pool for the address's subnet (spec.subnetDNSServers,
+	// else spec.dnsServers). The CAPI IPAddress has no field for them; the
+	// Equinix Metal provider reads them from here into the node's
+	// configuration.
+	DNSServersAnnotation = "metal-vrf.ipam.cluster.x-k8s.io/dns-servers"
+
+	// MachineAnnotation on an IPAddressClaim names the Cluster API Machine
+	// the claim is for, and HardwareReservationAnnotation the Equinix Metal
+	// hardware reservation that machine runs on: they match the claim to
+	// the pool's spec.preAllocations.
+	MachineAnnotation             = "metal-vrf.ipam.cluster.x-k8s.io/machine"
+	HardwareReservationAnnotation = "metal-vrf.ipam.cluster.x-k8s.io/hardware-reservation"
+
 	// SkipDeleteValidationAnnotation lets a pool with addresses in use be deleted.
 	// It carries the in-cluster provider's name so tooling written for that
 	// provider keeps working. clusterctl move sets its own delete-for-move
@@ -219,6 +233,7 @@ type MetalVRFIPPoolSpec struct {
 	// +kubebuilder:validation:MaxItems=1024
 	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=100
+	// +kubebuilder:validation:items:XValidation:rule="self.trim() == self",messageExpression="'\"%s\" has spaces around it: write \"%s\"'.format([self, self.trim()])"
 	Addresses []string `json:"addresses,omitempty"`
 
 	// VRF adds the addresses of an Equinix Metal VRF (see VRFSource).
@@ -255,6 +270,7 @@ type MetalVRFIPPoolSpec struct {
 	// +kubebuilder:validation:MaxItems=1024
 	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=100
+	// +kubebuilder:validation:items:XValidation:rule="self.trim() == self",messageExpression="'\"%s\" has spaces around it: write \"%s\"'.format([self, self.trim()])"
 	ExcludedAddresses []string `json:"excludedAddresses,omitempty"`
 
 	// AllocateReservedIPAddresses lets the subnet's network and broadcast
@@ -262,6 +278,35 @@ type MetalVRFIPPoolSpec struct {
 	// out. They are skipped by default.
 	// +optional
 	AllocateReservedIPAddresses bool `json:"allocateReservedIPAddresses,omitempty"`
+
+	// DNSServers are the DNS servers of the pool's addresses, given to
+	// consumers with each address (see DNSServersAnnotation): the node's
+	// resolvers, which DHCP would otherwise have configured. At most three,
+	// as resolv.conf uses no more; of either IP family.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=3
+	// +kubebuilder:validation:items:MaxLength=39
+	DNSServers []string `json:"dnsServers,omitempty"`
+
+	// SubnetDNSServers give the addresses of one subnet of the pool other
+	// DNS servers than spec.dnsServers: for a pool whose VRF source gives
+	// several Metal Gateway subnets, each with resolvers of its own.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	SubnetDNSServers []SubnetDNSServers `json:"subnetDNSServers,omitempty"`
+
+	// PreAllocations pin addresses of the pool to the claims of one owner:
+	// a Cluster API Machine, or whatever machine runs on an Equinix Metal
+	// hardware reservation, so a named control-plane machine, or a machine
+	// replaced on the same reserved server, gets the same address. A
+	// pre-allocated address is handed out to its owner's claims only;
+	// another claim that requests it is refused.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=1024
+	PreAllocations []PreAllocation `json:"preAllocations,omitempty"`
 
 	// AddressReuseGracePeriodSeconds keeps a released address out of use for
 	// this long after its claim was deleted, so ARP caches and switches forget
@@ -272,6 +317,54 @@ type MetalVRFIPPoolSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=86400
 	AddressReuseGracePeriodSeconds *int32 `json:"addressReuseGracePeriodSeconds,omitempty"`
+}
+
+// PreAllocation pins an address to the claims of one owner. A claim's owner
+// is what its consumer says in the claim's annotations MachineAnnotation and
+// HardwareReservationAnnotation (the Equinix Metal provider sets both).
+//
+// +kubebuilder:validation:XValidation:rule="has(self.machine) != has(self.hardwareReservation)",message="exactly one of machine or hardwareReservation must be set"
+type PreAllocation struct {
+	// Machine is the name of the Cluster API Machine whose claims get the address.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Machine string `json:"machine,omitempty"`
+
+	// HardwareReservation is the ID of the Equinix Metal hardware
+	// reservation whose machine's claims get the address.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	HardwareReservation string `json:"hardwareReservation,omitempty"`
+
+	// Namespace of the claims: required in a GlobalMetalVRFIPPool, which
+	// serves every namespace; in a MetalVRFIPPool, empty or its own.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace,omitempty"`
+
+	// Address pinned: one the pool hands out.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=39
+	Address string `json:"address"`
+}
+
+// SubnetDNSServers are the DNS servers of the pool's addresses in one subnet.
+type SubnetDNSServers struct {
+	// Subnet is a subnet of the pool in CIDR notation, without host bits
+	// (e.g. a Metal Gateway subnet "10.60.1.0/29"). An address gets the
+	// servers of the most specific entry containing it.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=43
+	Subnet string `json:"subnet"`
+
+	// DNSServers of the subnet's addresses: at most three, of either IP family.
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=3
+	// +kubebuilder:validation:items:MaxLength=39
+	DNSServers []string `json:"dnsServers"`
 }
 
 // IPAddressesSummary counts a pool's addresses.

@@ -65,6 +65,7 @@ func Validate(pool v1alpha1.Pool) field.ErrorList {
 			errs = append(errs, err)
 		}
 	}
+	errs = append(errs, validatePreAllocationNamespaces(pool)...)
 	_, specErrs := resolve(pool.PoolSpec(), nil, false)
 	return append(errs, specErrs...)
 }
@@ -89,6 +90,9 @@ func resolve(spec *v1alpha1.MetalVRFIPPoolSpec, resolved []v1alpha1.ResolvedAddr
 		errs = append(errs, field.Invalid(specPath.Child("excludedAddresses").Index(0), spec.ExcludedAddresses[0],
 			fmt.Sprintf("is %s but %s: mixed IP families", rangeFamily(excluded[0]), familySource(spec, family))))
 	}
+	errs = append(errs, validateDNS(spec, family, known)...)
+	preAllocated, preErrs := parsePreAllocations(spec)
+	errs = append(errs, preErrs...)
 	if spec.VRF != nil && len(ranges) > 0 && vrfFamily(spec.VRF) != family {
 		errs = append(errs, field.Invalid(specPath.Child("vrf", "ipFamily"), string(spec.VRF.IPFamily),
 			fmt.Sprintf("but spec.addresses are %s: a pool holds one IP family", family)))
@@ -134,6 +138,7 @@ func resolve(spec *v1alpha1.MetalVRFIPPoolSpec, resolved []v1alpha1.ResolvedAddr
 		Subnets:          subnets,
 		Excluded:         excluded,
 		Reserved:         reserved,
+		Withheld:         preAllocated,
 		AllocateReserved: spec.AllocateReservedIPAddresses,
 	})
 	if err != nil {
@@ -151,6 +156,13 @@ func resolve(spec *v1alpha1.MetalVRFIPPoolSpec, resolved []v1alpha1.ResolvedAddr
 		return nil, field.ErrorList{field.Required(specPath.Child("prefix"), fmt.Sprintf(
 			"required: addresses %s from spec.vrf lie outside every Metal Gateway subnet and need a prefix to be handed out with",
 			describe(outside)))}
+	}
+	// A pool with sources may grow into a pre-allocated address: that is
+	// said in its Ready condition (IdlePreAllocations), not refused.
+	if !hasSources {
+		if errs := checkPreAllocations(spec, resolved, s); len(errs) > 0 {
+			return nil, errs
+		}
 	}
 	return s, nil
 }

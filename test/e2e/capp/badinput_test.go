@@ -6,6 +6,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -79,13 +80,37 @@ var _ = Describe("Bad input a PacketMachine can only report", func() {
 		Entry("a prefix length the netmask contradicts", []infrav1.Network{{VXLAN: 1000, Address: "10.1.0.5/25", Netmask: "255.255.255.0"}},
 			infrav1.IPAddressInvalidReason, 0,
 			"spec.ports[0].networks[0]: address 10.1.0.5: prefix length /25 does not match the network's netmask 255.255.255.0 (/24)"),
+		Entry("a static gateway outside the subnet its netmask gives", []infrav1.Network{{VXLAN: 1000, Address: "10.1.0.5", Netmask: "255.255.255.248", Gateway: "10.1.0.9"}},
+			infrav1.IPAddressInvalidReason, 0, "spec.ports[0].networks[0]: bond0.1000: gateway 10.1.0.9 is outside the subnet 10.1.0.0/29"),
 		Entry("a netmask with a hole", []infrav1.Network{{VXLAN: 1000, Address: "10.1.0.5", Netmask: "255.0.255.0"}},
 			infrav1.IPAddressInvalidReason, 0, "spec.ports[0].networks[0]: address 10.1.0.5: netmask 255.0.255.0 is not contiguous"),
-		Entry("a static gateway outside the subnet", []infrav1.Network{{VXLAN: 1000, Address: "10.1.0.5/24", Gateway: "10.1.1.1"}},
-			infrav1.IPAddressInvalidReason, 0, "spec.ports[0].networks[0]: bond0.1000: gateway 10.1.1.1 is outside the subnet 10.1.0.0/24"),
-		Entry("a route gateway off the subnet", []infrav1.Network{{VXLAN: 1000, Address: "10.1.0.5/24",
-			Routes: []infrav1.RouteSpec{{Destination: "192.168.0.0/16", Gateway: "10.2.0.1"}}}},
-			infrav1.IPAddressInvalidReason, 0, "spec.ports[0].networks[0]: bond0.1000: route to 192.168.0.0/16: gateway 10.2.0.1 is not reachable on the subnet 10.1.0.0/24"),
+	)
+
+	// What the spec alone shows wrong is refused when the machine is
+	// written, not reported after its claims are made.
+	DescribeTable("refuses a static network the spec alone shows unusable, naming the field and the value",
+		func(network infrav1.Network, field, message string) {
+			pm := &infrav1.PacketMachine{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "m"},
+				Spec: infrav1.PacketMachineSpec{Plan: "c3.small.x86", OperatingSystem: "ubuntu_24_04",
+					Ports: []infrav1.Port{{Name: "bond0", Networks: []infrav1.Network{network}}}},
+			}
+			err := k8s.Create(ctx, pm)
+			Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want an Invalid rejection, got %v", err)
+			Expect(err.Error()).To(ContainSubstring(field + ": "))
+			Expect(err.Error()).To(ContainSubstring(message))
+		},
+		Entry("a gateway outside the subnet", infrav1.Network{VXLAN: 1000, Address: "10.1.0.5/24", Gateway: "10.1.1.1"},
+			"spec.ports[0].networks[0].gateway", "10.1.1.1 lies outside the subnet 10.1.0.0/24 of the address 10.1.0.5/24"),
+		Entry("a gateway of the other family", infrav1.Network{VXLAN: 1000, Address: "10.1.0.5/24", Gateway: "fd00::1"},
+			"spec.ports[0].networks[0].gateway", "fd00::1 is IPv6 but the address 10.1.0.5/24 is IPv4"),
+		Entry("a route gateway off the subnet", infrav1.Network{VXLAN: 1000, Address: "10.1.0.5/24", Gateway: "10.1.0.1",
+			Routes: []infrav1.RouteSpec{{Destination: "10.9.0.0/16"}, {Destination: "192.168.0.0/16", Gateway: "10.2.0.1"}}},
+			"spec.ports[0].networks[0].routes", "route to 192.168.0.0/16: gateway 10.2.0.1 is not reachable on the subnet 10.1.0.0/24 of the address 10.1.0.5/24"),
+		Entry("a nameserver that is a name", infrav1.Network{VXLAN: 1000, Address: "10.1.0.5/24", Nameservers: []string{"10.1.0.53", "dns.example.net"}},
+			"spec.ports[0].networks[0].nameservers[1]", "dns.example.net is not an IP address in canonical form"),
+		Entry("four nameservers", infrav1.Network{VXLAN: 1000, Address: "10.1.0.5/24", Nameservers: []string{"10.1.0.50", "10.1.0.51", "10.1.0.52", "10.1.0.53"}},
+			"spec.ports[0].networks[0].nameservers", "Too many: 4: must have at most 3 items"),
 	)
 
 	It("says that no IPAM provider answers a claim of a kind the API server serves but nothing reconciles", func() {

@@ -62,6 +62,7 @@ func twoPortsThreeNetworks() []infrav1.Port {
 			VXLAN: 2000, AddressType: infrav1.AddressTypeExternal,
 			AddressFromPool: poolRef("InClusterIPPool", "incluster"),
 			Routes:          []infrav1.RouteSpec{{Destination: "172.16.0.0/12", Gateway: "10.70.0.254"}},
+			Nameservers:     []string{"10.70.0.53"}, // an InClusterIPPool gives none
 		}}},
 	}
 }
@@ -151,7 +152,7 @@ func setBootstrapData(machine *clusterv1.Machine, data string) {
 func createPools(ns string) {
 	GinkgoHelper()
 	for name, spec := range map[string]v1alpha1.MetalVRFIPPoolSpec{
-		"vrf-v4": {Addresses: []string{"10.60.0.0/24"}, Prefix: ptr.To[int32](24), Gateway: "10.60.0.1"},
+		"vrf-v4": {Addresses: []string{"10.60.0.0/24"}, Prefix: ptr.To[int32](24), Gateway: "10.60.0.1", DNSServers: []string{"10.60.0.53"}},
 		"vrf-v6": {Addresses: []string{"fd00:61::/64"}, Prefix: ptr.To[int32](64), Gateway: "fd00:61::1"},
 	} {
 		Expect(k8s.Create(ctx, &v1alpha1.MetalVRFIPPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: spec})).To(Succeed())
@@ -292,6 +293,9 @@ var _ = Describe("A PacketMachine with networks from IPAM pools", func() {
 			"iface ${port_0}.1001 inet6 static\n    address fd00:61::2/64\n    gateway fd00:61::1\n",
 			"iface ${port_1}.2000 inet static\n    address 10.70.0.10/24\n    gateway 10.70.0.1\n",
 			"up ip -4 route replace 172.16.0.0/12 via 10.70.0.254 dev ${port_1}.2000\n",
+			"    metric 1000\n    dns-nameservers 10.60.0.53\n", // the pool's, carried on the IPAddress
+			"    metric 1002\n    dns-nameservers 10.70.0.53\n", // the network's own
+			"write_resolv_conf /etc/resolv.conf 10.60.0.53 10.70.0.53 ||",
 		} {
 			Expect(script).To(ContainSubstring(want))
 		}

@@ -16,6 +16,7 @@ import (
 
 	"sigs.k8s.io/cluster-api-ipam-provider-in-cluster/pkg/ipamutil"
 
+	cappv1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
 )
 
@@ -206,6 +207,58 @@ var _ = Describe("Allocating addresses from a MetalVRFIPPool", func() {
 		Expect(k8s.Patch(ctx, bound, patch)).To(Succeed())
 		deleteAndWait(bound)
 		deleteAndWait(orphan)
+	})
+
+	It("hands out the pool's DNS servers, or its subnet's, with each address", func() {
+		createPool(ns, "pool", v1alpha1.MetalVRFIPPoolSpec{
+			Addresses: []string{"10.0.12.0/24"}, Prefix: ptr.To[int32](24), Gateway: "10.0.12.1",
+			ExcludedAddresses: []string{"10.0.12.2-10.0.12.99"},
+			DNSServers:        []string{"10.0.12.53", "fd00:12::53"},
+		})
+		address := boundAddress(createClaim(ns, "claim", poolKind, "pool"))
+		Expect(address.Annotations).To(HaveKeyWithValue(v1alpha1.DNSServersAnnotation, "10.0.12.53,fd00:12::53"))
+		Expect(v1alpha1.DNSServersAnnotation).To(Equal(cappv1.DNSServersAnnotation), "the annotation CAPP reads")
+
+		createPool(ns, "subnets", v1alpha1.MetalVRFIPPoolSpec{
+			Addresses: []string{"10.0.13.0/24"}, Prefix: ptr.To[int32](24),
+			DNSServers:       []string{"10.0.13.53"},
+			SubnetDNSServers: []v1alpha1.SubnetDNSServers{{Subnet: "10.0.13.0/28", DNSServers: []string{"10.0.13.1"}}},
+		})
+		address = boundAddress(createClaim(ns, "in-subnet", poolKind, "subnets"))
+		Expect(address.Spec.Address).To(Equal("10.0.13.1"))
+		Expect(address.Annotations).To(HaveKeyWithValue(v1alpha1.DNSServersAnnotation, "10.0.13.1"))
+	})
+
+	It("hands a pre-allocated address to its owner's claims only", func() {
+		spec := poolSpec(29, "10.0.14.1", "10.0.14.0/29")
+		spec.PreAllocations = []v1alpha1.PreAllocation{{Machine: "cp-0", Address: "10.0.14.3"}, {HardwareReservation: "hr-1", Address: "10.0.14.5"}}
+		createPool(ns, "pool", spec)
+		var got []string
+		for _, name := range []string{"a", "b", "c"} {
+			got = append(got, boundAddress(createClaim(ns, name, poolKind, "pool")).Spec.Address)
+		}
+		Expect(got).To(Equal([]string{"10.0.14.2", "10.0.14.4", "10.0.14.6"}), "never a pre-allocated address")
+		exhausted := createClaim(ns, "d", poolKind, "pool")
+		Eventually(func() string { return reasonOf(exhausted) }).Should(Equal(ipamv1.IPAddressClaimReadyPoolExhaustedReason))
+
+		thief := newClaim(ns, "thief", poolKind, "pool")
+		thief.Annotations = map[string]string{v1alpha1.RequestedAddressAnnotation: "10.0.14.3"}
+		Expect(k8s.Create(ctx, thief)).To(Succeed())
+		Eventually(func() string { return ptr.Deref(readyCondition(thief), metav1.Condition{}).Message }).Should(ContainSubstring(
+			`requested address 10.0.14.3 is pre-allocated to Machine cp-0 (spec.preAllocations[0]) in MetalVRFIPPool "pool"`))
+
+		owned := func(name string, annotations map[string]string) *ipamv1.IPAddressClaim {
+			claim := newClaim(ns, name, poolKind, "pool")
+			claim.Annotations = annotations
+			Expect(k8s.Create(ctx, claim)).To(Succeed())
+			return claim
+		}
+		Expect(boundAddress(owned("cp-0-claim", map[string]string{v1alpha1.MachineAnnotation: "cp-0"})).Spec.Address).To(Equal("10.0.14.3"))
+		Expect(boundAddress(owned("replacement", map[string]string{
+			v1alpha1.MachineAnnotation: "w-7f2", v1alpha1.HardwareReservationAnnotation: "hr-1",
+		})).Spec.Address).To(Equal("10.0.14.5"))
+		Expect(v1alpha1.MachineAnnotation).To(Equal(cappv1.ClaimMachineAnnotation), "the annotation CAPP writes")
+		Expect(v1alpha1.HardwareReservationAnnotation).To(Equal(cappv1.ClaimHardwareReservationAnnotation), "the annotation CAPP writes")
 	})
 
 	It("serves a claim once its Cluster appears, adding the release finalizer if the claim lacks it", func() {

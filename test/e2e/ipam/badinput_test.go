@@ -7,9 +7,11 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -188,6 +190,108 @@ var _ = Describe("Bad input to the IPAM provider", func() {
 			v1alpha1.ReadyCondition, "True", v1alpha1.ReadyReason,
 			`spec.excludedAddresses[0]: Invalid value: "10.9.9.9": lies outside the pool's addresses: it excludes nothing`),
 	)
+
+	DescribeTable("a pool with bad DNS servers or pre-allocations, or an entry with spaces around it, is refused naming the field and the value",
+		func(spec v1alpha1.MetalVRFIPPoolSpec, messages ...string) {
+			err := k8s.Create(ctx, &v1alpha1.MetalVRFIPPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bad"}, Spec: spec})
+			Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want an Invalid rejection, got %v", err)
+			for _, m := range messages {
+				Expect(err.Error()).To(ContainSubstring(m))
+			}
+		},
+		Entry("a DNS server that is a name", v1alpha1.MetalVRFIPPoolSpec{
+			Addresses: []string{"10.32.0.0/24"}, Prefix: ptr.To[int32](24), DNSServers: []string{"10.32.0.53", "dns.example.net"},
+		}, `spec.dnsServers[1]: Invalid value: "dns.example.net": not an IP address`),
+		Entry("four DNS servers (schema rule)", v1alpha1.MetalVRFIPPoolSpec{
+			Addresses: []string{"10.32.0.0/24"}, Prefix: ptr.To[int32](24), DNSServers: []string{"10.32.0.50", "10.32.0.51", "10.32.0.52", "10.32.0.53"},
+		}, "spec.dnsServers: Too many: 4: must have at most 3 items"),
+		Entry("a DNS server twice", v1alpha1.MetalVRFIPPoolSpec{
+			Addresses: []string{"10.32.0.0/24"}, Prefix: ptr.To[int32](24), DNSServers: []string{"10.32.0.53", "10.32.0.53"},
+		}, `spec.dnsServers[1]: Duplicate value: "10.32.0.53"`),
+		Entry("a DNS subnet with host bits", v1alpha1.MetalVRFIPPoolSpec{
+			Addresses: []string{"10.32.0.0/24"}, Prefix: ptr.To[int32](24),
+			SubnetDNSServers: []v1alpha1.SubnetDNSServers{{Subnet: "10.32.0.5/24", DNSServers: []string{"10.32.0.53"}}},
+		}, `spec.subnetDNSServers[0].subnet: Invalid value: "10.32.0.5/24": has host bits set: the subnet is 10.32.0.0/24`),
+		Entry("a DNS subnet of the other family", v1alpha1.MetalVRFIPPoolSpec{
+			Addresses: []string{"10.32.0.0/24"}, Prefix: ptr.To[int32](24),
+			SubnetDNSServers: []v1alpha1.SubnetDNSServers{{Subnet: "fd00:32::/64", DNSServers: []string{"fd00:32::53"}}},
+		}, `spec.subnetDNSServers[0].subnet: Invalid value: "fd00:32::/64": is IPv6 but spec.addresses are IPv4`),
+		Entry("a subnet's DNS server that is not an address", v1alpha1.MetalVRFIPPoolSpec{
+			VRF:              &v1alpha1.VRFSource{ID: "vrf", CredentialsRef: v1alpha1.SecretReference{Name: "metal"}},
+			SubnetDNSServers: []v1alpha1.SubnetDNSServers{{Subnet: "10.60.1.0/29", DNSServers: []string{"10.60.1.x"}}},
+		}, `spec.subnetDNSServers[0].dnsServers[0]: Invalid value: "10.60.1.x": not an IP address`),
+		Entry("a pre-allocated address outside the pool", v1alpha1.MetalVRFIPPoolSpec{
+			Addresses: []string{"10.32.0.0/24"}, Prefix: ptr.To[int32](24), Gateway: "10.32.0.1",
+			PreAllocations: []v1alpha1.PreAllocation{{Machine: "cp-0", Address: "10.33.0.5"}},
+		}, `spec.preAllocations[0].address: Invalid value: "10.33.0.5": lies outside every address the pool hands out`),
+		Entry("the gateway pre-allocated", v1alpha1.MetalVRFIPPoolSpec{
+			Addresses: []string{"10.32.0.0/24"}, Prefix: ptr.To[int32](24), Gateway: "10.32.0.1",
+			PreAllocations: []v1alpha1.PreAllocation{{Machine: "cp-0", Address: "10.32.0.1"}},
+		}, `spec.preAllocations[0].address: Invalid value: "10.32.0.1": is the pool's gateway (spec.gateway)`),
+		Entry("one address pre-allocated twice", v1alpha1.MetalVRFIPPoolSpec{
+			Addresses: []string{"10.32.0.0/24"}, Prefix: ptr.To[int32](24),
+			PreAllocations: []v1alpha1.PreAllocation{{Machine: "cp-0", Address: "10.32.0.5"}, {HardwareReservation: "hr", Address: "10.32.0.5"}},
+		}, `spec.preAllocations[1].address: Duplicate value: "10.32.0.5"`),
+		Entry("one Machine given two addresses", v1alpha1.MetalVRFIPPoolSpec{
+			Addresses: []string{"10.32.0.0/24"}, Prefix: ptr.To[int32](24),
+			PreAllocations: []v1alpha1.PreAllocation{{Machine: "cp-0", Address: "10.32.0.5"}, {Machine: "cp-0", Address: "10.32.0.6"}},
+		}, `spec.preAllocations[1].machine: Duplicate value: "cp-0"`),
+		Entry("a pre-allocation naming both a Machine and a reservation (schema rule)", v1alpha1.MetalVRFIPPoolSpec{
+			Addresses: []string{"10.32.0.0/24"}, Prefix: ptr.To[int32](24),
+			PreAllocations: []v1alpha1.PreAllocation{{Machine: "cp-0", HardwareReservation: "hr", Address: "10.32.0.5"}},
+		}, "spec.preAllocations[0]: Invalid value: exactly one of machine or hardwareReservation must be set"),
+		Entry("a pre-allocation for another namespace", v1alpha1.MetalVRFIPPoolSpec{
+			Addresses: []string{"10.32.0.0/24"}, Prefix: ptr.To[int32](24),
+			PreAllocations: []v1alpha1.PreAllocation{{Machine: "cp-0", Namespace: "other", Address: "10.32.0.5"}},
+		}, `spec.preAllocations[0].namespace: Invalid value: "other": a MetalVRFIPPool serves claims of its own namespace`),
+		Entry("an address with a leading space (schema rule)", v1alpha1.MetalVRFIPPoolSpec{
+			Addresses: []string{" 10.32.0.0/24"}, Prefix: ptr.To[int32](24),
+		}, `spec.addresses[0]: Invalid value: " 10.32.0.0/24": " 10.32.0.0/24" has spaces around it: write "10.32.0.0/24"`),
+		Entry("an exclusion with a trailing space (schema rule)", v1alpha1.MetalVRFIPPoolSpec{
+			Addresses: []string{"10.32.0.0/24"}, Prefix: ptr.To[int32](24), ExcludedAddresses: []string{"10.32.0.9 "},
+		}, `spec.excludedAddresses[0]: Invalid value: "10.32.0.9 ": "10.32.0.9 " has spaces around it: write "10.32.0.9"`),
+	)
+
+	It("says of a claim whose Cluster does not exist that it waits for it, and serves it once it does", func() {
+		createPool(ns, "pool", poolSpec(24, "", "10.33.0.0/24"))
+		claim := newClaim(ns, "claim", poolKind, "pool")
+		claim.Spec.ClusterName = "nope"
+		Expect(k8s.Create(ctx, claim)).To(Succeed())
+		Eventually(func() *metav1.Condition { return readyCondition(claim) }).Should(And(Not(BeNil()),
+			HaveField("Status", metav1.ConditionFalse), HaveField("Reason", "ClusterNotFound"),
+			HaveField("Message", fmt.Sprintf(`spec.clusterName "nope": no Cluster of that name in namespace %s; the claim is served once the Cluster exists`, ns))))
+		expectNoAddresses()
+		Expect(k8s.Create(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nope"}, Spec: clusterv1.ClusterSpec{Paused: ptr.To(false)}})).To(Succeed())
+		Expect(boundAddress(claim).Spec.Address).To(Equal("10.33.0.1"))
+	})
+
+	It("tells the PacketCluster when its network shrinks under an address in use", func() {
+		cluster := &cappv1.PacketCluster{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo"},
+			Spec: cappv1.PacketClusterSpec{ProjectID: demoProject, Networks: []cappv1.NetworkSpec{
+				{Name: "nodes", Assignment: cappv1.AssignmentClusterAPI, IPAddresses: []string{"10.34.0.0/24"}},
+			}},
+		}
+		Expect(k8s.Create(ctx, cluster)).To(Succeed())
+		createPool(ns, "pool", v1alpha1.MetalVRFIPPoolSpec{NetworkRef: &v1alpha1.NetworkReference{Name: "demo", Network: "nodes"}})
+		Expect(boundAddress(createClaim(ns, "claim", poolKind, "pool")).Spec.Address).To(HavePrefix("10.34.0."))
+
+		patch := client.MergeFrom(cluster.DeepCopy())
+		cluster.Spec.Networks[0].IPAddresses = []string{"10.35.0.0/24"}
+		Expect(k8s.Patch(ctx, cluster, patch)).To(Succeed())
+		Eventually(func(g Gomega) {
+			var list eventsv1.EventList
+			g.Expect(k8s.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
+			var notes []string
+			for _, e := range list.Items {
+				if e.Regarding.Kind == "PacketCluster" && e.Regarding.Name == "demo" && e.Reason == "AddressesOutsideNetwork" {
+					notes = append(notes, e.Note)
+				}
+			}
+			g.Expect(notes).To(ContainElement(And(ContainSubstring(`network "nodes" no longer holds 1 addresses in use of MetalVRFIPPool pool`),
+				ContainSubstring("they stay with their machines until released"))))
+		}, time.Minute).Should(Succeed())
+	})
 
 	It("leaves claims of kinds no provider serves to their consumer: it writes nothing on them", func() {
 		createPool(ns, "pool", poolSpec(24, "", "10.45.0.0/24"))
