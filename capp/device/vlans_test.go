@@ -17,9 +17,13 @@ func TestVLANCache(t *testing.T) {
 	c.Now = func() time.Time { return now }
 	var reads atomic.Int32
 	release := make(chan struct{})
+	var failing atomic.Bool
 	read := func(context.Context) ([]metalv1.VirtualNetwork, error) {
 		reads.Add(1)
 		<-release
+		if failing.Load() {
+			return nil, errors.New("503")
+		}
 		return []metalv1.VirtualNetwork{{Id: metalv1.PtrString("vn-1")}}, nil
 	}
 	ctx := t.Context()
@@ -54,11 +58,12 @@ func TestVLANCache(t *testing.T) {
 		t.Fatalf("%d reads after the TTL, want 3", n)
 	}
 	// A failed read is not kept.
-	fail := func(context.Context) ([]metalv1.VirtualNetwork, error) { reads.Add(1); return nil, errors.New("503") }
+	failing.Store(true)
 	now = now.Add(31 * time.Second)
-	if _, err := c.get(ctx, "k", fail); err == nil {
+	if _, err := c.get(ctx, "k", read); err == nil {
 		t.Fatal("the failure was not returned")
 	}
+	failing.Store(false)
 	if list, err := c.get(ctx, "k", read); err != nil || len(list) != 1 || reads.Load() != 5 {
 		t.Fatalf("after a failure: %v, %v, %d reads; want a new read", list, err, reads.Load())
 	}
