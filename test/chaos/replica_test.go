@@ -56,7 +56,7 @@ func startReplica(name, namespace string, leaderElect bool, logs io.Writer) (*re
 	args := []string{
 		"--kubeconfig=" + kubeconfig, "--webhook-port=0", "--allocation-namespace=" + namespace,
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", health),
-		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metrics),
+		fmt.Sprintf("--diagnostics-address=127.0.0.1:%d", metrics), "--insecure-diagnostics",
 	}
 	if leaderElect {
 		args = append(args, "--leader-elect", "--leader-election-namespace="+namespace,
