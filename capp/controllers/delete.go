@@ -12,6 +12,7 @@ import (
 
 	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/capp/device"
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal"
 )
 
 // deleteDevice deletes the machine's device and is done only once the
@@ -46,6 +47,13 @@ func (r *PacketMachineReconciler) deleteDevice(ctx context.Context, s *machineSc
 			"Left device %s alone: %v", nerr.ID, nerr)
 		s.observeTrue(cond, infrav1.DeletingDeviceReason, fmt.Sprintf("left device %s alone: %v", nerr.ID, nerr))
 		r.Creations.Release(pm.UID)
+		return ctrl.Result{}, true, nil
+	}
+	if err != nil && pm.Spec.ProviderID == "" && metal.IsNotFound(err) {
+		// Looking for the device by tag lists the project's devices: a
+		// project the platform does not know holds none of them.
+		r.Creations.Release(pm.UID)
+		r.backoff.reset(pm.UID)
 		return ctrl.Result{}, true, nil
 	}
 	if err != nil {
