@@ -223,7 +223,12 @@ func (r *PacketMachineReconciler) reconcileIPAddresses(ctx context.Context, s *m
 		s.observe(infrav1.IPAddressClaimedCondition, metav1.ConditionTrue, infrav1.IPAddressClaimedReason, count)
 	}
 	pm.Status.Ports = networks.ports
-	pm.Status.Addresses = networks.addresses
+	if pm.Spec.ProviderID == "" {
+		// Once the device exists, reconcileDevice reports these with the
+		// device's own addresses; a reconcile that does not read the device
+		// (its reads are paced) keeps that last report.
+		pm.Status.Addresses = networks.addresses
+	}
 	s.vlanAddresses = networks.addresses
 	s.Networks = networks.render
 	return ctrl.Result{}, true, nil
