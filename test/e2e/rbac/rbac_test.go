@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -23,9 +22,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/capp/controllers"
@@ -53,20 +50,7 @@ var (
 	setupErr error
 )
 
-func TestMain(m *testing.M) {
-	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
-	ctx, cancel := context.WithCancel(context.Background())
-	stops, err := start(ctx)
-	if err != nil {
-		setupErr = err
-	}
-	code := m.Run()
-	cancel()
-	for i := len(stops) - 1; i >= 0; i-- {
-		stops[i]()
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testenv.RunMain(m, start, &setupErr) }
 
 // start starts the simulator, the API server, and each manager as its
 // ServiceAccount; stops holds what stops them, in order of start.

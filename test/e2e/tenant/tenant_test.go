@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -31,9 +30,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/capp/controllers"
@@ -65,20 +62,7 @@ var (
 	setupErr error
 )
 
-func TestMain(m *testing.M) {
-	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
-	ctx, cancel := context.WithCancel(context.Background())
-	stops, err := start(ctx)
-	if err != nil {
-		setupErr = err
-	}
-	code := m.Run()
-	cancel()
-	for i := len(stops) - 1; i >= 0; i-- {
-		stops[i]()
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testenv.RunMain(m, start, &setupErr) }
 
 // start starts the simulator (whose devices stay provisioning, so that
 // they hold their creation slots), the API server and both managers as
