@@ -67,6 +67,7 @@ type poolReconciler struct {
 	kind     string
 	// cluster identifies this management cluster (see reconcileAllocator).
 	cluster string
+	tokens  handoverTokens
 	// resync is how often the sources of a pool are read again when nothing
 	// triggers it: the Metal API sends no events.
 	resync time.Duration

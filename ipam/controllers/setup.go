@@ -43,7 +43,8 @@ type Options struct {
 	// Endpoints are the Metal APIs a credentials Secret may name in
 	// baseURL; nil allows the public API only.
 	Endpoints *metal.Endpoints
-	// AllocationNamespace holds the allocation records (see ipam/internal/records).
+	// AllocationNamespace holds the allocation records (see
+	// ipam/internal/records) and the global pools' hand-over tokens.
 	AllocationNamespace string
 	// Fence, when set, is asked before every allocation; an error refuses
 	// it and the claim is retried (see manager's leader election fence).
@@ -128,6 +129,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) (*reg
 		pools := &poolReconciler{
 			client: mgr.GetClient(), registry: reg, sources: sources, recorder: adapter.recorder,
 			releases: adapter.releases, kind: kind, cluster: cluster, resync: opts.SourceResyncPeriod,
+			tokens: handoverTokens{reader: mgr.GetAPIReader(), client: mgr.GetClient(), namespace: opts.AllocationNamespace},
 		}
 		if err := pools.setupWithManager(ctx, mgr, opts); err != nil {
 			return nil, fmt.Errorf("setting up the %s controller: %w", kind, err)

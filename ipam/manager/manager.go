@@ -132,7 +132,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		return nil, err
 	}
 	if opts.WebhookPort != 0 {
-		if err := webhooks.SetupWithManager(mgr, reg); err != nil {
+		if err := webhooks.SetupWithManager(ctx, mgr, reg); err != nil {
 			return nil, fmt.Errorf("setting up the webhooks: %w", err)
 		}
 	}

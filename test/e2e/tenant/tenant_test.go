@@ -82,7 +82,7 @@ func start(ctx context.Context) (stops []func(), err error) {
 		return stops, err
 	}
 	stops = append(stops, otherSim.Close)
-	env, err = testenv.Start(testenv.Options{CAPPCRDs: true})
+	env, err = testenv.Start(testenv.Options{CAPPCRDs: true, Webhooks: true})
 	if err != nil {
 		return stops, err
 	}
@@ -642,5 +642,84 @@ func TestTenantCannotTakeAnotherTeamsReservation(t *testing.T) {
 	}
 	if len(after.GetAssignments()) != 0 {
 		t.Errorf("the other team's reservation was assigned: %v", after.GetAssignments())
+	}
+}
+
+// TestOnlyTheManagerMovesAPool: a user who may edit GlobalMetalVRFIPPools
+// (not a tenant: those are cluster-scoped) edits where a pool allocates.
+// Only the manager, as its ServiceAccount, may: the edits are refused
+// naming the annotation, while the manager's own stamp went through and
+// its hand-over token is in a Secret of its namespace.
+func TestOnlyTheManagerMovesAPool(t *testing.T) {
+	requireEnv(t)
+	ctx := context.Background()
+	const operator = "pool-operator"
+	role := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "edit-global-pools"},
+		Rules: []rbacv1.PolicyRule{{
+			APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"globalmetalvrfippools"},
+			Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"},
+		}},
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: operator}},
+	}
+	for _, obj := range []client.Object{role, binding} {
+		if err := env.Client.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := client.New(env.ConfigAs(rest.ImpersonationConfig{UserName: operator}), client.Options{Scheme: env.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := &v1alpha1.GlobalMetalVRFIPPool{
+		ObjectMeta: metav1.ObjectMeta{Name: "shared"},
+		Spec:       v1alpha1.MetalVRFIPPoolSpec{Addresses: []string{"10.70.0.2-10.70.0.9"}, Prefix: ptr.To[int32](24), Gateway: "10.70.0.1"},
+	}
+	if err := c.Create(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the manager stamps the pool", func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(pool), pool); err != nil {
+			return err
+		}
+		if pool.Annotations[v1alpha1.AllocatingClusterAnnotation] == "" || pool.Annotations[v1alpha1.HandoverHashAnnotation] == "" {
+			return fmt.Errorf("annotations %v", pool.Annotations)
+		}
+		return nil
+	})
+	token := &corev1.Secret{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: systemNamespace, Name: "handover-" + string(pool.UID)}, token); err != nil {
+		t.Fatalf("the hand-over token's Secret: %v", err)
+	}
+
+	for key, value := range map[string]*string{
+		v1alpha1.AllocatingClusterAnnotation: ptr.To("another-management-cluster"),
+		v1alpha1.HandoverHashAnnotation:      ptr.To(strings.Repeat("0", 64)),
+		v1alpha1.HandoverTokenAnnotation:     ptr.To(systemNamespace + "/handover-forged"),
+	} {
+		for _, v := range []*string{value, nil} {
+			if _, has := pool.Annotations[key]; v == nil && !has {
+				continue // nothing to remove: no hand-over yet
+			}
+			edited := pool.DeepCopy()
+			if v == nil {
+				delete(edited.Annotations, key)
+			} else {
+				edited.Annotations[key] = *v
+			}
+			err := c.Patch(ctx, edited, client.MergeFrom(pool))
+			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "metadata.annotations["+key+"]") || !strings.Contains(err.Error(), "only the IPAM manager") {
+				t.Errorf("setting annotation %s to %v: %v; want it refused naming the annotation", key, ptr.Deref(v, "(removed)"), err)
+			}
+		}
+	}
+	edited := pool.DeepCopy()
+	edited.Annotations["team"] = "platform"
+	if err := c.Patch(ctx, edited, client.MergeFrom(pool)); err != nil {
+		t.Errorf("an edit of another annotation: %v", err)
 	}
 }
