@@ -43,8 +43,10 @@ var clusterOwnedConditions = []string{
 // setConditions derives the PacketCluster's conditions from what the phases
 // observed, the one place they are written; after an error, what was not
 // observed keeps its last value. Ready summarises ControlPlaneEndpointReady.
+// The status then describes the cluster's current generation.
 func (s *clusterScope) setConditions() {
 	pc := s.PacketCluster
+	pc.Status.ObservedGeneration = pc.Generation
 	if o, ok := s.observed[infrav1.DeletingCondition]; ok {
 		conditions.Set(pc, metav1.Condition{Type: infrav1.DeletingCondition, Status: o.status, Reason: o.reason, Message: o.message})
 	}

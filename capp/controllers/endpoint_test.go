@@ -136,11 +136,14 @@ func TestPickReservation(t *testing.T) {
 // The cluster's conditions follow from what its phases observed; Ready
 // mirrors ControlPlaneEndpointReady, and a deletion writes only Deleting.
 func TestClusterSetConditions(t *testing.T) {
-	s := &clusterScope{PacketCluster: &infrav1.PacketCluster{}}
+	s := &clusterScope{PacketCluster: &infrav1.PacketCluster{ObjectMeta: metav1.ObjectMeta{Generation: 3}}}
 	s.observeFalse(infrav1.ControlPlaneEndpointReadyCondition, infrav1.ControlPlaneEndpointRequiredReason, "set it")
 	s.setConditions()
 	if c := conditions.Get(s.PacketCluster, infrav1.ReadyCondition); c == nil || c.Status != metav1.ConditionFalse {
 		t.Errorf("Ready = %+v, want False", c)
+	}
+	if g := s.PacketCluster.Status.ObservedGeneration; g != 3 {
+		t.Errorf("status.observedGeneration = %d, want 3", g)
 	}
 
 	s.observations = observations{}

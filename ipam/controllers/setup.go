@@ -1,8 +1,9 @@
 // Package controllers holds the IPAM provider's controllers: the claim
-// reconciler and the claim handler it calls (an ipamutil.ClaimHandler), the
-// registry that hands out addresses, and the pool reconciler that resolves
-// pool sources (Metal VRFs, PacketCluster networks) and keeps pool status and
-// deletion protection.
+// reconciler and the claim handler it calls (an ipamutil.ClaimHandler),
+// which allocates through ipam/internal/registry; the pool reconciler that
+// resolves pool sources (Metal VRFs, PacketCluster networks), keeps pool
+// status, deletion protection and where a global pool allocates; and the
+// IPAddress reconciler that releases what a claim left behind.
 package controllers
 
 import (

@@ -25,8 +25,6 @@ const (
 	WaitingForIPAddressReason = "WaitingForIPAddress"
 	// IPAddressInvalidReason: a bound address cannot be used on the machine.
 	IPAddressInvalidReason = "IPAddressInvalid"
-	// IPAddressClaimNotFoundReason: a claim went missing; it is recreated.
-	IPAddressClaimNotFoundReason = "IPAddressClaimNotFound"
 	// IPAMNotInstalledReason: the cluster has no IPAddressClaim API (CAPI's
 	// IPAM CRDs are missing).
 	IPAMNotInstalledReason = "IPAMNotInstalled"
@@ -50,8 +48,6 @@ const (
 const (
 	// WaitingForBootstrapDataReason: the Machine has no bootstrap data yet.
 	WaitingForBootstrapDataReason = "WaitingForBootstrapData"
-	// WaitingForAddressesReason: rendering waits for the networks' addresses.
-	WaitingForAddressesReason = "WaitingForAddresses"
 	// BootstrapDataInvalidReason: the bootstrap data cannot be merged (not a
 	// cloud-config, or it conflicts with the network configuration).
 	BootstrapDataInvalidReason = "BootstrapDataInvalid"

@@ -390,6 +390,10 @@ type PacketMachineStatus struct {
 	// configuration.
 	// +optional
 	UserDataSecretName string `json:"userDataSecretName,omitempty"`
+
+	// ObservedGeneration is the spec generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 }
 
 // PacketMachine is an Equinix Metal device of a Cluster.

@@ -78,8 +78,6 @@ const (
 
 	// SourcesResolvedReason: every source was read on the last attempt.
 	SourcesResolvedReason = "Resolved"
-	// NoSourcesReason: the pool has only explicit addresses.
-	NoSourcesReason = "NoSources"
 	// CredentialsSecretNotFoundReason: the Secret named by spec.vrf.credentialsRef does not exist.
 	CredentialsSecretNotFoundReason = "CredentialsSecretNotFound"
 	// InvalidCredentialsReason: the Secret has no API key, or the Metal API refused it (401/403).
