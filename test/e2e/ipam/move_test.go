@@ -120,6 +120,32 @@ var _ = Describe("What clusterctl move leaves", func() {
 		Expect(boundAddress(waiting).Spec.Address).To(Equal("10.64.0.3"))
 	})
 
+	It("refuses an IPAddress of another namespace forged with the UID of the claim holding its address", func() {
+		victimNS, forgerNS := newNamespace(), newNamespace()
+		pool := createGlobalPool("shared-"+victimNS, poolSpec(29, "10.65.0.1", "10.65.0.0/29"))
+		DeferCleanup(func() { deleteAndWait(pool) })
+		victim := createClaim(victimNS, "victim", v1alpha1.GlobalMetalVRFIPPoolKind, pool.Name)
+		DeferCleanup(func() { deleteAndWait(victim) })
+		held := boundAddress(victim).Spec.Address
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(victim), victim)).To(Succeed())
+
+		for _, name := range []string{"victim", "forged"} {
+			forged := &ipamv1.IPAddress{
+				ObjectMeta: metav1.ObjectMeta{Namespace: forgerNS, Name: name, OwnerReferences: []metav1.OwnerReference{
+					{APIVersion: ipamv1.GroupVersion.String(), Kind: "IPAddressClaim", Name: name, UID: victim.UID, Controller: ptr.To(true)},
+				}},
+				Spec: ipamv1.IPAddressSpec{
+					ClaimRef: ipamv1.IPAddressClaimReference{Name: name},
+					PoolRef:  ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: v1alpha1.GlobalMetalVRFIPPoolKind, Name: pool.Name},
+					Address:  held, Prefix: ptr.To(int32(29)), Gateway: "10.65.0.1",
+				},
+			}
+			err := k8s.Create(ctx, forged)
+			Expect(err).To(MatchError(And(ContainSubstring("spec.address"), ContainSubstring(held))),
+				"an IPAddress of namespace %s naming claim %s with the UID of %s/victim was admitted to %s's address", forgerNS, name, victimNS, held)
+		}
+	})
+
 	It("frees the address of an IPAddress left without its claim only once the IPAddress is gone", func() {
 		ns := newNamespace()
 		pool := createPool(ns, "pool", poolSpec(29, "10.63.0.1", "10.63.0.0/29"))
