@@ -412,6 +412,33 @@ var _ = Describe("A PacketMachine with bad input", func() {
 			"spec.ports[1].networks[0] (vxlan 3999): VLAN 3999 not found in metro da")
 	})
 
+	It("names a failure domain the cluster lacks, or one the PacketMachine contradicts, and creates no device", func() {
+		clusterFixture(ns, func(pc *infrav1.PacketCluster) {
+			pc.Spec.FailureDomains = []infrav1.FailureDomainSpec{{Facility: simtest.Metro + "11"}, {Facility: simtest.Metro + "12"}}
+		})
+		// inFailureDomain is a machine whose Machine names failureDomain
+		// before it has bootstrap data, so no reconcile sees it without.
+		inFailureDomain := func(name, failureDomain string, edit func(*infrav1.PacketMachine)) *infrav1.PacketMachine {
+			machine, pm := machineFixture(ns, name, nil)
+			base := machine.DeepCopy()
+			machine.Spec.FailureDomain = failureDomain
+			Expect(k8s.Patch(ctx, machine, client.MergeFrom(base))).To(Succeed())
+			if edit != nil {
+				base := pm.DeepCopy()
+				edit(pm)
+				Expect(k8s.Patch(ctx, pm, client.MergeFrom(base))).To(Succeed())
+			}
+			setBootstrapData(machine, bootstrapData)
+			return pm
+		}
+		unknown := inFailureDomain("unknown", "ny5", nil)
+		elsewhere := inFailureDomain("elsewhere", simtest.Metro+"11", func(pm *infrav1.PacketMachine) { pm.Spec.Facility = simtest.Metro + "12" })
+		expectRefused(unknown, infrav1.DeviceReadyCondition, infrav1.FailureDomainNotFoundReason,
+			`the Machine's spec.failureDomain "ny5" is not a failure domain of PacketCluster cluster (it has da11, da12)`)
+		expectRefused(elsewhere, infrav1.DeviceReadyCondition, infrav1.FailureDomainConflictReason,
+			`spec.facility "da12" places the device outside the Machine's failure domain "da11" (facility da11 of metro da)`)
+	})
+
 	It("names a port the device does not have, and deletes the device with the machine", func() {
 		pm := readyMachine(ns, "eth2", []infrav1.Port{{Name: "eth2", Networks: []infrav1.Network{{VXLAN: 1003, Address: "192.168.3.5/24"}}}}, nil)
 		Eventually(condition(pm, infrav1.VLANsAttachedCondition)).Should(
