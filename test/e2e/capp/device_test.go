@@ -60,6 +60,13 @@ func createNodesPool(ns string) {
 func readyMachine(ns, name string, ports []infrav1.Port, edit func(*infrav1.PacketMachine)) *infrav1.PacketMachine {
 	GinkgoHelper()
 	machine, pm := machineFixture(ns, name, ports)
+	return ready(machine, pm, edit)
+}
+
+// ready edits pm (when edit is not nil), then plays the bootstrap provider
+// of machine, so that no reconcile of the device sees pm unedited.
+func ready(machine *clusterv1.Machine, pm *infrav1.PacketMachine, edit func(*infrav1.PacketMachine)) *infrav1.PacketMachine {
+	GinkgoHelper()
 	if edit != nil {
 		base := pm.DeepCopy()
 		edit(pm)
@@ -423,13 +430,7 @@ var _ = Describe("A PacketMachine with bad input", func() {
 			base := machine.DeepCopy()
 			machine.Spec.FailureDomain = failureDomain
 			Expect(k8s.Patch(ctx, machine, client.MergeFrom(base))).To(Succeed())
-			if edit != nil {
-				base := pm.DeepCopy()
-				edit(pm)
-				Expect(k8s.Patch(ctx, pm, client.MergeFrom(base))).To(Succeed())
-			}
-			setBootstrapData(machine, bootstrapData)
-			return pm
+			return ready(machine, pm, edit)
 		}
 		unknown := inFailureDomain("unknown", "ny5", nil)
 		elsewhere := inFailureDomain("elsewhere", simtest.Metro+"11", func(pm *infrav1.PacketMachine) { pm.Spec.Facility = simtest.Metro + "12" })

@@ -17,7 +17,6 @@ import (
 	"github.com/metal-vrf/cluster-api-metal-vrf/capp/device"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal/sim"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal/sim/simtest"
-	"github.com/metal-vrf/cluster-api-metal-vrf/test/testenv"
 )
 
 // TestControlPlaneSpreadOverFailureDomains spreads a cluster's control
@@ -35,11 +34,7 @@ func TestControlPlaneSpreadOverFailureDomains(t *testing.T) {
 	g.SetDefaultEventuallyPollingInterval(250 * time.Millisecond)
 	ctx := context.Background()
 
-	metalAPI := startPlatform(t, g)
-	env, err := testenv.Start(testenv.Options{Webhooks: true, CAPPCRDs: true})
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { _ = env.Stop() })
-	startManagers(ctx, t, g, env, metalAPI, managerLogs(t, g))
+	env, metalAPI := startManagementCluster(ctx, t, g)
 	k8s := env.Client
 
 	const spread = "spread"
