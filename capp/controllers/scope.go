@@ -35,6 +35,8 @@ type machineScope struct {
 	// Device is the machine's device as the platform shows it, proven the
 	// machine's; nil when it has none or it was not read.
 	Device *device.Device
+	// placement is where the device is created, set by ensureDevice.
+	placement placement
 
 	observations
 	deleting bool

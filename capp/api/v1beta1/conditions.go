@@ -145,6 +145,13 @@ const (
 	// project, or tags of another machine or cluster. Nothing but a read is
 	// done with it, and deleting the machine leaves it alone.
 	DeviceNotOwnedReason = "DeviceNotOwned"
+	// FailureDomainNotFoundReason: the Machine's spec.failureDomain is not a
+	// failure domain of its PacketCluster; no device is created.
+	FailureDomainNotFoundReason = "FailureDomainNotFound"
+	// FailureDomainConflictReason: the PacketMachine's spec.metro or
+	// spec.facility places the device outside the Machine's failure domain;
+	// no device is created.
+	FailureDomainConflictReason = "FailureDomainConflict"
 	// DeviceActiveReason: the device is active.
 	DeviceActiveReason = "DeviceActive"
 )
@@ -152,7 +159,8 @@ const (
 // Reasons of VLANsAttached.
 const (
 	// VLANNotFoundReason: a network's VLAN does not exist in the device's
-	// metro.
+	// metro (the one its failure domain places it in, before it is created:
+	// then DeviceReady has it and no device is created).
 	VLANNotFoundReason = "VLANNotFound"
 	// PortNotFoundReason: the device has no port of that name.
 	PortNotFoundReason = "PortNotFound"
