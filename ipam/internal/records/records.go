@@ -18,6 +18,8 @@ import (
 	"errors"
 	"net/netip"
 	"strings"
+	"sync"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -43,6 +45,35 @@ type Store struct {
 	namespace string
 	// identity names the process on the records it creates.
 	identity string
+
+	// loading is held while the snapshot is read or handed out: seeds that
+	// come at once wait for one read instead of each reading the cluster.
+	loading sync.Mutex
+	snap    *snapshot
+	now     func() time.Time
+}
+
+// snapshotTTL is how long seeds share one read of the cluster: long enough
+// for every domain seeded after a failover, short enough that what it
+// misses (see snapshot) stays small.
+const snapshotTTL = 30 * time.Second
+
+// pageSize is the page of every list the seeding reads.
+const pageSize = 500
+
+// snapshot is one paged read of every claim, pool and IPAddress, shared by
+// the seeds of all domains while it is fresh: after a failover every domain
+// seeds at once, and reading each kind once keeps the cost at objects, not
+// pools × objects. What it can miss does not matter to seeding: an
+// IPAddress created since has its record already (the registry and the
+// IPAddress webhook record an address before it is handed out); a pool
+// created since holds only such IPAddresses; a claim created since is read
+// live before its record is taken for an orphan (see Records).
+type snapshot struct {
+	at        time.Time
+	claims    map[types.UID]bool
+	domains   map[poolref.Key]string
+	addresses []ipamv1.IPAddress
 }
 
 var _ registry.Store = &Store{}
@@ -51,7 +82,7 @@ var _ registry.Store = &Store{}
 // c and reading through reader; the records it creates name the process
 // identity.
 func New(c client.Client, reader client.Reader, namespace, identity string) *Store {
-	return &Store{client: c, reader: reader, namespace: namespace, identity: identity}
+	return &Store{client: c, reader: reader, namespace: namespace, identity: identity, now: time.Now}
 }
 
 // name is the name of the record of ip in domain: a hash of the domain, so
@@ -78,36 +109,115 @@ func domainHash(domain string) string {
 // between recording an address and creating its IPAddress, and the claim's
 // release, which would have deleted them, has run already.
 func (s *Store) Records(ctx context.Context, domain string) ([]registry.Record, error) {
-	var list coordinationv1.LeaseList
-	if err := s.reader.List(ctx, &list, client.InNamespace(s.namespace), client.MatchingLabels{v1alpha1.AllocationDomainLabel: domainHash(domain)}); err != nil {
+	var items []coordinationv1.Lease
+	err := pages(ctx, s.reader, func() *coordinationv1.LeaseList { return &coordinationv1.LeaseList{} },
+		func(l *coordinationv1.LeaseList) { items = append(items, l.Items...) },
+		client.InNamespace(s.namespace), client.MatchingLabels{v1alpha1.AllocationDomainLabel: domainHash(domain)})
+	if err != nil {
 		return nil, err
 	}
-	// Claims are read after the records: a record is only made for a claim
-	// that exists, so a claim missing now was deleted since.
-	var claims ipamv1.IPAddressClaimList
-	if err := s.reader.List(ctx, &claims); err != nil {
+	snap, err := s.current(ctx)
+	if err != nil {
 		return nil, err
 	}
-	live := make(map[types.UID]bool, len(claims.Items))
-	for i := range claims.Items {
-		live[claims.Items[i].UID] = true
-	}
-	records := make([]registry.Record, 0, len(list.Items))
-	for i := range list.Items {
-		item := &list.Items[i]
+	records := make([]registry.Record, 0, len(items))
+	for i := range items {
+		item := &items[i]
 		rec, ok := recordOf(item)
 		if !ok || item.Annotations[v1alpha1.AllocationDomainAnnotation] != domain {
 			continue
 		}
-		if !live[rec.Holder.Claim.UID] && !rec.Holder.Retired {
-			if err := s.delete(ctx, item); err != nil {
+		if !rec.Holder.Retired && !snap.claims[rec.Holder.Claim.UID] {
+			gone, err := s.claimGone(ctx, rec.Holder.Claim)
+			if err != nil {
 				return nil, err
 			}
-			continue
+			if gone {
+				if err := s.delete(ctx, item); err != nil {
+					return nil, err
+				}
+				continue
+			}
 		}
 		records = append(records, rec)
 	}
 	return records, nil
+}
+
+// claimGone reads the claim live: a record is only made for a claim that
+// exists, so a claim missing now, after its record was read, was deleted.
+func (s *Store) claimGone(ctx context.Context, c registry.Claim) (bool, error) {
+	claim := &ipamv1.IPAddressClaim{}
+	err := s.reader.Get(ctx, c.NamespacedName, claim)
+	switch {
+	case apierrors.IsNotFound(err):
+		return true, nil
+	case err != nil:
+		return false, err
+	}
+	return claim.UID != c.UID, nil
+}
+
+// current returns the snapshot, read again when it is older than
+// snapshotTTL. The lock is held across the read on purpose: the seeds that
+// wait for it then share its result instead of each reading the cluster.
+func (s *Store) current(ctx context.Context) (*snapshot, error) {
+	s.loading.Lock()
+	defer s.loading.Unlock()
+	if s.snap != nil && s.now().Sub(s.snap.at) < snapshotTTL {
+		return s.snap, nil
+	}
+	snap, err := s.read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.snap = snap
+	return snap, nil
+}
+
+// read lists every claim, pool and IPAddress, a page at a time.
+func (s *Store) read(ctx context.Context) (*snapshot, error) {
+	snap := &snapshot{at: s.now(), claims: map[types.UID]bool{}, domains: map[poolref.Key]string{}}
+	err := pages(ctx, s.reader, func() *ipamv1.IPAddressClaimList { return &ipamv1.IPAddressClaimList{} },
+		func(l *ipamv1.IPAddressClaimList) {
+			for i := range l.Items {
+				snap.claims[l.Items[i].UID] = true
+			}
+		})
+	if err != nil {
+		return nil, err
+	}
+	for _, kind := range []string{v1alpha1.MetalVRFIPPoolKind, v1alpha1.GlobalMetalVRFIPPoolKind} {
+		err := pages(ctx, s.reader, func() client.ObjectList { return poolref.NewList(kind) }, func(l client.ObjectList) {
+			for _, pool := range pools(l) {
+				snap.domains[poolref.KeyOf(pool)] = registry.DomainOf(pool)
+			}
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	err = pages(ctx, s.reader, func() *ipamv1.IPAddressList { return &ipamv1.IPAddressList{} },
+		func(l *ipamv1.IPAddressList) { snap.addresses = append(snap.addresses, l.Items...) })
+	if err != nil {
+		return nil, err
+	}
+	return snap, nil
+}
+
+// pages lists with newList a page at a time, handing each page to each.
+func pages[L client.ObjectList](ctx context.Context, reader client.Reader, newList func() L, each func(L), opts ...client.ListOption) error {
+	next := ""
+	for {
+		list := newList()
+		if err := reader.List(ctx, list, append(opts, client.Limit(pageSize), client.Continue(next))...); err != nil {
+			return err
+		}
+		each(list)
+		if next = list.GetContinue(); next == "" {
+			return nil
+		}
+	}
 }
 
 // Reserve creates the record of r, or returns a *registry.TakenError
@@ -258,44 +368,46 @@ func (s *Store) delete(ctx context.Context, obj *coordinationv1.Lease) error {
 
 // Addresses lists the IPAddresses of every pool of the domain.
 func (s *Store) Addresses(ctx context.Context, domain string) ([]registry.Record, error) {
-	members, err := s.members(ctx, domain)
+	snap, err := s.current(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return s.addresses(ctx, func(key poolref.Key) bool { return members[key] })
+	return s.addresses(ctx, snap, func(key poolref.Key) bool { return snap.domains[key] == domain })
+}
+
+// PoolAddresses lists the IPAddresses of one pool.
+func (s *Store) PoolAddresses(ctx context.Context, pool poolref.Key) ([]registry.Record, error) {
+	snap, err := s.current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.addresses(ctx, snap, func(key poolref.Key) bool { return key == pool })
 }
 
 // members are the pools of the domain, read live.
 func (s *Store) members(ctx context.Context, domain string) (map[poolref.Key]bool, error) {
 	members := map[poolref.Key]bool{}
 	for _, kind := range []string{v1alpha1.MetalVRFIPPoolKind, v1alpha1.GlobalMetalVRFIPPoolKind} {
-		list := poolref.NewList(kind)
-		if err := s.reader.List(ctx, list); err != nil {
-			return nil, err
-		}
-		for _, pool := range pools(list) {
-			if registry.DomainOf(pool) == domain {
-				members[poolref.KeyOf(pool)] = true
+		err := pages(ctx, s.reader, func() client.ObjectList { return poolref.NewList(kind) }, func(l client.ObjectList) {
+			for _, pool := range pools(l) {
+				if registry.DomainOf(pool) == domain {
+					members[poolref.KeyOf(pool)] = true
+				}
 			}
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	return members, nil
 }
 
-// PoolAddresses lists the IPAddresses of one pool.
-func (s *Store) PoolAddresses(ctx context.Context, pool poolref.Key) ([]registry.Record, error) {
-	return s.addresses(ctx, func(key poolref.Key) bool { return key == pool }, client.InNamespace(pool.Namespace))
-}
-
-// addresses lists the IPAddresses of the pools of our kinds that match.
-func (s *Store) addresses(ctx context.Context, match func(poolref.Key) bool, opts ...client.ListOption) ([]registry.Record, error) {
-	var list ipamv1.IPAddressList
-	if err := s.reader.List(ctx, &list, opts...); err != nil {
-		return nil, err
-	}
+// addresses are the snapshot's IPAddresses of the pools of our kinds that
+// match, as records.
+func (s *Store) addresses(ctx context.Context, snap *snapshot, match func(poolref.Key) bool) ([]registry.Record, error) {
 	var records []registry.Record
-	for i := range list.Items {
-		address := &list.Items[i]
+	for i := range snap.addresses {
+		address := &snap.addresses[i]
 		key, ok := poolref.For(address.Spec.PoolRef, address.Namespace)
 		if !ok || !match(key) {
 			continue

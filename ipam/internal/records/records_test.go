@@ -2,13 +2,16 @@ package records_test
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
+	"sync"
 	"testing"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
@@ -95,5 +98,86 @@ func TestRetiredRecordsOutliveTheirPoolInTheVRF(t *testing.T) {
 	}
 	if n := retired(); n != 0 {
 		t.Fatalf("%d retired records left after the VRF's last pool went", n)
+	}
+}
+
+// countingReader counts the lists of each kind it serves.
+type countingReader struct {
+	client.Reader
+	mu    sync.Mutex
+	lists map[string]int
+}
+
+func (r *countingReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	r.mu.Lock()
+	r.lists[fmt.Sprintf("%T", list)]++
+	r.mu.Unlock()
+	return r.Reader.List(ctx, list, opts...)
+}
+
+// TestSeedingReadsEachKindOnce: after a failover every domain seeds at
+// once; the claims, pools and IPAddresses of the cluster are read once for
+// all of them, a page at a time, not once per domain.
+func TestSeedingReadsEachKindOnce(t *testing.T) {
+	ctx := context.Background()
+	env, err := testenv.Start(testenv.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = env.Stop() }()
+	ns, err := env.NewNamespace(ctx, "records")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const poolCount = 12
+	var domains []string
+	for i := range poolCount {
+		pool := &v1alpha1.MetalVRFIPPool{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("pool-%d", i)},
+			Spec:       v1alpha1.MetalVRFIPPoolSpec{Addresses: []string{fmt.Sprintf("10.%d.0.0/24", i)}, Prefix: ptr.To[int32](24)},
+		}
+		if err := env.Client.Create(ctx, pool); err != nil {
+			t.Fatal(err)
+		}
+		address := &ipamv1.IPAddress{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pool.Name},
+			Spec: ipamv1.IPAddressSpec{
+				ClaimRef: ipamv1.IPAddressClaimReference{Name: pool.Name},
+				PoolRef:  ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: v1alpha1.MetalVRFIPPoolKind, Name: pool.Name},
+				Address:  fmt.Sprintf("10.%d.0.2", i), Prefix: ptr.To[int32](24),
+			},
+		}
+		if err := env.Client.Create(ctx, address); err != nil {
+			t.Fatal(err)
+		}
+		domains = append(domains, registry.DomainOf(pool))
+	}
+	reader := &countingReader{Reader: env.Client, lists: map[string]int{}}
+	store := records.New(env.Client, reader, ns, "test")
+	var wg sync.WaitGroup
+	errs := make([]error, len(domains))
+	for i, domain := range domains {
+		wg.Go(func() {
+			if _, err := store.Records(ctx, domain); err != nil {
+				errs[i] = err
+				return
+			}
+			addresses, err := store.Addresses(ctx, domain)
+			if err == nil && len(addresses) != 1 {
+				err = fmt.Errorf("domain %s: %d IPAddresses, want 1", domain, len(addresses))
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, kind := range []string{"*v1beta2.IPAddressList", "*v1beta2.IPAddressClaimList", "*v1alpha1.MetalVRFIPPoolList", "*v1alpha1.GlobalMetalVRFIPPoolList"} {
+		if n := reader.lists[kind]; n != 1 {
+			t.Errorf("%d domains seeded with %d lists of %s, want 1", poolCount, n, kind)
+		}
 	}
 }
