@@ -61,19 +61,25 @@ const snapshotTTL = 30 * time.Second
 // pageSize is the page of every list the seeding reads.
 const pageSize = 500
 
-// snapshot is one paged read of every claim, pool and IPAddress, shared by
-// the seeds of all domains while it is fresh: after a failover every domain
-// seeds at once, and reading each kind once keeps the cost at objects, not
-// pools × objects. What it can miss does not matter to seeding: an
+// snapshot is one paged read of every record, claim, pool and IPAddress,
+// shared by the seeds of all domains while it is fresh: after a failover
+// every domain seeds at once, and reading each kind once keeps the cost at
+// objects, not pools × objects. What it can miss does not matter to
+// seeding: a record created since still refuses a second record of its
+// address (Reserve), which is what keeps an address from being handed out
+// twice, the registry's memory being only a cache of the records; an
 // IPAddress created since has its record already (the registry and the
 // IPAddress webhook record an address before it is handed out); a pool
 // created since holds only such IPAddresses; a claim created since is read
 // live before its record is taken for an orphan (see Records).
 type snapshot struct {
-	at        time.Time
-	claims    map[types.UID]bool
-	domains   map[poolref.Key]string
-	addresses []ipamv1.IPAddress
+	at      time.Time
+	claims  map[types.UID]bool
+	domains map[poolref.Key]string
+	// records by the hash of their domain (AllocationDomainLabel).
+	records map[string][]coordinationv1.Lease
+	// addresses by their pool.
+	addresses map[poolref.Key][]ipamv1.IPAddress
 }
 
 var _ registry.Store = &Store{}
@@ -109,17 +115,11 @@ func domainHash(domain string) string {
 // between recording an address and creating its IPAddress, and the claim's
 // release, which would have deleted them, has run already.
 func (s *Store) Records(ctx context.Context, domain string) ([]registry.Record, error) {
-	var items []coordinationv1.Lease
-	err := pages(ctx, s.reader, func() *coordinationv1.LeaseList { return &coordinationv1.LeaseList{} },
-		func(l *coordinationv1.LeaseList) { items = append(items, l.Items...) },
-		client.InNamespace(s.namespace), client.MatchingLabels{v1alpha1.AllocationDomainLabel: domainHash(domain)})
-	if err != nil {
-		return nil, err
-	}
 	snap, err := s.current(ctx)
 	if err != nil {
 		return nil, err
 	}
+	items := snap.records[domainHash(domain)]
 	records := make([]registry.Record, 0, len(items))
 	for i := range items {
 		item := &items[i]
@@ -175,10 +175,27 @@ func (s *Store) current(ctx context.Context) (*snapshot, error) {
 	return snap, nil
 }
 
-// read lists every claim, pool and IPAddress, a page at a time.
+// read lists every record, claim, pool and IPAddress, a page at a time.
+// The records come first: a claim is read after its record, so that a
+// record whose claim the read does not show is an orphan's or a claim's
+// made since (see Records).
 func (s *Store) read(ctx context.Context) (*snapshot, error) {
-	snap := &snapshot{at: s.now(), claims: map[types.UID]bool{}, domains: map[poolref.Key]string{}}
-	err := pages(ctx, s.reader, func() *ipamv1.IPAddressClaimList { return &ipamv1.IPAddressClaimList{} },
+	snap := &snapshot{
+		at: s.now(), claims: map[types.UID]bool{}, domains: map[poolref.Key]string{},
+		records: map[string][]coordinationv1.Lease{}, addresses: map[poolref.Key][]ipamv1.IPAddress{},
+	}
+	err := pages(ctx, s.reader, func() *coordinationv1.LeaseList { return &coordinationv1.LeaseList{} },
+		func(l *coordinationv1.LeaseList) {
+			for _, item := range l.Items {
+				if hash, ok := item.Labels[v1alpha1.AllocationDomainLabel]; ok {
+					snap.records[hash] = append(snap.records[hash], item)
+				}
+			}
+		}, client.InNamespace(s.namespace), client.HasLabels{v1alpha1.AllocationDomainLabel})
+	if err != nil {
+		return nil, err
+	}
+	err = pages(ctx, s.reader, func() *ipamv1.IPAddressClaimList { return &ipamv1.IPAddressClaimList{} },
 		func(l *ipamv1.IPAddressClaimList) {
 			for i := range l.Items {
 				snap.claims[l.Items[i].UID] = true
@@ -198,7 +215,13 @@ func (s *Store) read(ctx context.Context) (*snapshot, error) {
 		}
 	}
 	err = pages(ctx, s.reader, func() *ipamv1.IPAddressList { return &ipamv1.IPAddressList{} },
-		func(l *ipamv1.IPAddressList) { snap.addresses = append(snap.addresses, l.Items...) })
+		func(l *ipamv1.IPAddressList) {
+			for _, address := range l.Items {
+				if key, ok := poolref.For(address.Spec.PoolRef, address.Namespace); ok {
+					snap.addresses[key] = append(snap.addresses[key], address)
+				}
+			}
+		})
 	if err != nil {
 		return nil, err
 	}
@@ -372,7 +395,18 @@ func (s *Store) Addresses(ctx context.Context, domain string) ([]registry.Record
 	if err != nil {
 		return nil, err
 	}
-	return s.addresses(ctx, snap, func(key poolref.Key) bool { return snap.domains[key] == domain })
+	var records []registry.Record
+	for key, d := range snap.domains {
+		if d != domain {
+			continue
+		}
+		pool, err := s.addresses(ctx, key, snap.addresses[key])
+		if err != nil {
+			return nil, err
+		}
+		records = append(records, pool...)
+	}
+	return records, nil
 }
 
 // PoolAddresses lists the IPAddresses of one pool.
@@ -381,7 +415,7 @@ func (s *Store) PoolAddresses(ctx context.Context, pool poolref.Key) ([]registry
 	if err != nil {
 		return nil, err
 	}
-	return s.addresses(ctx, snap, func(key poolref.Key) bool { return key == pool })
+	return s.addresses(ctx, pool, snap.addresses[pool])
 }
 
 // members are the pools of the domain, read live.
@@ -402,16 +436,11 @@ func (s *Store) members(ctx context.Context, domain string) (map[poolref.Key]boo
 	return members, nil
 }
 
-// addresses are the snapshot's IPAddresses of the pools of our kinds that
-// match, as records.
-func (s *Store) addresses(ctx context.Context, snap *snapshot, match func(poolref.Key) bool) ([]registry.Record, error) {
-	var records []registry.Record
-	for i := range snap.addresses {
-		address := &snap.addresses[i]
-		key, ok := poolref.For(address.Spec.PoolRef, address.Namespace)
-		if !ok || !match(key) {
-			continue
-		}
+// addresses are the IPAddresses of pool, as records.
+func (s *Store) addresses(ctx context.Context, pool poolref.Key, addresses []ipamv1.IPAddress) ([]registry.Record, error) {
+	records := make([]registry.Record, 0, len(addresses))
+	for i := range addresses {
+		address := &addresses[i]
 		ip, err := netip.ParseAddr(address.Spec.Address)
 		if err != nil {
 			continue // CAPI's webhook validates addresses; nothing to hold here.
@@ -420,7 +449,7 @@ func (s *Store) addresses(ctx context.Context, snap *snapshot, match func(poolre
 		if claim.UID, err = s.claimUID(ctx, address); err != nil {
 			return nil, err
 		}
-		records = append(records, registry.Record{Address: ip, Holder: registry.Holder{Pool: key, Claim: claim}})
+		records = append(records, registry.Record{Address: ip, Holder: registry.Holder{Pool: pool, Claim: claim}})
 	}
 	return records, nil
 }

@@ -101,11 +101,12 @@ func TestRetiredRecordsOutliveTheirPoolInTheVRF(t *testing.T) {
 	}
 }
 
-// countingReader counts the lists of each kind it serves.
+// countingReader counts the lists of each kind it serves, and the gets.
 type countingReader struct {
 	client.Reader
 	mu    sync.Mutex
 	lists map[string]int
+	gets  int
 }
 
 func (r *countingReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
@@ -113,6 +114,23 @@ func (r *countingReader) List(ctx context.Context, list client.ObjectList, opts 
 	r.lists[fmt.Sprintf("%T", list)]++
 	r.mu.Unlock()
 	return r.Reader.List(ctx, list, opts...)
+}
+
+func (r *countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	r.mu.Lock()
+	r.gets++
+	r.mu.Unlock()
+	return r.Reader.Get(ctx, key, obj, opts...)
+}
+
+// counts are the lists of every kind and the gets served so far.
+func (r *countingReader) counts() (lists, gets int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, n := range r.lists {
+		lists += n
+	}
+	return lists, r.gets
 }
 
 // TestSeedingReadsEachKindOnce: after a failover every domain seeds at
