@@ -137,6 +137,9 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 	if err := r.SetupWithManager(ctx, mgr, controllerOpts); err != nil {
 		return nil, fmt.Errorf("setting up the PacketMachine controller: %w", err)
 	}
+	if err := managerutil.CollectWhileLeading(mgr, ctrlmetrics.Registry, r.Creations); err != nil {
+		return nil, fmt.Errorf("setting up the device creation metrics: %w", err)
+	}
 	if err := managerutil.AddProbes(mgr, nil); err != nil {
 		return nil, err
 	}
