@@ -41,6 +41,8 @@ type Read struct {
 	// Values are the counters' and gauges' values by series, in promtool's
 	// notation: name{label="value",...}, labels sorted.
 	Values map[string]float64
+	// labels are each series' name (as __name__) and labels.
+	labels map[string]map[string]string
 	// Names are the names a scrape shows, histograms' and summaries'
 	// _bucket, _sum and _count included.
 	Names map[string]bool
@@ -52,7 +54,7 @@ func ReadFrom(g prometheus.Gatherer) (Read, error) {
 	if err != nil {
 		return Read{}, err
 	}
-	r := Read{Values: map[string]float64{}, Names: map[string]bool{}}
+	r := Read{Values: map[string]float64{}, labels: map[string]map[string]string{}, Names: map[string]bool{}}
 	for _, f := range families {
 		name := f.GetName()
 		switch f.GetType() {
@@ -78,7 +80,10 @@ func ReadFrom(g prometheus.Gatherer) (Read, error) {
 			default:
 				v = m.GetUntyped().GetValue()
 			}
-			r.Values[Series(name, labels)] = v
+			series := Series(name, labels)
+			r.Values[series] = v
+			labels["__name__"] = name
+			r.labels[series] = labels
 		}
 	}
 	return r, nil
@@ -97,12 +102,11 @@ func Series(name string, labels map[string]string) string {
 func (r Read) Select(name string, match map[string]string) map[string]float64 {
 	out := map[string]float64{}
 	for series, v := range r.Values {
-		if !strings.HasPrefix(series, name+"{") {
-			continue
-		}
-		all := true
+		labels := r.labels[series]
+		all := labels["__name__"] == name
 		for k, want := range match {
-			all = all && strings.Contains(series, k+"="+strconv.Quote(want))
+			got, ok := labels[k]
+			all = all && ok && got == want
 		}
 		if all {
 			out[series] = v
