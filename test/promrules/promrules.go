@@ -169,7 +169,9 @@ func Inputs(series map[string]float64, values func(series string, v float64) str
 
 // UnitTest is one test of a promtool rule unit test file.
 type UnitTest struct {
-	Name        string      `json:"name"`
+	Name string `json:"name"`
+	// Interval is the time between the values of the input series; TestRules
+	// sets it.
 	Interval    string      `json:"interval"`
 	InputSeries []Input     `json:"input_series"`
 	AlertTests  []AlertTest `json:"alert_rule_test"`
@@ -246,10 +248,13 @@ func (t Tools) CheckRules(dir, path string) (rules string, exprs []string, err e
 	return rules, exprs, nil
 }
 
-// TestRules writes tests into dir as a unit test file of rules (evaluated
-// every interval) and runs `promtool test rules` on it; the error holds
-// promtool's report.
+// TestRules writes tests into dir as a unit test file of rules, their
+// input series' values and the rules' evaluations every interval, and runs
+// `promtool test rules` on it; the error holds promtool's report.
 func (t Tools) TestRules(dir, rules string, interval time.Duration, tests []UnitTest) error {
+	for i := range tests {
+		tests[i].Interval = Duration(interval)
+	}
 	file := map[string]any{
 		"rule_files":          []string{filepath.Base(rules)},
 		"evaluation_interval": Duration(interval),

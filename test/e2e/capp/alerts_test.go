@@ -198,23 +198,21 @@ var _ = Describe("The operators' alerts and dashboard", func() {
 		pendingBefore, pendingAfter := crossing(pendingAge, claimPendingThreshold)
 		creationAge, _ := faulted.Value("capp_oldest_device_creation_age_seconds", nil)
 		creationBefore, creationAfter := crossing(creationAge, creationStuckThreshold)
-		interval := promrules.Duration(ruleInterval)
+		poolInputs := func(r promrules.Read) []promrules.Input {
+			return append(
+				promrules.Inputs(r.Select("metal_vrf_ipam_pool_addresses", inNamespace), held),
+				promrules.Inputs(r.Select("metal_vrf_ipam_pool_oldest_pending_claim_age_seconds", inNamespace), aging)...)
+		}
 		tests := []promrules.UnitTest{{
-			Name:     "pools with addresses free and no claim waiting",
-			Interval: interval,
-			InputSeries: append(
-				promrules.Inputs(start.Select("metal_vrf_ipam_pool_addresses", inNamespace), held),
-				promrules.Inputs(start.Select("metal_vrf_ipam_pool_oldest_pending_claim_age_seconds", inNamespace), aging)...),
+			Name:        "pools with addresses free and no claim waiting",
+			InputSeries: poolInputs(start),
 			AlertTests: []promrules.AlertTest{
 				at(30*time.Minute, "MetalVRFIPPoolNearlyExhausted"),
 				at(30*time.Minute, "MetalVRFIPClaimsPending"),
 			},
 		}, {
-			Name:     "a pool out of addresses and a claim waiting on it",
-			Interval: interval,
-			InputSeries: append(
-				promrules.Inputs(end.Select("metal_vrf_ipam_pool_addresses", inNamespace), held),
-				promrules.Inputs(end.Select("metal_vrf_ipam_pool_oldest_pending_claim_age_seconds", inNamespace), aging)...),
+			Name:        "a pool out of addresses and a claim waiting on it",
+			InputSeries: poolInputs(end),
 			AlertTests: []promrules.AlertTest{
 				at(10*time.Minute, "MetalVRFIPPoolNearlyExhausted"),
 				at(20*time.Minute, "MetalVRFIPPoolNearlyExhausted", exhausted),
@@ -223,7 +221,6 @@ var _ = Describe("The operators' alerts and dashboard", func() {
 			},
 		}, {
 			Name:        "Metal API requests at the pace of the 429s and server errors",
-			Interval:    interval,
 			InputSeries: paced(start, faulted, "metal_api_requests_total"),
 			AlertTests: []promrules.AlertTest{
 				at(10*time.Minute, "MetalAPIRateLimited"),
@@ -233,7 +230,6 @@ var _ = Describe("The operators' alerts and dashboard", func() {
 			},
 		}, {
 			Name:        "Metal API requests at the pace after the faults",
-			Interval:    interval,
 			InputSeries: paced(faulted, end, "metal_api_requests_total"),
 			AlertTests: []promrules.AlertTest{
 				at(20*time.Minute, "MetalAPIRateLimited"),
@@ -241,7 +237,6 @@ var _ = Describe("The operators' alerts and dashboard", func() {
 			},
 		}, {
 			Name:        "a device in creation that stays so",
-			Interval:    interval,
 			InputSeries: promrules.Inputs(faulted.Select("capp_oldest_device_creation_age_seconds", nil), aging),
 			AlertTests: []promrules.AlertTest{
 				at(creationBefore, "PacketMachineDeviceCreationStuck"),
@@ -249,17 +244,14 @@ var _ = Describe("The operators' alerts and dashboard", func() {
 			},
 		}, {
 			Name:        "no device in creation",
-			Interval:    interval,
 			InputSeries: promrules.Inputs(end.Select("capp_oldest_device_creation_age_seconds", nil), aging),
 			AlertTests:  []promrules.AlertTest{at(steps*ruleInterval, "PacketMachineDeviceCreationStuck")},
 		}, {
 			Name:        "node reports while the device was created",
-			Interval:    interval,
 			InputSeries: replayed(start, faulted, "capp_node_reports_total"),
 			AlertTests:  []promrules.AlertTest{at(5*time.Minute, "PacketMachineNodeReportTimeouts")},
 		}, {
 			Name:        "node reports until the node timed out",
-			Interval:    interval,
 			InputSeries: replayed(faulted, end, "capp_node_reports_total"),
 			AlertTests: []promrules.AlertTest{
 				at(5*time.Minute, "PacketMachineNodeReportTimeouts", nodeTimeouts),
