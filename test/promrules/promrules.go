@@ -19,6 +19,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -115,14 +116,17 @@ func (r Read) Select(name string, match map[string]string) map[string]float64 {
 	return out
 }
 
-// Value is the value of the one series of name whose labels include match;
-// ok is false unless exactly one matches.
-func (r Read) Value(name string, match map[string]string) (v float64, ok bool) {
+// Value is the value of the one series of name whose labels include match,
+// NaN unless exactly one matches.
+func (r Read) Value(name string, match map[string]string) float64 {
 	selected := r.Select(name, match)
-	for _, v := range selected {
-		return v, len(selected) == 1
+	if len(selected) != 1 {
+		return math.NaN()
 	}
-	return 0, false
+	for _, v := range selected {
+		return v
+	}
+	return math.NaN()
 }
 
 // number writes v as promtool's series notation reads it.

@@ -1,6 +1,7 @@
 package promrules
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -35,8 +36,11 @@ func TestReadFrom(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, ok := r.Value("requests_total", map[string]string{"code": "429"}); !ok || v != 2 {
-		t.Errorf("requests_total{code=429} = %v, %t; want 2", v, ok)
+	if v := r.Value("requests_total", map[string]string{"code": "429"}); v != 2 {
+		t.Errorf("requests_total{code=429} = %v, want 2", v)
+	}
+	if v := r.Value("requests_total", nil); !math.IsNaN(v) {
+		t.Errorf("the value of two series of requests_total = %v, want NaN", v)
 	}
 	if got := len(r.Select("requests_total", nil)); got != 2 {
 		t.Errorf("%d series of requests_total, want 2", got)
