@@ -74,6 +74,12 @@ func (r *PacketMachineReconciler) reconcileBootstrapData(ctx context.Context, s 
 		return r.bootstrapDataInvalid(s, fmt.Errorf("bootstrap data Secret %s: %w", *dataSecretName, err))
 	}
 
+	return r.writeUserData(ctx, s, userData)
+}
+
+// writeUserData keeps the user-data in the Secret the machine controls.
+func (r *PacketMachineReconciler) writeUserData(ctx context.Context, s *machineScope, userData []byte) (ctrl.Result, bool, error) {
+	pm := s.PacketMachine
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: pm.Namespace, Name: UserDataSecretName(pm.Name)}}
 	result, err := controllerutil.CreateOrPatch(ctx, r.Client, secret, func() error {
 		// RBAC lets the manager patch any Secret; only this check keeps it

@@ -2,7 +2,6 @@ package controllers
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 
@@ -43,8 +42,10 @@ var clusterOwnedConditions = []string{
 // setConditions derives the PacketCluster's conditions from what the phases
 // observed, the one place they are written; after an error, what was not
 // observed keeps its last value. Ready summarises ControlPlaneEndpointReady.
+// The status then describes the cluster's current generation.
 func (s *clusterScope) setConditions() {
 	pc := s.PacketCluster
+	pc.Status.ObservedGeneration = pc.Generation
 	if o, ok := s.observed[infrav1.DeletingCondition]; ok {
 		conditions.Set(pc, metav1.Condition{Type: infrav1.DeletingCondition, Status: o.status, Reason: o.reason, Message: o.message})
 	}
@@ -60,21 +61,4 @@ func (s *clusterScope) setConditions() {
 	// The summary cannot fail on a type list without negative polarity.
 	_ = conditions.SetSummaryCondition(pc, pc, infrav1.ReadyCondition,
 		conditions.ForConditionTypes{infrav1.ControlPlaneEndpointReadyCondition})
-}
-
-// failureDomains is the one failure domain of a cluster: its facility when
-// it has one (the finer placement), else its metro; none without either.
-// Every machine of the cluster shares it, control plane included.
-func failureDomains(pc *infrav1.PacketCluster) []clusterv1.FailureDomain {
-	fd := clusterv1.FailureDomain{ControlPlane: ptr.To(true), Attributes: map[string]string{}}
-	if pc.Spec.Metro != "" {
-		fd.Name, fd.Attributes["metro"] = pc.Spec.Metro, pc.Spec.Metro
-	}
-	if pc.Spec.Facility != "" {
-		fd.Name, fd.Attributes["facility"] = pc.Spec.Facility, pc.Spec.Facility
-	}
-	if fd.Name == "" {
-		return nil
-	}
-	return []clusterv1.FailureDomain{fd}
 }

@@ -127,18 +127,29 @@ func (r *PacketMachineReconciler) deviceNotOwned(ctx context.Context, s *machine
 	return ctrl.Result{RequeueAfter: slowPoll}
 }
 
-// ensureDevice creates the device, once the networks' VLANs are known to be
-// in the metro and a creation slot is free.
+// ensureDevice creates the device, once its place is known (the Machine's
+// failure domain), the networks' VLANs are known to be in its metro and a
+// creation slot is free.
 func (r *PacketMachineReconciler) ensureDevice(ctx context.Context, s *machineScope) (*device.Device, ctrl.Result, error) {
 	pm := s.PacketMachine
 	const cond = infrav1.DeviceReadyCondition
 	access := s.access
+	place, fderr := placeDevice(pm.Spec, access.cluster, machineFailureDomain(s))
+	if fderr != nil {
+		s.observeFalse(cond, fderr.reason(), fderr.Error())
+		return nil, ctrl.Result{RequeueAfter: slowPoll}, nil
+	}
+	s.placement = place
 	// A network whose VLAN the metro lacks would leave the device
 	// unusable: find out before creating it.
-	if metro := firstOf(pm.Spec.Metro, access.cluster.Spec.Metro); metro != "" {
-		if _, err := access.executor.ResolveVLANs(ctx, metro, portsSpec(pm)); err != nil {
+	if place.metro != "" {
+		if _, err := access.executor.ResolveVLANs(ctx, place.metro, portsSpec(pm)); err != nil {
 			if verr, ok := errors.AsType[*device.VLANError](err); ok {
-				s.observeFalse(cond, infrav1.VLANNotFoundReason, vlanErrors(pm, err, verr))
+				msg := vlanErrors(pm, err, verr)
+				if place.failureDomain != "" {
+					msg = fmt.Sprintf("the Machine's failure domain %q places the device in metro %s: %s", place.failureDomain, place.metro, msg)
+				}
+				s.observeFalse(cond, infrav1.VLANNotFoundReason, msg)
 				return nil, ctrl.Result{RequeueAfter: vlanNotFound}, nil
 			}
 			result, _, err := r.metalFailed(ctx, s, cond, access, "reading the project's VLANs", err)
@@ -220,8 +231,8 @@ func (r *PacketMachineReconciler) createDevice(ctx context.Context, s *machineSc
 		Plan:                  pm.Spec.DevicePlan(),
 		OperatingSystem:       pm.Spec.DeviceOS(),
 		BillingCycle:          string(pm.Spec.BillingCycle),
-		Metro:                 firstOf(pm.Spec.Metro, access.cluster.Spec.Metro),
-		Facility:              firstOf(pm.Spec.Facility, access.cluster.Spec.Facility),
+		Metro:                 s.placement.metro,
+		Facility:              s.placement.facility,
 		HardwareReservationID: reservation,
 		IPXEScriptURL:         pm.Spec.IPXEURL,
 		SSHKeys:               pm.Spec.SSHKeys,
@@ -253,8 +264,8 @@ func (r *PacketMachineReconciler) createFailed(ctx context.Context, s *machineSc
 	}
 	if metal.IsUnprocessable(err) {
 		msg := fmt.Sprintf("the platform refused to create the device (plan %q, operating system %q, metro %q, facility %q, hardwareReservationID %q): %s",
-			pm.Spec.DevicePlan(), pm.Spec.DeviceOS(), firstOf(pm.Spec.Metro, access.cluster.Spec.Metro),
-			firstOf(pm.Spec.Facility, access.cluster.Spec.Facility), pm.Spec.HardwareReservationID, strings.Join(metal.ErrorMessages(err), "; "))
+			pm.Spec.DevicePlan(), pm.Spec.DeviceOS(), s.placement.metro, s.placement.facility,
+			pm.Spec.HardwareReservationID, strings.Join(metal.ErrorMessages(err), "; "))
 		if s.reasonChanges(cond, infrav1.DeviceCreateFailedReason) {
 			r.Recorder.Eventf(pm, nil, corev1.EventTypeWarning, infrav1.DeviceCreateFailedReason, "CreateDevice", "%s", msg)
 		}
@@ -352,6 +363,15 @@ func machineAddresses(s *machineScope) []clusterv1.MachineAddress {
 		out = append(out, clusterv1.MachineAddress{Type: clusterv1.MachineHostName, Address: h})
 	}
 	return out
+}
+
+// machineFailureDomain is the failure domain the Machine is placed in
+// (KubeadmControlPlane and MachineDeployments set it).
+func machineFailureDomain(s *machineScope) string {
+	if s.Machine == nil {
+		return ""
+	}
+	return s.Machine.Spec.FailureDomain
 }
 
 // deviceTag identifies the machine's device: exactly one device of the

@@ -75,41 +75,6 @@ func TestPlanEndpoint(t *testing.T) {
 	}
 }
 
-func TestFailureDomains(t *testing.T) {
-	tests := []struct {
-		name, metro, facility string
-		want                  string // the failure domain's name, "" for none
-		attrs                 map[string]string
-	}{
-		{name: "metro", metro: "da", want: "da", attrs: map[string]string{"metro": "da"}},
-		{name: "facility is finer", metro: "da", facility: "da11", want: "da11", attrs: map[string]string{"metro": "da", "facility": "da11"}},
-		{name: "facility alone", facility: "da11", want: "da11", attrs: map[string]string{"facility": "da11"}},
-		{name: "neither", want: ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := failureDomains(&infrav1.PacketCluster{Spec: infrav1.PacketClusterSpec{Metro: tt.metro, Facility: tt.facility}})
-			if tt.want == "" {
-				if got != nil {
-					t.Errorf("failureDomains = %+v, want none", got)
-				}
-				return
-			}
-			if len(got) != 1 || got[0].Name != tt.want || got[0].ControlPlane == nil || !*got[0].ControlPlane {
-				t.Fatalf("failureDomains = %+v, want one named %s for the control plane", got, tt.want)
-			}
-			if len(got[0].Attributes) != len(tt.attrs) {
-				t.Errorf("attributes = %v, want %v", got[0].Attributes, tt.attrs)
-			}
-			for k, v := range tt.attrs {
-				if got[0].Attributes[k] != v {
-					t.Errorf("attributes = %v, want %v", got[0].Attributes, tt.attrs)
-				}
-			}
-		})
-	}
-}
-
 func TestPickReservation(t *testing.T) {
 	at := func(minute int) *time.Time {
 		ts := time.Date(2026, 3, 1, 12, minute, 0, 0, time.UTC)
@@ -136,11 +101,14 @@ func TestPickReservation(t *testing.T) {
 // The cluster's conditions follow from what its phases observed; Ready
 // mirrors ControlPlaneEndpointReady, and a deletion writes only Deleting.
 func TestClusterSetConditions(t *testing.T) {
-	s := &clusterScope{PacketCluster: &infrav1.PacketCluster{}}
+	s := &clusterScope{PacketCluster: &infrav1.PacketCluster{ObjectMeta: metav1.ObjectMeta{Generation: 3}}}
 	s.observeFalse(infrav1.ControlPlaneEndpointReadyCondition, infrav1.ControlPlaneEndpointRequiredReason, "set it")
 	s.setConditions()
 	if c := conditions.Get(s.PacketCluster, infrav1.ReadyCondition); c == nil || c.Status != metav1.ConditionFalse {
 		t.Errorf("Ready = %+v, want False", c)
+	}
+	if g := s.PacketCluster.Status.ObservedGeneration; g != 3 {
+		t.Errorf("status.observedGeneration = %d, want 3", g)
 	}
 
 	s.observations = observations{}

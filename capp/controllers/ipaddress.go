@@ -155,46 +155,16 @@ func (r *PacketMachineReconciler) reconcileIPAddresses(ctx context.Context, s *m
 		return ctrl.Result{}, false, nil
 	}
 
-	bound := make(map[string]*ipamv1.IPAddress, len(claims))
-	var waiting []waitingClaim
-	var deleting []string
-	created := false
-	for _, c := range claims {
-		claim, isNew, err := r.ensureClaim(ctx, s, c)
-		if meta.IsNoMatchError(err) {
-			s.observe(infrav1.IPAddressClaimedCondition, metav1.ConditionFalse, infrav1.IPAMNotInstalledReason, ipamNotInstalledMessage)
-			log.Error(err, "Cannot claim addresses: "+ipamNotInstalledMessage)
-			return ctrl.Result{}, false, nil
-		}
-		if err != nil {
-			return ctrl.Result{}, false, err
-		}
-		created = created || isNew
-		if !claim.DeletionTimestamp.IsZero() {
-			// The protection finalizer keeps the claim, but IPAM providers
-			// that follow ipamutil's claim lifecycle release the address as
-			// soon as the claim is being deleted: the machine can no longer
-			// count on it.
-			deleting = append(deleting, claim.Name)
-			continue
-		}
-		if claim.Status.AddressRef.Name == "" {
-			waiting = append(waiting, waitingClaim{poolClaim: c, claim: claim})
-			continue
-		}
-		address := &ipamv1.IPAddress{}
-		key := client.ObjectKey{Namespace: pm.Namespace, Name: claim.Status.AddressRef.Name}
-		if err := r.Client.Get(ctx, key, address); err != nil {
-			if apierrors.IsNotFound(err) {
-				// The cache has not seen the address yet; its creation is
-				// followed by the claim's update, which wakes us again.
-				waiting = append(waiting, waitingClaim{poolClaim: c, claim: claim})
-				continue
-			}
-			return ctrl.Result{}, false, err
-		}
-		bound[c.name] = address
+	got, err := r.readClaims(ctx, s, claims)
+	if meta.IsNoMatchError(err) {
+		s.observe(infrav1.IPAddressClaimedCondition, metav1.ConditionFalse, infrav1.IPAMNotInstalledReason, ipamNotInstalledMessage)
+		log.Error(err, "Cannot claim addresses: "+ipamNotInstalledMessage)
+		return ctrl.Result{}, false, nil
 	}
+	if err != nil {
+		return ctrl.Result{}, false, err
+	}
+	bound, waiting, deleting, created := got.bound, got.waiting, got.deleting, got.created
 
 	count := fmt.Sprintf("%d/%d bound", len(bound), len(claims))
 	if len(deleting) > 0 {
@@ -232,6 +202,54 @@ func (r *PacketMachineReconciler) reconcileIPAddresses(ctx context.Context, s *m
 	s.vlanAddresses = networks.addresses
 	s.Networks = networks.render
 	return ctrl.Result{}, true, nil
+}
+
+// claimsRead is what the machine's claims show: the IPAddresses of the
+// bound ones by network, those that wait, those being deleted, and whether
+// one was created just now.
+type claimsRead struct {
+	bound    map[string]*ipamv1.IPAddress
+	waiting  []waitingClaim
+	deleting []string
+	created  bool
+}
+
+// readClaims makes sure each claim exists and reads where it stands.
+func (r *PacketMachineReconciler) readClaims(ctx context.Context, s *machineScope, claims []poolClaim) (claimsRead, error) {
+	got := claimsRead{bound: make(map[string]*ipamv1.IPAddress, len(claims))}
+	for _, c := range claims {
+		claim, isNew, err := r.ensureClaim(ctx, s, c)
+		if err != nil {
+			return got, err
+		}
+		got.created = got.created || isNew
+		if !claim.DeletionTimestamp.IsZero() {
+			// The protection finalizer keeps the claim, but IPAM providers
+			// that follow ipamutil's claim lifecycle release the address as
+			// soon as the claim is being deleted: the machine can no longer
+			// count on it.
+			got.deleting = append(got.deleting, claim.Name)
+			continue
+		}
+		if claim.Status.AddressRef.Name == "" {
+			got.waiting = append(got.waiting, waitingClaim{poolClaim: c, claim: claim})
+			continue
+		}
+		address := &ipamv1.IPAddress{}
+		key := client.ObjectKey{Namespace: s.PacketMachine.Namespace, Name: claim.Status.AddressRef.Name}
+		if err := r.Client.Get(ctx, key, address); err != nil {
+			if apierrors.IsNotFound(err) {
+				// The cache has not seen the address yet; its creation is
+				// followed by the claim's update, which wakes us again.
+				got.waiting = append(got.waiting, waitingClaim{poolClaim: c, claim: claim})
+				continue
+			}
+			return got, err
+		}
+		got.bound[c.name] = address
+	}
+
+	return got, nil
 }
 
 // ipAddressInvalid reports addresses the machine cannot use, with an event

@@ -24,7 +24,7 @@ import (
 
 // PacketClusterReconciler reconciles PacketClusters: the cluster's
 // control-plane endpoint (the user's, a VIP it claims from an IPAM pool, or
-// a public IPv4 address it reserves) and its failure domain, then CAPI's
+// a public IPv4 address it reserves) and its failure domains, then CAPI's
 // initialization.provisioned.
 //
 //	reconcileNormal
@@ -118,7 +118,7 @@ func (r *PacketClusterReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	return r.reconcileNormal(ctx, s)
 }
 
-// reconcileNormal publishes the failure domain, which needs nothing from
+// reconcileNormal publishes the failure domains, which need nothing from
 // the platform, then runs the phases.
 func (r *PacketClusterReconciler) reconcileNormal(ctx context.Context, s *clusterScope) (ctrl.Result, error) {
 	s.PacketCluster.Status.FailureDomains = failureDomains(s.PacketCluster)

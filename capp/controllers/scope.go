@@ -35,6 +35,8 @@ type machineScope struct {
 	// Device is the machine's device as the platform shows it, proven the
 	// machine's; nil when it has none or it was not read.
 	Device *device.Device
+	// placement is where the device is created, set by ensureDevice.
+	placement placement
 
 	observations
 	deleting bool
@@ -122,9 +124,11 @@ var ownedConditions = []string{
 // setConditions derives every condition from what the phases observed, the
 // one place conditions are written. A phase that did not run because an
 // earlier one waits says what it waits for; after an error, what was not
-// observed keeps its last value. Ready summarises the lifecycle.
+// observed keeps its last value. Ready summarises the lifecycle. The
+// status then describes the machine's current generation.
 func (s *machineScope) setConditions() {
 	pm := s.PacketMachine
+	pm.Status.ObservedGeneration = pm.Generation
 	if o, ok := s.observed[infrav1.DeletingCondition]; ok {
 		conditions.Set(pm, metav1.Condition{Type: infrav1.DeletingCondition, Status: o.status, Reason: o.reason, Message: o.message})
 	}

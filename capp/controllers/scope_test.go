@@ -93,6 +93,9 @@ func TestSetConditions(t *testing.T) {
 					t.Errorf("%s = %s/%s (generation %d), want %s/%s (4)", typ, got.Status, got.Reason, got.ObservedGeneration, w.status, w.reason)
 				}
 			}
+			if g := s.PacketMachine.Status.ObservedGeneration; g != 4 {
+				t.Errorf("status.observedGeneration = %d, want 4", g)
+			}
 		})
 	}
 }

@@ -95,6 +95,17 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
 
+	if err := setupControllers(ctx, mgr, opts, getenv, endpoints); err != nil {
+		return nil, err
+	}
+	if err := managerutil.AddProbes(mgr, nil); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}
+
+// setupControllers adds the PacketCluster and PacketMachine reconcilers.
+func setupControllers(ctx context.Context, mgr ctrl.Manager, opts Options, getenv func(string) string, endpoints *metal.Endpoints) error {
 	maxCreations := opts.MaxDeviceCreations
 	if maxCreations <= 0 {
 		maxCreations = controllers.DefaultMaxDeviceCreations
@@ -118,7 +129,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		Getenv:           getenv,
 	}
 	if err := cr.SetupWithManager(ctx, mgr, controllerOpts); err != nil {
-		return nil, fmt.Errorf("setting up the PacketCluster controller: %w", err)
+		return fmt.Errorf("setting up the PacketCluster controller: %w", err)
 	}
 	r := &controllers.PacketMachineReconciler{
 		Client:            mgr.GetClient(),
@@ -135,13 +146,10 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		ManagerTokenInBootstrapData: opts.ManagerTokenInBootstrapData,
 	}
 	if err := r.SetupWithManager(ctx, mgr, controllerOpts); err != nil {
-		return nil, fmt.Errorf("setting up the PacketMachine controller: %w", err)
+		return fmt.Errorf("setting up the PacketMachine controller: %w", err)
 	}
 	if err := managerutil.CollectWhileLeading(mgr, ctrlmetrics.Registry, r.Creations); err != nil {
-		return nil, fmt.Errorf("setting up the device creation metrics: %w", err)
+		return fmt.Errorf("setting up the device creation metrics: %w", err)
 	}
-	if err := managerutil.AddProbes(mgr, nil); err != nil {
-		return nil, err
-	}
-	return mgr, nil
+	return nil
 }

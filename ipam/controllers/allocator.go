@@ -2,8 +2,6 @@ package controllers
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"maps"
 	"slices"
@@ -16,11 +14,12 @@ import (
 )
 
 // reconcileAllocator keeps a GlobalMetalVRFIPPool's allocating cluster (see
-// v1alpha1.AllocatingClusterAnnotation): it names this management cluster
-// on a pool that names none, hands the pool over when asked and nothing
-// here holds its addresses any more, and takes over a copy whose hand-over
-// token it is given. It returns what the pool's Ready condition must add
-// about a hand-over that waits, if anything.
+// v1alpha1.AllocatingClusterAnnotation): it names this management cluster,
+// with the hash of the pool's hand-over token, on a pool that names none;
+// hands the pool over when asked and nothing here holds its addresses any
+// more; and takes over a copy given the token of its hash. It returns what
+// the pool's Ready condition must add about a hand-over that waits, if
+// anything.
 func (r *poolReconciler) reconcileAllocator(ctx context.Context, pool v1alpha1.Pool) (string, error) {
 	if poolref.KindOf(pool) != v1alpha1.GlobalMetalVRFIPPoolKind {
 		return "", nil
@@ -35,8 +34,15 @@ func (r *poolReconciler) reconcileAllocator(ctx context.Context, pool v1alpha1.P
 	_, handedOver := annotations[v1alpha1.HandoverTokenAnnotation]
 	takeOver, takingOver := annotations[v1alpha1.TakeOverAnnotation]
 	switch {
-	case allocating == "":
+	case allocating == "" || allocating == r.cluster && annotations[v1alpha1.HandoverHashAnnotation] == "":
+		// A pool stamped before hashes existed gets its hash too: a copy
+		// made from then on can be taken over.
+		token, err := r.tokens.token(ctx, pool)
+		if err != nil {
+			return "", err
+		}
 		annotations[v1alpha1.AllocatingClusterAnnotation] = r.cluster
+		annotations[v1alpha1.HandoverHashAnnotation] = hashOf(token)
 	case allocating == r.cluster && handOver && !handedOver:
 		holders, err := r.registry.HandOver(ctx, pool)
 		if err != nil {
@@ -45,39 +51,30 @@ func (r *poolReconciler) reconcileAllocator(ctx context.Context, pool v1alpha1.P
 		if len(holders) > 0 {
 			return "; the hand-over waits for the claims here to move: " + countByNamespace(holders), nil
 		}
-		token, err := handoverToken(r.cluster)
-		if err != nil {
-			return "", err
-		}
-		annotations[v1alpha1.HandoverTokenAnnotation] = token
+		secret := r.tokens.secretKey(pool).String()
+		annotations[v1alpha1.HandoverTokenAnnotation] = secret
 		r.recorder.Eventf(pool, nil, corev1.EventTypeNormal, v1alpha1.HandedOverReason, "HandOver",
-			"No claim here holds an address of the pool: handed over with token %s, and hands out nothing more here", token)
+			"No claim here holds an address of the pool: handed over, and hands out nothing more here; the token the copy elsewhere takes over with is key %s of secret %s",
+			v1alpha1.HandoverTokenKey, secret)
 	case allocating != r.cluster && takingOver:
 		delete(annotations, v1alpha1.TakeOverAnnotation)
-		if !strings.HasPrefix(takeOver, allocating+".") {
+		if err := checkToken(annotations, takeOver); err != nil {
+			// The value is not repeated: it may be a token of something else.
 			r.recorder.Eventf(pool, nil, corev1.EventTypeWarning, "TakeOverRefused", "TakeOver",
-				"annotation %s: %q is not a hand-over token of management cluster %s, which allocates from the pool: copy annotation %s of the pool there once it has handed the pool over",
-				v1alpha1.TakeOverAnnotation, takeOver, allocating, v1alpha1.HandoverTokenAnnotation)
+				"annotation %s refused: %v; set it to key %s of the Secret that annotation %s of the pool in management cluster %s names once that cluster has handed the pool over",
+				v1alpha1.TakeOverAnnotation, err, v1alpha1.HandoverTokenKey, v1alpha1.HandoverTokenAnnotation, allocating)
 			return "", nil
 		}
 		annotations[v1alpha1.AllocatingClusterAnnotation] = r.cluster
-		delete(annotations, v1alpha1.HandOverAnnotation)
-		delete(annotations, v1alpha1.HandoverTokenAnnotation)
+		// The hash was of the source's token, which its administrators know:
+		// this cluster stamps a token of its own on the next reconcile.
+		for _, key := range []string{v1alpha1.HandOverAnnotation, v1alpha1.HandoverTokenAnnotation, v1alpha1.HandoverHashAnnotation} {
+			delete(annotations, key)
+		}
 		r.recorder.Eventf(pool, nil, corev1.EventTypeNormal, "TakenOver", "TakeOver",
 			"Took the pool over from management cluster %s: it hands out addresses here now", allocating)
 	}
 	return "", nil
-}
-
-// handoverToken is a token of a hand-over by cluster: the cluster's
-// identity, which the taking copy checks against its allocating cluster,
-// and a random part.
-func handoverToken(cluster string) (string, error) {
-	b := make([]byte, 8)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("making a hand-over token: %w", err)
-	}
-	return cluster + "." + hex.EncodeToString(b), nil
 }
 
 // countByNamespace says how many claims of each namespace hold addresses.

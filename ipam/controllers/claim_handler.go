@@ -83,26 +83,7 @@ func (h *claimHandler) FetchPool(ctx context.Context) (client.Object, *ctrl.Resu
 // released or the pool changes (see ProviderAdapter.SetupWithManager).
 func (h *claimHandler) EnsureAddress(ctx context.Context, address *ipamv1.IPAddress) (*ctrl.Result, error) {
 	if address.Spec.Address != "" {
-		if err := h.ownsAddress(address); err != nil {
-			h.setNotReady(ipamv1.IPAddressClaimReadyAllocationFailedReason, "%v", err)
-			return nil, err
-		}
-		ip, err := netip.ParseAddr(address.Spec.Address)
-		if err == nil {
-			err = h.registry.Adopt(ctx, h.pool, h.claimID(), ip)
-		}
-		if err != nil {
-			h.setNotReady(ipamv1.IPAddressClaimReadyAllocationFailedReason, "IPAddress %s: %v", address.Name, err)
-			return nil, reconcile.TerminalError(err)
-		}
-		annotateDNSServers(address, poolspace.DNSServers(h.pool.PoolSpec(), ip))
-		if h.claim.Status.AddressRef.Name == "" {
-			// Bound to an IPAddress it did not get here (moved or
-			// restored): no IPAddress event tells the pool its count grew.
-			h.releases.counted(ctx, poolref.KeyOf(h.pool))
-		}
-		h.setBound(address.Spec.Address)
-		return nil, nil
+		return nil, h.adopt(ctx, address)
 	}
 
 	if !h.pool.GetDeletionTimestamp().IsZero() {
@@ -152,6 +133,32 @@ func (h *claimHandler) EnsureAddress(ctx context.Context, address *ipamv1.IPAddr
 	allocationsTotal.WithLabelValues(poolref.KindOf(h.pool), "allocated").Inc()
 	h.setBound(address.Spec.Address)
 	return nil, nil
+}
+
+// adopt binds the claim to the IPAddress it already has, recording its
+// address if this process did not hand it out (moved, restored, another
+// replica's).
+func (h *claimHandler) adopt(ctx context.Context, address *ipamv1.IPAddress) error {
+	if err := h.ownsAddress(address); err != nil {
+		h.setNotReady(ipamv1.IPAddressClaimReadyAllocationFailedReason, "%v", err)
+		return err
+	}
+	ip, err := netip.ParseAddr(address.Spec.Address)
+	if err == nil {
+		err = h.registry.Adopt(ctx, h.pool, h.claimID(), ip)
+	}
+	if err != nil {
+		h.setNotReady(ipamv1.IPAddressClaimReadyAllocationFailedReason, "IPAddress %s: %v", address.Name, err)
+		return reconcile.TerminalError(err)
+	}
+	annotateDNSServers(address, poolspace.DNSServers(h.pool.PoolSpec(), ip))
+	if h.claim.Status.AddressRef.Name == "" {
+		// Bound to an IPAddress it did not get here (moved or restored):
+		// no IPAddress event tells the pool its count grew.
+		h.releases.counted(ctx, poolref.KeyOf(h.pool))
+	}
+	h.setBound(address.Spec.Address)
+	return nil
 }
 
 // annotateDNSServers puts the DNS servers of the address's subnet on the

@@ -67,6 +67,7 @@ type poolReconciler struct {
 	kind     string
 	// cluster identifies this management cluster (see reconcileAllocator).
 	cluster string
+	tokens  handoverTokens
 	// resync is how often the sources of a pool are read again when nothing
 	// triggers it: the Metal API sends no events.
 	resync time.Duration
@@ -236,38 +237,7 @@ func (r *poolReconciler) reconcileSources(ctx context.Context, pool v1alpha1.Poo
 		return 0, err
 	}
 
-	var (
-		resolved []v1alpha1.ResolvedAddresses
-		failed   []string
-		reason   string
-		stale    bool
-	)
-	for _, result := range results {
-		if spec.VRF != nil && result.source == vrfSource(spec.VRF.ID) {
-			switch {
-			case result.failure == nil:
-				status.VRF = result.vrf
-			case !result.failure.keep:
-				status.VRF = nil
-			}
-		}
-		if result.failure == nil {
-			resolved = append(resolved, result.entries...)
-			continue
-		}
-		if reason == "" {
-			reason = result.failure.reason
-		}
-		failed = append(failed, result.failure.message)
-		if result.failure.keep {
-			for _, entry := range status.Resolved {
-				if entry.Source == result.source || strings.HasPrefix(entry.Source, result.source+"/") {
-					resolved = append(resolved, entry)
-					stale = true
-				}
-			}
-		}
-	}
+	resolved, failed, reason, stale := combineSources(results, spec, status)
 	if !equality.Semantic.DeepEqual(resolved, status.Resolved) {
 		r.recorder.Eventf(pool, nil, corev1.EventTypeNormal, "SourcesChanged", "ResolveSources", "The pool's sources now give %d address entries (were %d)", len(resolved), len(status.Resolved))
 		status.Resolved = resolved
@@ -295,6 +265,40 @@ func (r *poolReconciler) reconcileSources(ctx context.Context, pool v1alpha1.Poo
 		Message: text, ObservedGeneration: pool.GetGeneration(),
 	})
 	return min(r.resync, maxSourceRetry), nil
+}
+
+// combineSources folds the sources' results into what the pool serves: the
+// entries that resolved and, for a source that failed in a way that keeps
+// them, its entries of the last resolution (stale). It returns the failures'
+// messages and the first one's reason, and keeps status.vrf current.
+func combineSources(results []sourceResult, spec *v1alpha1.MetalVRFIPPoolSpec, status *v1alpha1.MetalVRFIPPoolStatus) (resolved []v1alpha1.ResolvedAddresses, failed []string, reason string, stale bool) {
+	for _, result := range results {
+		if spec.VRF != nil && result.source == vrfSource(spec.VRF.ID) {
+			switch {
+			case result.failure == nil:
+				status.VRF = result.vrf
+			case !result.failure.keep:
+				status.VRF = nil
+			}
+		}
+		if result.failure == nil {
+			resolved = append(resolved, result.entries...)
+			continue
+		}
+		if reason == "" {
+			reason = result.failure.reason
+		}
+		failed = append(failed, result.failure.message)
+		if result.failure.keep {
+			for _, entry := range status.Resolved {
+				if entry.Source == result.source || strings.HasPrefix(entry.Source, result.source+"/") {
+					resolved = append(resolved, entry)
+					stale = true
+				}
+			}
+		}
+	}
+	return resolved, failed, reason, stale
 }
 
 // reconcileDelete lets the pool go once none of its addresses is in use, or

@@ -1,8 +1,9 @@
 // Package controllers holds the IPAM provider's controllers: the claim
-// reconciler and the claim handler it calls (an ipamutil.ClaimHandler), the
-// registry that hands out addresses, and the pool reconciler that resolves
-// pool sources (Metal VRFs, PacketCluster networks) and keeps pool status and
-// deletion protection.
+// reconciler and the claim handler it calls (an ipamutil.ClaimHandler),
+// which allocates through ipam/internal/registry; the pool reconciler that
+// resolves pool sources (Metal VRFs, PacketCluster networks), keeps pool
+// status, deletion protection and where a global pool allocates; and the
+// IPAddress reconciler that releases what a claim left behind.
 package controllers
 
 import (
@@ -45,7 +46,8 @@ type Options struct {
 	// Endpoints are the Metal APIs a credentials Secret may name in
 	// baseURL; nil allows the public API only.
 	Endpoints *metal.Endpoints
-	// AllocationNamespace holds the allocation records (see ipam/internal/records).
+	// AllocationNamespace holds the allocation records (see
+	// ipam/internal/records) and the global pools' hand-over tokens.
 	AllocationNamespace string
 	// Fence, when set, is asked before every allocation; an error refuses
 	// it and the claim is retried (see manager's leader election fence).
@@ -79,28 +81,12 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) (*reg
 	if opts.SourceResyncPeriod <= 0 {
 		opts.SourceResyncPeriod = DefaultSourceResyncPeriod
 	}
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &ipamv1.IPAddressClaim{}, unboundClaimsByPool, indexUnboundClaim); err != nil {
-		return nil, fmt.Errorf("indexing claims by pool: %w", err)
+	if err := addIndexes(ctx, mgr); err != nil {
+		return nil, err
 	}
-	for _, pool := range []client.Object{&v1alpha1.MetalVRFIPPool{}, &v1alpha1.GlobalMetalVRFIPPool{}} {
-		if err := mgr.GetFieldIndexer().IndexField(ctx, pool, poolsByPacketCluster, indexPoolPacketCluster); err != nil {
-			return nil, fmt.Errorf("indexing pools by PacketCluster: %w", err)
-		}
-	}
-	// The IPAM provider is installed without CAPP as often as with it:
-	// PacketClusters are only watched when their CRD is there.
-	_, err := mgr.GetRESTMapper().RESTMapping(cappv1.GroupVersion.WithKind("PacketCluster").GroupKind(), cappv1.GroupVersion.Version)
-	switch {
-	case meta.IsNoMatchError(err):
-		ctrl.LoggerFrom(ctx).Info("The PacketCluster CRD is not installed: pools with spec.networkRef will say so")
-	case err != nil:
-		return nil, fmt.Errorf("looking up the PacketCluster CRD: %w", err)
-	}
-	sources := &sourceResolver{
-		reader:         mgr.GetAPIReader(),
-		client:         mgr.GetClient(),
-		packetClusters: err == nil,
-		metal:          metal.NewClientCache(opts.Metal, metal.CacheOptions{Endpoints: opts.Endpoints}),
+	sources, err := newSourceResolver(ctx, mgr, opts)
+	if err != nil {
+		return nil, err
 	}
 
 	cluster, err := managementCluster(ctx, mgr.GetAPIReader())
@@ -134,6 +120,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) (*reg
 		pools := &poolReconciler{
 			client: mgr.GetClient(), registry: reg, sources: sources, recorder: adapter.recorder,
 			releases: adapter.releases, kind: kind, cluster: cluster, resync: opts.SourceResyncPeriod,
+			tokens: handoverTokens{reader: mgr.GetAPIReader(), client: mgr.GetClient(), namespace: opts.AllocationNamespace},
 		}
 		if err := pools.setupWithManager(ctx, mgr, opts); err != nil {
 			return nil, fmt.Errorf("setting up the %s controller: %w", kind, err)
@@ -146,6 +133,39 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) (*reg
 		return nil, fmt.Errorf("setting up the IPAddress controller: %w", err)
 	}
 	return reg, nil
+}
+
+// addIndexes adds the cache's indexes of unbound claims by pool and of pools
+// by PacketCluster.
+func addIndexes(ctx context.Context, mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &ipamv1.IPAddressClaim{}, unboundClaimsByPool, indexUnboundClaim); err != nil {
+		return fmt.Errorf("indexing claims by pool: %w", err)
+	}
+	for _, pool := range []client.Object{&v1alpha1.MetalVRFIPPool{}, &v1alpha1.GlobalMetalVRFIPPool{}} {
+		if err := mgr.GetFieldIndexer().IndexField(ctx, pool, poolsByPacketCluster, indexPoolPacketCluster); err != nil {
+			return fmt.Errorf("indexing pools by PacketCluster: %w", err)
+		}
+	}
+	return nil
+}
+
+// newSourceResolver builds the resolver of pool sources. The IPAM provider
+// is installed without CAPP as often as with it: PacketClusters are only
+// read when their CRD is there.
+func newSourceResolver(ctx context.Context, mgr ctrl.Manager, opts Options) (*sourceResolver, error) {
+	_, err := mgr.GetRESTMapper().RESTMapping(cappv1.GroupVersion.WithKind("PacketCluster").GroupKind(), cappv1.GroupVersion.Version)
+	switch {
+	case meta.IsNoMatchError(err):
+		ctrl.LoggerFrom(ctx).Info("The PacketCluster CRD is not installed: pools with spec.networkRef will say so")
+	case err != nil:
+		return nil, fmt.Errorf("looking up the PacketCluster CRD: %w", err)
+	}
+	return &sourceResolver{
+		reader:         mgr.GetAPIReader(),
+		client:         mgr.GetClient(),
+		packetClusters: err == nil,
+		metal:          metal.NewClientCache(opts.Metal, metal.CacheOptions{Endpoints: opts.Endpoints}),
+	}, nil
 }
 
 // managementCluster identifies the management cluster: the UID of its

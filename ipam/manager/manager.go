@@ -83,33 +83,17 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		return nil, fmt.Errorf("--metal-endpoints: %w", err)
 	}
 
-	allocations := opts.AllocationNamespace
-	if allocations == "" {
-		allocations = opts.LeaderElectionNamespace
+	allocations, err := opts.allocationNamespace()
+	if err != nil {
+		return nil, err
 	}
-	if allocations == "" {
-		if allocations, err = inClusterNamespace(); err != nil {
-			return nil, fmt.Errorf("no --allocation-namespace given: %w", err)
-		}
-	}
-
-	// With leader election, a replica allocates only while its lease is
-	// fresh (see fence); without, the allocation records alone keep replicas
-	// from handing out an address twice.
 	identity, err := processIdentity()
 	if err != nil {
 		return nil, err
 	}
-	var fenceCheck func() error
-	if opts.LeaderElect {
-		lease, renew := leaseTimings(opts.Options)
-		lock, f, err := newFencedLock(cfg, opts.LeaderElectionNamespace, opts.LeaseName(LeaderElectionID), identity, lease, renew)
-		if err != nil {
-			return nil, fmt.Errorf("creating the leader election lock: %w", err)
-		}
-		mgrOpts.LeaderElectionResourceLockInterface = lock
-		mgrOpts.LeaseDuration, mgrOpts.RenewDeadline = ptr.To(lease), ptr.To(renew)
-		fenceCheck = f.check
+	fenceCheck, err := opts.fenceLeaderElection(cfg, &mgrOpts, identity)
+	if err != nil {
+		return nil, err
 	}
 
 	mgr, err := ctrl.NewManager(cfg, mgrOpts)
@@ -132,7 +116,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		return nil, err
 	}
 	if opts.WebhookPort != 0 {
-		if err := webhooks.SetupWithManager(mgr, reg); err != nil {
+		if err := webhooks.SetupWithManager(ctx, mgr, reg); err != nil {
 			return nil, fmt.Errorf("setting up the webhooks: %w", err)
 		}
 	}
@@ -144,4 +128,39 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		return nil, err
 	}
 	return mgr, nil
+}
+
+// allocationNamespace is where the allocation records live: the flag's,
+// else the leader election's, else the Pod's own namespace.
+func (opts Options) allocationNamespace() (string, error) {
+	if opts.AllocationNamespace != "" {
+		return opts.AllocationNamespace, nil
+	}
+	if opts.LeaderElectionNamespace != "" {
+		return opts.LeaderElectionNamespace, nil
+	}
+	ns, err := inClusterNamespace()
+	if err != nil {
+		return "", fmt.Errorf("no --allocation-namespace given: %w", err)
+	}
+	return ns, nil
+}
+
+// fenceLeaderElection makes the manager's leader election feed a fence and
+// returns the fence's check (nil without leader election). With leader
+// election, a replica allocates only while its lease is fresh (see fence);
+// without, the allocation records alone keep replicas from handing out an
+// address twice.
+func (opts Options) fenceLeaderElection(cfg *rest.Config, mgrOpts *ctrl.Options, identity string) (func() error, error) {
+	if !opts.LeaderElect {
+		return nil, nil
+	}
+	lease, renew := leaseTimings(opts.Options)
+	lock, f, err := newFencedLock(cfg, opts.LeaderElectionNamespace, opts.LeaseName(LeaderElectionID), identity, lease, renew)
+	if err != nil {
+		return nil, fmt.Errorf("creating the leader election lock: %w", err)
+	}
+	mgrOpts.LeaderElectionResourceLockInterface = lock
+	mgrOpts.LeaseDuration, mgrOpts.RenewDeadline = ptr.To(lease), ptr.To(renew)
+	return f.check, nil
 }

@@ -3,10 +3,12 @@ package webhooks
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/netip"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
@@ -66,7 +68,11 @@ func (v *addressRecorder) Handle(ctx context.Context, req admission.Request) adm
 	}
 	pool.GetObjectKind().SetGroupVersionKind(v1alpha1.GroupVersion.WithKind(key.Kind))
 	claim, err := v.claimOf(ctx, address)
-	if err != nil {
+	var notTheClaim *claimMismatchError
+	switch {
+	case errors.As(err, &notTheClaim):
+		return admission.Denied(field.Invalid(field.NewPath("metadata", "ownerReferences"), string(notTheClaim.named), notTheClaim.Error()).Error())
+	case err != nil:
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	if ptr.Deref(req.DryRun, false) {
@@ -95,18 +101,31 @@ func (v *addressRecorder) pool(ctx context.Context, key poolref.Key) (v1alpha1.P
 	return pool, err
 }
 
-// claimOf names the claim the IPAddress is created for: from its owner
-// reference (clusterctl move rewrites it to the claim it created first), else
-// from the claim itself.
+// claimOf names the claim the IPAddress is created for: the live claim of
+// its spec.claimRef, whose UID its owner reference (which clusterctl move
+// rewrites to the claim it created first) must name if it names one. With
+// no such claim (yet), the owner reference's UID stands for it.
 func (v *addressRecorder) claimOf(ctx context.Context, address *ipamv1.IPAddress) (registry.Claim, error) {
 	claim := records.AddressClaim(address)
-	if _, ok := records.ClaimUID(address); ok {
-		return claim, nil
-	}
 	live := &ipamv1.IPAddressClaim{}
-	if err := v.client.Get(ctx, claim.NamespacedName, live); err != nil {
+	if err := v.live.Get(ctx, claim.NamespacedName, live); err != nil {
 		return claim, client.IgnoreNotFound(err)
+	}
+	if uid, ok := records.ClaimUID(address); ok && uid != live.UID {
+		return claim, &claimMismatchError{claim: claim.NamespacedName, named: uid, live: live.UID}
 	}
 	claim.UID = live.UID
 	return claim, nil
+}
+
+// claimMismatchError: the IPAddress's owner reference names another UID
+// than its claim's.
+type claimMismatchError struct {
+	claim       types.NamespacedName
+	named, live types.UID
+}
+
+func (e *claimMismatchError) Error() string {
+	return fmt.Sprintf("the owner reference names UID %s for IPAddressClaim %s, whose UID is %s: an IPAddress is recorded for the live claim it names only",
+		e.named, e.claim, e.live)
 }

@@ -35,14 +35,18 @@ const maxListed = 5
 // SetupWithManager registers the validating webhooks of both pool kinds,
 // and the one that records the addresses of IPAddresses others create
 // through reg.
-func SetupWithManager(mgr ctrl.Manager, reg *registry.Registry) error {
+func SetupWithManager(ctx context.Context, mgr ctrl.Manager, reg *registry.Registry) error {
+	manager, err := whoAmI(ctx, mgr.GetClient())
+	if err != nil {
+		return err
+	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &v1alpha1.MetalVRFIPPool{}).
-		WithValidator(&poolValidator[*v1alpha1.MetalVRFIPPool]{client: mgr.GetClient()}).
+		WithValidator(&poolValidator[*v1alpha1.MetalVRFIPPool]{client: mgr.GetClient(), manager: manager}).
 		Complete(); err != nil {
 		return err
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &v1alpha1.GlobalMetalVRFIPPool{}).
-		WithValidator(&poolValidator[*v1alpha1.GlobalMetalVRFIPPool]{client: mgr.GetClient()}).
+		WithValidator(&poolValidator[*v1alpha1.GlobalMetalVRFIPPool]{client: mgr.GetClient(), manager: manager}).
 		Complete(); err != nil {
 		return err
 	}
@@ -55,6 +59,9 @@ func SetupWithManager(mgr ctrl.Manager, reg *registry.Registry) error {
 // poolValidator validates one pool kind.
 type poolValidator[T v1alpha1.Pool] struct {
 	client client.Reader
+	// manager is the user the manager's requests come as (its
+	// ServiceAccount), the only one that may change where a pool allocates.
+	manager string
 }
 
 // ValidateCreate admits a pool whose spec is valid; one with only explicit
@@ -70,6 +77,9 @@ func (v *poolValidator[T]) ValidateCreate(_ context.Context, pool T) (admission.
 // unknown here, and addresses in use that they no longer give are kept as
 // out of range by the controllers instead.
 func (v *poolValidator[T]) ValidateUpdate(ctx context.Context, old, pool T) (admission.Warnings, error) {
+	if err := v.keepAllocator(ctx, old, pool); err != nil {
+		return nil, err
+	}
 	if errs := poolspace.Validate(pool); len(errs) > 0 {
 		return nil, invalid(pool, errs)
 	}

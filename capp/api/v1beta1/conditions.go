@@ -25,8 +25,6 @@ const (
 	WaitingForIPAddressReason = "WaitingForIPAddress"
 	// IPAddressInvalidReason: a bound address cannot be used on the machine.
 	IPAddressInvalidReason = "IPAddressInvalid"
-	// IPAddressClaimNotFoundReason: a claim went missing; it is recreated.
-	IPAddressClaimNotFoundReason = "IPAddressClaimNotFound"
 	// IPAMNotInstalledReason: the cluster has no IPAddressClaim API (CAPI's
 	// IPAM CRDs are missing).
 	IPAMNotInstalledReason = "IPAMNotInstalled"
@@ -50,8 +48,6 @@ const (
 const (
 	// WaitingForBootstrapDataReason: the Machine has no bootstrap data yet.
 	WaitingForBootstrapDataReason = "WaitingForBootstrapData"
-	// WaitingForAddressesReason: rendering waits for the networks' addresses.
-	WaitingForAddressesReason = "WaitingForAddresses"
 	// BootstrapDataInvalidReason: the bootstrap data cannot be merged (not a
 	// cloud-config, or it conflicts with the network configuration).
 	BootstrapDataInvalidReason = "BootstrapDataInvalid"
@@ -149,6 +145,13 @@ const (
 	// project, or tags of another machine or cluster. Nothing but a read is
 	// done with it, and deleting the machine leaves it alone.
 	DeviceNotOwnedReason = "DeviceNotOwned"
+	// FailureDomainNotFoundReason: the Machine's spec.failureDomain is not a
+	// failure domain of its PacketCluster; no device is created.
+	FailureDomainNotFoundReason = "FailureDomainNotFound"
+	// FailureDomainConflictReason: the PacketMachine's spec.metro or
+	// spec.facility places the device outside the Machine's failure domain;
+	// no device is created.
+	FailureDomainConflictReason = "FailureDomainConflict"
 	// DeviceActiveReason: the device is active.
 	DeviceActiveReason = "DeviceActive"
 )
@@ -156,7 +159,8 @@ const (
 // Reasons of VLANsAttached.
 const (
 	// VLANNotFoundReason: a network's VLAN does not exist in the device's
-	// metro.
+	// metro (the one its failure domain places it in, before it is created:
+	// then DeviceReady has it and no device is created).
 	VLANNotFoundReason = "VLANNotFound"
 	// PortNotFoundReason: the device has no port of that name.
 	PortNotFoundReason = "PortNotFound"

@@ -104,8 +104,46 @@ const (
 	VIPManagerEMLB    VIPManager = "EMLB"
 )
 
+// FailureDomainSpec is a place the cluster's machines can be put in: a
+// facility of the cluster's metro, or a whole metro. Its name, what a
+// Machine's spec.failureDomain gives, is the facility's or the metro's code.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.facility) != has(self.metro)",message="exactly one of facility or metro must be set"
+type FailureDomainSpec struct {
+	// Facility of the cluster's metro (spec.metro), e.g. "da11": the
+	// metro's code followed by a number.
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z]{2}[0-9]+$')",messageExpression="'%s is not a facility code: a metro code and a number, e.g. da11'.format([self])"
+	Facility string `json:"facility,omitempty"`
+
+	// Metro, e.g. "sv": only for a cluster without VLANs (spec.networks
+	// and spec.vip empty), since a VLAN exists in one metro only.
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z]{2}$')",messageExpression="'%s is not a metro code: two lower-case letters, e.g. da'.format([self])"
+	Metro string `json:"metro,omitempty"`
+
+	// ControlPlane says whether control-plane machines may be placed here
+	// (KubeadmControlPlane spreads them over such failure domains).
+	// +optional
+	// +kubebuilder:default=true
+	ControlPlane *bool `json:"controlPlane,omitempty"`
+}
+
+// Name is the failure domain's name: its facility's or its metro's code.
+func (f FailureDomainSpec) Name() string {
+	if f.Facility != "" {
+		return f.Facility
+	}
+	return f.Metro
+}
+
 // PacketClusterSpec is the Equinix Metal side of a Cluster.
 //
+// +kubebuilder:validation:XValidation:rule="!has(self.failureDomains) || self.failureDomains.all(f, !has(f.facility) || has(self.metro) && f.facility.startsWith(self.metro))",fieldPath=".failureDomains",messageExpression="has(self.metro) ? 'facility %s is not in spec.metro %s: list facilities of the metro of the cluster, whose codes start with it'.format([self.failureDomains.filter(f, has(f.facility) && !f.facility.startsWith(self.metro))[0].facility, self.metro]) : 'facility %s needs spec.metro: facility failure domains are facilities of the metro of the cluster'.format([self.failureDomains.filter(f, has(f.facility))[0].facility])"
+// +kubebuilder:validation:XValidation:rule="!has(self.failureDomains) || !self.failureDomains.exists(f, has(f.metro)) || (!has(self.networks) || size(self.networks) == 0) && !has(self.vip)",fieldPath=".failureDomains",messageExpression="'metro %s: metro failure domains need a cluster without VLANs (spec.networks and spec.vip empty), since a VLAN exists in one metro only; list facilities of spec.metro instead'.format([self.failureDomains.filter(f, has(f.metro))[0].metro])"
+// +kubebuilder:validation:XValidation:rule="!has(self.failureDomains) || size(self.failureDomains) == 0 || !has(self.facility) || size(self.facility) == 0",fieldPath=".facility",messageExpression="'is %s, but spec.failureDomains places the machines: leave spec.facility empty, or list it as a failure domain'.format([self.facility])"
 // +kubebuilder:validation:XValidation:rule="!has(self.vip) || self.vipManager == 'KUBE_VIP'",fieldPath=".vipManager",messageExpression="'is %s, but vip needs vipManager KUBE_VIP: kube-vip announces it'.format([self.vipManager])"
 // +kubebuilder:validation:XValidation:rule="oldSelf.hasValue() || !has(self.vip) || !has(self.controlPlaneEndpoint) || !has(self.controlPlaneEndpoint.host) || size(self.controlPlaneEndpoint.host) == 0",optionalOldSelf=true,message="controlPlaneEndpoint.host must be empty with vip: the VIP claimed from the pool fills it"
 // +kubebuilder:validation:XValidation:rule="!oldSelf.hasValue() || has(self.vip) == has(oldSelf.value().vip) && (!has(self.vip) || self.vip == oldSelf.value().vip)",optionalOldSelf=true,message="vip is immutable: the cluster's endpoint cannot move"
@@ -155,6 +193,18 @@ type PacketClusterSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(n, !has(n.ipAddresses) || n.ipAddresses.all(a, !isCIDR(a) || self.map(m, has(m.ipAddresses) ? m.ipAddresses.filter(b, isCIDR(b) && cidr(b).containsIP(cidr(a).ip())).size() : 0).sum() == 1))",messageExpression="'ipAddresses overlap: %s lies inside another entry; each address belongs to one network'.format([self.map(n, has(n.ipAddresses) ? n.ipAddresses.filter(a, isCIDR(a) && self.map(m, has(m.ipAddresses) ? m.ipAddresses.filter(b, isCIDR(b) && cidr(b).containsIP(cidr(a).ip())).size() : 0).sum() > 1) : []).filter(l, l.size() > 0)[0][0]])"
 	Networks []NetworkSpec `json:"networks,omitempty"`
 
+	// FailureDomains are where the cluster's machines can be placed, published
+	// in status.failureDomains: facilities of spec.metro, or metros (for a
+	// cluster without VLANs). A Machine's spec.failureDomain names one by
+	// its code. Empty: the one failure domain is spec.facility, else
+	// spec.metro.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:XValidation:rule="self.all(f, self.filter(g, (has(g.facility) ? g.facility : g.metro) == (has(f.facility) ? f.facility : f.metro)).size() == 1)",messageExpression="'%s is listed more than once: a failure domain is named by its facility or metro'.format([self.filter(f, self.filter(g, (has(g.facility) ? g.facility : g.metro) == (has(f.facility) ? f.facility : f.metro)).size() > 1).map(f, (has(f.facility) ? f.facility : f.metro))[0]])"
+	// +kubebuilder:validation:XValidation:rule="self.all(f, has(f.facility)) || self.all(f, has(f.metro))",messageExpression="'mixes facilities and metros (metro %s): list facilities of spec.metro, or metros, not both'.format([self.filter(f, has(f.metro))[0].metro])"
+	FailureDomains []FailureDomainSpec `json:"failureDomains,omitempty"`
+
 	// VIP is the control-plane endpoint claimed from an IPAM pool, with
 	// vipManager KUBE_VIP: the PacketCluster owns the claim, sets
 	// controlPlaneEndpoint to its address, and the control-plane machines'
@@ -179,8 +229,9 @@ type PacketClusterStatus struct {
 	// +optional
 	Initialization PacketClusterInitializationStatus `json:"initialization,omitempty,omitzero"`
 
-	// FailureDomains are where the cluster's machines can be placed: the
-	// cluster's facility, or else its metro.
+	// FailureDomains are where the cluster's machines can be placed:
+	// spec.failureDomains, or else the cluster's facility, or else its
+	// metro. CAPI copies them to the Cluster.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
@@ -200,6 +251,10 @@ type PacketClusterStatus struct {
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=32
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// ObservedGeneration is the spec generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 }
 
 // PacketCluster is the Equinix Metal infrastructure of a Cluster.

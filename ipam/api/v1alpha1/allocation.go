@@ -49,10 +49,18 @@ const (
 	// asks it to stop allocating once no claim of this cluster holds an
 	// address of the pool.
 	HandOverAnnotation = "metal-vrf.ipam.cluster.x-k8s.io/hand-over"
+	// HandoverHashAnnotation is the SHA-256 (hex) of the pool's hand-over
+	// token. The allocating cluster stamps it with AllocatingClusterAnnotation,
+	// before any copy is made, and keeps the token in a Secret of its own
+	// (HandoverTokenKey); a copy takes over only with the token of its hash.
+	HandoverHashAnnotation = "metal-vrf.ipam.cluster.x-k8s.io/handover-hash"
 	// HandoverTokenAnnotation is written by the manager when it has handed
-	// the pool over; from then on this copy hands out nothing.
+	// the pool over: it names the Secret (namespace/name) holding the token
+	// under HandoverTokenKey. From then on this copy hands out nothing.
 	HandoverTokenAnnotation = "metal-vrf.ipam.cluster.x-k8s.io/handover-token"
 	// TakeOverAnnotation, set by a user on another cluster's copy to the
 	// token of the hand-over, makes that cluster the allocating one.
 	TakeOverAnnotation = "metal-vrf.ipam.cluster.x-k8s.io/take-over"
+	// HandoverTokenKey is the key of the token in its Secret.
+	HandoverTokenKey = "token"
 )

@@ -79,11 +79,79 @@ func resolve(spec *v1alpha1.MetalVRFIPPoolSpec, resolved []v1alpha1.ResolvedAddr
 		return nil, field.ErrorList{field.Required(addrPath, "at least one address source is required (spec.addresses, spec.vrf or spec.networkRef)")}
 	}
 
+	own, errs := parseOwn(spec)
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	ranges, subnets := own.ranges, own.subnets
+	sourced, sourceSubnets, reserved, errs := fromResolved(resolved, own.subnet.Gateway)
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	ranges = append(ranges, sourced...)
+	subnets = append(subnets, sourceSubnets...)
+	if len(ranges) == 0 && !requireAddresses {
+		return nil, nil
+	}
+	if len(ranges) == 0 {
+		return nil, field.ErrorList{field.Invalid(addrPath, spec.Addresses,
+			"no address to hand out yet: spec.vrf and spec.networkRef have not resolved to any (see the SourcesResolved condition)")}
+	}
+
+	space, err := cidr.NewSpace(cidr.SpaceConfig{
+		Ranges:           ranges,
+		Subnets:          subnets,
+		Excluded:         own.excluded,
+		Reserved:         reserved,
+		Withheld:         own.preAllocated,
+		AllocateReserved: spec.AllocateReservedIPAddresses,
+	})
+	if err != nil {
+		return nil, field.ErrorList{field.Invalid(addrPath, spec.Addresses, err.Error())}
+	}
+	if space.Total().Sign() == 0 {
+		return nil, field.ErrorList{field.Invalid(addrPath, spec.Addresses,
+			"leaves no address to hand out once the gateway, reserved and excluded addresses are taken out")}
+	}
+	s := &Space{Space: space, defaultBits: -1}
+	if spec.Prefix != nil {
+		s.defaultBits = int(*spec.Prefix)
+	}
+	if outside := outsideSubnets(space, subnets); outside.IsValid() && s.defaultBits < 0 {
+		return nil, field.ErrorList{field.Required(specPath.Child("prefix"), fmt.Sprintf(
+			"required: addresses %s from spec.vrf lie outside every Metal Gateway subnet and need a prefix to be handed out with",
+			describe(outside)))}
+	}
+	// A pool with sources may grow into a pre-allocated address: that is
+	// said in its Ready condition (IdlePreAllocations), not refused.
+	if !hasSources {
+		if errs := checkPreAllocations(spec, resolved, s); len(errs) > 0 {
+			return nil, errs
+		}
+	}
+	return s, nil
+}
+
+// ownAddresses are what a pool's spec gives itself, without its sources:
+// spec.addresses (ranges), spec.excludedAddresses, the pre-allocated
+// addresses, and the subnet spec.prefix and spec.gateway make (also in
+// subnets when valid).
+type ownAddresses struct {
+	ranges, excluded []netipx.IPRange
+	preAllocated     []netip.Addr
+	subnet           cidr.Subnet
+	subnets          []cidr.Subnet
+}
+
+// parseOwn parses and checks what the pool's spec gives itself.
+func parseOwn(spec *v1alpha1.MetalVRFIPPoolSpec) (ownAddresses, field.ErrorList) {
+	addrPath := specPath.Child("addresses")
+	hasSources := spec.VRF != nil || spec.NetworkRef != nil
 	ranges, errs := parseList(addrPath, spec.Addresses)
 	excluded, exclErrs := parseList(specPath.Child("excludedAddresses"), spec.ExcludedAddresses)
 	errs = append(errs, exclErrs...)
 	if len(errs) > 0 {
-		return nil, errs
+		return ownAddresses{}, errs
 	}
 	family, known := specFamily(spec, ranges)
 	if len(excluded) > 0 && known && rangeFamily(excluded[0]) != family {
@@ -115,56 +183,7 @@ func resolve(spec *v1alpha1.MetalVRFIPPoolSpec, resolved []v1alpha1.ResolvedAddr
 		errs = append(errs, field.Invalid(addrPath.Index(j), spec.Addresses[j],
 			fmt.Sprintf("overlaps spec.addresses[%d] (%q)", i, spec.Addresses[i])))
 	}
-	if len(errs) > 0 {
-		return nil, errs
-	}
-
-	sourced, sourceSubnets, reserved, errs := fromResolved(resolved, subnet.Gateway)
-	if len(errs) > 0 {
-		return nil, errs
-	}
-	ranges = append(ranges, sourced...)
-	subnets = append(subnets, sourceSubnets...)
-	if len(ranges) == 0 && !requireAddresses {
-		return nil, nil
-	}
-	if len(ranges) == 0 {
-		return nil, field.ErrorList{field.Invalid(addrPath, spec.Addresses,
-			"no address to hand out yet: spec.vrf and spec.networkRef have not resolved to any (see the SourcesResolved condition)")}
-	}
-
-	space, err := cidr.NewSpace(cidr.SpaceConfig{
-		Ranges:           ranges,
-		Subnets:          subnets,
-		Excluded:         excluded,
-		Reserved:         reserved,
-		Withheld:         preAllocated,
-		AllocateReserved: spec.AllocateReservedIPAddresses,
-	})
-	if err != nil {
-		return nil, field.ErrorList{field.Invalid(addrPath, spec.Addresses, err.Error())}
-	}
-	if space.Total().Sign() == 0 {
-		return nil, field.ErrorList{field.Invalid(addrPath, spec.Addresses,
-			"leaves no address to hand out once the gateway, reserved and excluded addresses are taken out")}
-	}
-	s := &Space{Space: space, defaultBits: -1}
-	if spec.Prefix != nil {
-		s.defaultBits = int(*spec.Prefix)
-	}
-	if outside := outsideSubnets(space, subnets); outside.IsValid() && s.defaultBits < 0 {
-		return nil, field.ErrorList{field.Required(specPath.Child("prefix"), fmt.Sprintf(
-			"required: addresses %s from spec.vrf lie outside every Metal Gateway subnet and need a prefix to be handed out with",
-			describe(outside)))}
-	}
-	// A pool with sources may grow into a pre-allocated address: that is
-	// said in its Ready condition (IdlePreAllocations), not refused.
-	if !hasSources {
-		if errs := checkPreAllocations(spec, resolved, s); len(errs) > 0 {
-			return nil, errs
-		}
-	}
-	return s, nil
+	return ownAddresses{ranges: ranges, excluded: excluded, preAllocated: preAllocated, subnet: subnet, subnets: subnets}, errs
 }
 
 // IdleExclusions reports the entries of spec.excludedAddresses that hold no

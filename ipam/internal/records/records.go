@@ -184,8 +184,18 @@ func (s *Store) Retire(ctx context.Context, domain string, r registry.Record) er
 	return s.client.Patch(ctx, existing, patch)
 }
 
-// ForgetRetired deletes the retired records of a pool in a domain.
+// ForgetRetired deletes the retired records of a domain once pool, being
+// deleted, is its last pool: while another pool of the domain exists, it
+// could hand out the addresses they keep out of use.
 func (s *Store) ForgetRetired(ctx context.Context, domain string, pool poolref.Key) error {
+	members, err := s.members(ctx, domain)
+	if err != nil {
+		return err
+	}
+	delete(members, pool)
+	if len(members) > 0 {
+		return nil
+	}
 	var list coordinationv1.LeaseList
 	if err := s.reader.List(ctx, &list, client.InNamespace(s.namespace), client.MatchingLabels{
 		v1alpha1.AllocationDomainLabel: domainHash(domain), v1alpha1.AllocationRetiredLabel: "true",
@@ -194,9 +204,7 @@ func (s *Store) ForgetRetired(ctx context.Context, domain string, pool poolref.K
 	}
 	var errs []error
 	for i := range list.Items {
-		if list.Items[i].Annotations[v1alpha1.AllocationPoolAnnotation] == pool.String() {
-			errs = append(errs, s.delete(ctx, &list.Items[i]))
-		}
+		errs = append(errs, s.delete(ctx, &list.Items[i]))
 	}
 	return errors.Join(errs...)
 }
@@ -250,6 +258,15 @@ func (s *Store) delete(ctx context.Context, obj *coordinationv1.Lease) error {
 
 // Addresses lists the IPAddresses of every pool of the domain.
 func (s *Store) Addresses(ctx context.Context, domain string) ([]registry.Record, error) {
+	members, err := s.members(ctx, domain)
+	if err != nil {
+		return nil, err
+	}
+	return s.addresses(ctx, func(key poolref.Key) bool { return members[key] })
+}
+
+// members are the pools of the domain, read live.
+func (s *Store) members(ctx context.Context, domain string) (map[poolref.Key]bool, error) {
 	members := map[poolref.Key]bool{}
 	for _, kind := range []string{v1alpha1.MetalVRFIPPoolKind, v1alpha1.GlobalMetalVRFIPPoolKind} {
 		list := poolref.NewList(kind)
@@ -262,7 +279,7 @@ func (s *Store) Addresses(ctx context.Context, domain string) ([]registry.Record
 			}
 		}
 	}
-	return s.addresses(ctx, func(key poolref.Key) bool { return members[key] })
+	return members, nil
 }
 
 // PoolAddresses lists the IPAddresses of one pool.

@@ -110,8 +110,13 @@ func (s *memStore) Retire(_ context.Context, domain string, r Record) error {
 func (s *memStore) ForgetRetired(_ context.Context, domain string, pool poolref.Key) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for key, d := range s.domainOf {
+		if d == domain && key != pool {
+			return nil
+		}
+	}
 	for ip, r := range s.records[domain] {
-		if r.Holder.Retired && r.Holder.Pool == pool {
+		if r.Holder.Retired {
 			delete(s.records[domain], ip)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -114,6 +115,50 @@ func TestRetiredAddressStaysOutOfUse(t *testing.T) {
 	}
 	if got, _, err := New(store, nil, "here").Acquire(ctx, pool, claimNamed("b", "after"), ip); err != nil || got != ip {
 		t.Fatalf("after the pool was deleted and made again, %s is not free: %s, %v", ip, got, err)
+	}
+}
+
+// A pool's retired addresses stay out of use while another pool of its VRF
+// exists here, which could hand them out; the domain's last pool takes
+// them along when it goes.
+func TestRetiredAddressesOutliveTheirPoolInTheVRF(t *testing.T) {
+	ctx := context.Background()
+	store := newMemStore()
+	reg := New(store, nil, "here")
+	global, namespaced := vrfPools()
+	namespaced.Spec.Addresses = global.Spec.Addresses
+	namespaced.Spec.Prefix, namespaced.Spec.Gateway = global.Spec.Prefix, global.Spec.Gateway
+	for _, p := range []v1alpha1.Pool{global, namespaced} {
+		store.domainOf[poolref.KeyOf(p)] = DomainOf(p)
+	}
+	moved := claimNamed("a", "moved")
+	ip, _, err := reg.Acquire(ctx, global, moved, netip.Addr{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.Retire(ctx, global, moved, ip); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.Release(ctx, poolref.KeyOf(global), moved); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := reg.Forget(ctx, global); err != nil {
+		t.Fatal(err)
+	}
+	delete(store.domainOf, poolref.KeyOf(global))
+	for name, r := range map[string]*Registry{"same process": reg, "after a restart": New(store, nil, "here")} {
+		if got, _, err := r.Acquire(ctx, namespaced, claimNamed("b", "new-"+strings.ReplaceAll(name, " ", "-")), ip); !errors.Is(err, ErrRequestedUnavailable) {
+			t.Fatalf("%s: the other pool of the VRF handed out %s, retired by the deleted pool (%s, %v)", name, ip, got, err)
+		}
+	}
+
+	if err := reg.Forget(ctx, namespaced); err != nil {
+		t.Fatal(err)
+	}
+	delete(store.domainOf, poolref.KeyOf(namespaced))
+	if got, _, err := New(store, nil, "here").Acquire(ctx, namespaced, claimNamed("b", "after"), ip); err != nil || got != ip {
+		t.Fatalf("after the VRF's last pool was deleted and made again, %s is not free: %s, %v", ip, got, err)
 	}
 }
 

@@ -183,8 +183,9 @@ func (r *Registry) dropMember(ps *poolState) {
 	}
 }
 
-// Forget drops a deleted pool's state, and the records it retired: nothing
-// can reuse their addresses once the pool is gone.
+// Forget drops a deleted pool's state and, when it was the last pool of its
+// domain, the domain's retired records: no pool is left to reuse their
+// addresses.
 func (r *Registry) Forget(ctx context.Context, pool v1alpha1.Pool) error {
 	key := poolref.KeyOf(pool)
 	if domain, allocates := domainOf(pool); allocates {

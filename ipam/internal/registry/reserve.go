@@ -25,8 +25,10 @@ func (r *Registry) reserve(ctx context.Context, domain string, ip netip.Addr, ho
 	return Holder{}, false, err
 }
 
-// same reports whether c and o are one claim.
-func (c Claim) same(o Claim) bool { return c.UID == o.UID }
+// same reports whether c and o are one claim: the same UID, in the same
+// namespace under the same name. The UID alone is not enough: an
+// IPAddress's owner reference, where it is read from, is written by users.
+func (c Claim) same(o Claim) bool { return c.UID == o.UID && c.NamespacedName == o.NamespacedName }
 
 // unavailable says that requested, an address of pool, is held by h,
 // naming only what the claim's namespace may see.

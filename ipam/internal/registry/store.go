@@ -52,7 +52,8 @@ type Store interface {
 	Free(ctx context.Context, claim Claim) error
 	// Retire marks the record of r's address retired, if r's claim holds it.
 	Retire(ctx context.Context, domain string, r Record) error
-	// ForgetRetired deletes the retired records of a deleted pool.
+	// ForgetRetired deletes the retired records of a domain once pool,
+	// being deleted, is the last of its pools.
 	ForgetRetired(ctx context.Context, domain string, pool poolref.Key) error
 	// Addresses lists the IPAddresses of the pools of a domain, read live,
 	// as records: what was handed out before records existed.

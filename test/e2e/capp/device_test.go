@@ -60,6 +60,13 @@ func createNodesPool(ns string) {
 func readyMachine(ns, name string, ports []infrav1.Port, edit func(*infrav1.PacketMachine)) *infrav1.PacketMachine {
 	GinkgoHelper()
 	machine, pm := machineFixture(ns, name, ports)
+	return ready(machine, pm, edit)
+}
+
+// ready edits pm (when edit is not nil), then plays the bootstrap provider
+// of machine, so that no reconcile of the device sees pm unedited.
+func ready(machine *clusterv1.Machine, pm *infrav1.PacketMachine, edit func(*infrav1.PacketMachine)) *infrav1.PacketMachine {
+	GinkgoHelper()
 	if edit != nil {
 		base := pm.DeepCopy()
 		edit(pm)
@@ -410,6 +417,27 @@ var _ = Describe("A PacketMachine with bad input", func() {
 		expectRefused(pm, infrav1.DeviceReadyCondition, infrav1.VLANNotFoundReason,
 			"spec.ports[0].networks[1] (vxlan 1001): VLAN "+simtest.NewYorkVLAN+" (vxlan 1001) is in metro ny, not in the device's metro da",
 			"spec.ports[1].networks[0] (vxlan 3999): VLAN 3999 not found in metro da")
+	})
+
+	It("names a failure domain the cluster lacks, or one the PacketMachine contradicts, and creates no device", func() {
+		clusterFixture(ns, func(pc *infrav1.PacketCluster) {
+			pc.Spec.FailureDomains = []infrav1.FailureDomainSpec{{Facility: simtest.Metro + "11"}, {Facility: simtest.Metro + "12"}}
+		})
+		// inFailureDomain is a machine whose Machine names failureDomain
+		// before it has bootstrap data, so no reconcile sees it without.
+		inFailureDomain := func(name, failureDomain string, edit func(*infrav1.PacketMachine)) *infrav1.PacketMachine {
+			machine, pm := machineFixture(ns, name, nil)
+			base := machine.DeepCopy()
+			machine.Spec.FailureDomain = failureDomain
+			Expect(k8s.Patch(ctx, machine, client.MergeFrom(base))).To(Succeed())
+			return ready(machine, pm, edit)
+		}
+		unknown := inFailureDomain("unknown", "ny5", nil)
+		elsewhere := inFailureDomain("elsewhere", simtest.Metro+"11", func(pm *infrav1.PacketMachine) { pm.Spec.Facility = simtest.Metro + "12" })
+		expectRefused(unknown, infrav1.DeviceReadyCondition, infrav1.FailureDomainNotFoundReason,
+			`the Machine's spec.failureDomain "ny5" is not a failure domain of PacketCluster cluster (it has da11, da12)`)
+		expectRefused(elsewhere, infrav1.DeviceReadyCondition, infrav1.FailureDomainConflictReason,
+			`spec.facility "da12" places the device outside the Machine's failure domain "da11" (facility da11 of metro da)`)
 	})
 
 	It("names a port the device does not have, and deletes the device with the machine", func() {

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -261,7 +262,49 @@ var _ = Describe("The PacketMachine API", func() {
 		}, "spec.vip.vxlan", "Invalid value: 4000", "less than or equal to 3999"),
 		Entry("an empty project", func(pc *infrav1.PacketCluster) { pc.Spec.ProjectID = "" },
 			"spec.projectID", `Invalid value: ""`, "at least 1 chars long"),
+		Entry("a failure domain listed twice", func(pc *infrav1.PacketCluster) {
+			pc.Spec.Metro, pc.Spec.FailureDomains = "da", []infrav1.FailureDomainSpec{{Facility: "da11"}, {Facility: "da12"}, {Facility: "da11"}}
+		}, "spec.failureDomains", "da11 is listed more than once", "named by its facility or metro"),
+		Entry("a failure domain with both a facility and a metro", func(pc *infrav1.PacketCluster) {
+			pc.Spec.Metro, pc.Spec.FailureDomains = "da", []infrav1.FailureDomainSpec{{Facility: "da11", Metro: "da"}}
+		}, "spec.failureDomains[0]", "Invalid value", "exactly one of facility or metro must be set"),
+		Entry("a facility code that is not one", func(pc *infrav1.PacketCluster) {
+			pc.Spec.Metro, pc.Spec.FailureDomains = "da", []infrav1.FailureDomainSpec{{Facility: "dallas-1"}}
+		}, "spec.failureDomains[0].facility", "dallas-1 is not a facility code", "a metro code and a number, e.g. da11"),
+		Entry("a facility of another metro", func(pc *infrav1.PacketCluster) {
+			pc.Spec.Metro, pc.Spec.FailureDomains = "da", []infrav1.FailureDomainSpec{{Facility: "da11"}, {Facility: "ny5"}}
+		}, "spec.failureDomains", "facility ny5 is not in spec.metro da", "list facilities of the metro of the cluster"),
+		Entry("facilities without the cluster's metro", func(pc *infrav1.PacketCluster) {
+			pc.Spec.FailureDomains = []infrav1.FailureDomainSpec{{Facility: "da11"}}
+		}, "spec.failureDomains", "facility da11 needs spec.metro", "facilities of the metro of the cluster"),
+		Entry("metro failure domains of a cluster with VLAN networks", func(pc *infrav1.PacketCluster) {
+			pc.Spec.Metro, pc.Spec.FailureDomains = "da", []infrav1.FailureDomainSpec{{Metro: "da"}, {Metro: "sv"}}
+		}, "spec.failureDomains", "metro da: metro failure domains need a cluster without VLANs", "a VLAN exists in one metro only"),
+		Entry("a metro code that is not one", func(pc *infrav1.PacketCluster) {
+			pc.Spec.Networks, pc.Spec.FailureDomains = nil, []infrav1.FailureDomainSpec{{Metro: "Dallas"}}
+		}, "spec.failureDomains[0].metro", "Dallas is not a metro code", "two lower-case letters"),
+		Entry("facilities and metros mixed", func(pc *infrav1.PacketCluster) {
+			pc.Spec.Networks = nil
+			pc.Spec.Metro, pc.Spec.FailureDomains = "da", []infrav1.FailureDomainSpec{{Facility: "da11"}, {Metro: "sv"}}
+		}, "spec.failureDomains", "mixes facilities and metros (metro sv)", "not both"),
+		Entry("a facility beside failure domains", func(pc *infrav1.PacketCluster) {
+			pc.Spec.Metro, pc.Spec.Facility, pc.Spec.FailureDomains = "da", "da11", []infrav1.FailureDomainSpec{{Facility: "da12"}}
+		}, "spec.facility", "is da11, but spec.failureDomains places the machines", "leave spec.facility empty"),
 	)
+
+	It("accepts failure domains: facilities of the metro, or metros of a cluster without VLANs", func() {
+		pc := validCluster()
+		pc.Name, pc.Spec.Metro = "facilities", "da"
+		pc.Spec.FailureDomains = []infrav1.FailureDomainSpec{{Facility: "da11"}, {Facility: "da12", ControlPlane: ptr.To(false)}, {Facility: "da13"}}
+		Expect(k8s.Create(ctx, pc)).To(Succeed())
+		Expect(pc.Spec.FailureDomains[0].ControlPlane).To(HaveValue(BeTrue()), "controlPlane defaults to true")
+		Expect(pc.Spec.FailureDomains[1].ControlPlane).To(HaveValue(BeFalse()))
+
+		metros := validCluster()
+		metros.Name, metros.Spec.Networks = "metros", nil
+		metros.Spec.FailureDomains = []infrav1.FailureDomainSpec{{Metro: "da"}, {Metro: "sv"}}
+		Expect(k8s.Create(ctx, metros)).To(Succeed())
+	})
 
 	It("refuses to change a machine's ports after creation", func() {
 		pm := valid("m")

@@ -47,11 +47,7 @@ func TestMachineDeploymentWithCAPIsCoreManager(t *testing.T) {
 	g.SetDefaultEventuallyPollingInterval(250 * time.Millisecond)
 	ctx := context.Background()
 
-	metalAPI := startPlatform(t, g)
-	env, err := testenv.Start(testenv.Options{Webhooks: true, CAPPCRDs: true})
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { _ = env.Stop() })
-	startManagers(ctx, t, g, env, metalAPI, managerLogs(t, g))
+	env, metalAPI := startManagementCluster(ctx, t, g)
 
 	k8s := env.Client
 	ns, err := env.NewNamespace(ctx, "flow")
@@ -196,6 +192,17 @@ func (p *platform) devices(ctx context.Context, g Gomega, cluster string) []stri
 		ids = append(ids, device.ProviderID(d.GetId()))
 	}
 	return ids
+}
+
+// startManagementCluster starts the platform, and an API server with our
+// CRDs and webhooks on which the managers run until the test ends.
+func startManagementCluster(ctx context.Context, t *testing.T, g Gomega) (*testenv.Environment, *platform) {
+	metalAPI := startPlatform(t, g)
+	env, err := testenv.Start(testenv.Options{Webhooks: true, CAPPCRDs: true})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = env.Stop() })
+	startManagers(ctx, t, g, env, metalAPI, managerLogs(t, g))
+	return env, metalAPI
 }
 
 // managerLogs is the file the core managers write to, kept when the test fails.

@@ -177,32 +177,41 @@ func TestClusterctlMoveKeepsDevicesAndAddresses(t *testing.T) {
 // on a PacketMachine like the workers', and the kubeconfig Secret through
 // which Cluster API reaches the workload cluster's API server.
 func controlPlaneObjects(ns string, kubeconfig []byte) []client.Object {
-	var template *infrav1.PacketMachineTemplate
-	for _, obj := range clusterObjects(ns, clusterName) {
-		if t, ok := obj.(*infrav1.PacketMachineTemplate); ok {
-			template = t
-		}
-	}
-	return []client.Object{
+	return append([]client.Object{
 		&corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: clusterName + "-kubeconfig", Labels: map[string]string{clusterv1.ClusterNameLabel: clusterName}},
 			Type:       clusterv1.ClusterSecretType,
 			Data:       map[string][]byte{"value": kubeconfig},
 		},
+	}, controlPlaneMachine(ns, clusterName, controlPlane, "")...)
+}
+
+// controlPlaneMachine is a stand-alone control-plane Machine name of the
+// Cluster cluster (of clusterObjects), in failureDomain when not empty, and
+// its PacketMachine, like the workers'.
+func controlPlaneMachine(ns, cluster, name, failureDomain string) []client.Object {
+	var template *infrav1.PacketMachineTemplate
+	for _, obj := range clusterObjects(ns, cluster) {
+		if t, ok := obj.(*infrav1.PacketMachineTemplate); ok {
+			template = t
+		}
+	}
+	return []client.Object{
 		&infrav1.PacketMachine{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: controlPlane},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 			Spec:       template.Spec.Template.Spec,
 		},
 		&clusterv1.Machine{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: controlPlane, Labels: map[string]string{
-				clusterv1.ClusterNameLabel: clusterName, clusterv1.MachineControlPlaneLabel: "",
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{
+				clusterv1.ClusterNameLabel: cluster, clusterv1.MachineControlPlaneLabel: "",
 			}},
 			Spec: clusterv1.MachineSpec{
-				ClusterName: clusterName,
-				Version:     "v1.36.3",
-				Bootstrap:   clusterv1.Bootstrap{DataSecretName: ptr.To("bootstrap")},
+				ClusterName:   cluster,
+				Version:       "v1.36.3",
+				FailureDomain: failureDomain,
+				Bootstrap:     clusterv1.Bootstrap{DataSecretName: ptr.To("bootstrap")},
 				InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-					APIGroup: infrav1.GroupVersion.Group, Kind: "PacketMachine", Name: controlPlane,
+					APIGroup: infrav1.GroupVersion.Group, Kind: "PacketMachine", Name: name,
 				},
 			},
 		},

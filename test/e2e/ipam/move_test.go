@@ -1,6 +1,8 @@
 package ipam
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
@@ -16,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
+	"github.com/metal-vrf/cluster-api-metal-vrf/test/testenv"
 )
 
 // What clusterctl move does to the IPAM provider, step by step on one API
@@ -117,6 +120,32 @@ var _ = Describe("What clusterctl move leaves", func() {
 		Expect(boundAddress(waiting).Spec.Address).To(Equal("10.64.0.3"))
 	})
 
+	It("refuses an IPAddress of another namespace forged with the UID of the claim holding its address", func() {
+		victimNS, forgerNS := newNamespace(), newNamespace()
+		pool := createGlobalPool("shared-"+victimNS, poolSpec(29, "10.65.0.1", "10.65.0.0/29"))
+		DeferCleanup(func() { deleteAndWait(pool) })
+		victim := createClaim(victimNS, "victim", v1alpha1.GlobalMetalVRFIPPoolKind, pool.Name)
+		DeferCleanup(func() { deleteAndWait(victim) })
+		held := boundAddress(victim).Spec.Address
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(victim), victim)).To(Succeed())
+
+		for _, name := range []string{"victim", "forged"} {
+			forged := &ipamv1.IPAddress{
+				ObjectMeta: metav1.ObjectMeta{Namespace: forgerNS, Name: name, OwnerReferences: []metav1.OwnerReference{
+					{APIVersion: ipamv1.GroupVersion.String(), Kind: "IPAddressClaim", Name: name, UID: victim.UID, Controller: ptr.To(true)},
+				}},
+				Spec: ipamv1.IPAddressSpec{
+					ClaimRef: ipamv1.IPAddressClaimReference{Name: name},
+					PoolRef:  ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: v1alpha1.GlobalMetalVRFIPPoolKind, Name: pool.Name},
+					Address:  held, Prefix: ptr.To(int32(29)), Gateway: "10.65.0.1",
+				},
+			}
+			err := k8s.Create(ctx, forged)
+			Expect(err).To(MatchError(And(ContainSubstring("spec.address"), ContainSubstring(held))),
+				"an IPAddress of namespace %s naming claim %s with the UID of %s/victim was admitted to %s's address", forgerNS, name, victimNS, held)
+		}
+	})
+
 	It("frees the address of an IPAddress left without its claim only once the IPAddress is gone", func() {
 		ns := newNamespace()
 		pool := createPool(ns, "pool", poolSpec(29, "10.63.0.1", "10.63.0.0/29"))
@@ -195,9 +224,12 @@ var _ = Describe("What clusterctl move leaves", func() {
 		}).Should(Equal(here))
 
 		By("a copy made elsewhere serves no claim")
+		const sourceToken = "token-of-source-cluster"
 		copied := &v1alpha1.GlobalMetalVRFIPPool{
-			ObjectMeta: metav1.ObjectMeta{Name: "copy-" + ns, Annotations: map[string]string{v1alpha1.AllocatingClusterAnnotation: "source-cluster"}},
-			Spec:       poolSpec(29, "10.63.0.1", "10.63.0.0/29"),
+			ObjectMeta: metav1.ObjectMeta{Name: "copy-" + ns, Annotations: map[string]string{
+				v1alpha1.AllocatingClusterAnnotation: "source-cluster", v1alpha1.HandoverHashAnnotation: sha256Hex(sourceToken),
+			}},
+			Spec: poolSpec(29, "10.63.0.1", "10.63.0.0/29"),
 		}
 		Expect(k8s.Create(ctx, copied)).To(Succeed())
 		DeferCleanup(func() { deleteAndWait(copied) })
@@ -209,20 +241,26 @@ var _ = Describe("What clusterctl move leaves", func() {
 			patch := []byte(`{"metadata":{"annotations":{"` + key + `":"` + value + `"}}}`)
 			Expect(k8s.Patch(ctx, pool, client.RawPatch(types.MergePatchType, patch))).To(Succeed())
 		}
-		By("a token another cluster did not make is refused")
-		annotate(copied, v1alpha1.TakeOverAnnotation, "elsewhere.0123")
+		By("tokens made from what the copy shows are refused")
+		for _, forged := range []string{"source-cluster.0123", sha256Hex(sourceToken)} {
+			annotate(copied, v1alpha1.TakeOverAnnotation, forged)
+			Eventually(func() map[string]string {
+				_ = k8s.Get(ctx, client.ObjectKeyFromObject(copied), copied)
+				return copied.Annotations
+			}).ShouldNot(HaveKey(v1alpha1.TakeOverAnnotation))
+			Expect(copied.Annotations).To(HaveKeyWithValue(v1alpha1.AllocatingClusterAnnotation, "source-cluster"))
+			Expect(readyCondition(waiting).Reason).To(Equal(ipamv1.IPAddressClaimReadyPoolNotReadyReason))
+		}
+
+		By("its allocating cluster's token makes this cluster allocate, and the waiting claim is served")
+		annotate(copied, v1alpha1.TakeOverAnnotation, sourceToken)
+		Expect(boundAddress(waiting).Spec.Address).To(Equal("10.63.0.2"))
 		Eventually(func() map[string]string {
 			_ = k8s.Get(ctx, client.ObjectKeyFromObject(copied), copied)
 			return copied.Annotations
-		}).ShouldNot(HaveKey(v1alpha1.TakeOverAnnotation))
-		Expect(copied.Annotations).To(HaveKeyWithValue(v1alpha1.AllocatingClusterAnnotation, "source-cluster"))
-		Expect(readyCondition(waiting).Reason).To(Equal(ipamv1.IPAddressClaimReadyPoolNotReadyReason))
-
-		By("its allocating cluster's token makes this cluster allocate, and the waiting claim is served")
-		annotate(copied, v1alpha1.TakeOverAnnotation, "source-cluster.0123")
-		Expect(boundAddress(waiting).Spec.Address).To(Equal("10.63.0.2"))
-		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(copied), copied)).To(Succeed())
-		Expect(copied.Annotations).To(HaveKeyWithValue(v1alpha1.AllocatingClusterAnnotation, here))
+		}).Should(And(HaveKeyWithValue(v1alpha1.AllocatingClusterAnnotation, here),
+			HaveKey(v1alpha1.HandoverHashAnnotation), Not(HaveKeyWithValue(v1alpha1.HandoverHashAnnotation, sha256Hex(sourceToken)))),
+			"this cluster stamps a token of its own")
 
 		By("a hand-over waits while a claim here holds an address")
 		annotate(copied, v1alpha1.HandOverAnnotation, "")
@@ -231,15 +269,18 @@ var _ = Describe("What clusterctl move leaves", func() {
 		})
 		Expect(copied.Annotations).NotTo(HaveKey(v1alpha1.HandoverTokenAnnotation))
 
-		By("and happens once none does: a token, and nothing more handed out here")
+		By("and happens once none does: the token in a Secret of the manager's namespace, and nothing more handed out here")
 		deleteAndWait(waiting)
-		var token string
+		var secretRef string
 		Eventually(func() string {
 			_ = k8s.Get(ctx, client.ObjectKeyFromObject(copied), copied)
-			token = copied.Annotations[v1alpha1.HandoverTokenAnnotation]
-			return token
-		}).Should(HavePrefix(here + "."))
-		Expect(strings.TrimPrefix(token, here+".")).NotTo(BeEmpty())
+			secretRef = copied.Annotations[v1alpha1.HandoverTokenAnnotation]
+			return secretRef
+		}).Should(Equal(testenv.AllocationNamespace + "/handover-" + string(copied.UID)))
+		secret := &corev1.Secret{}
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: testenv.AllocationNamespace, Name: "handover-" + string(copied.UID)}, secret)).To(Succeed())
+		Expect(sha256Hex(string(secret.Data[v1alpha1.HandoverTokenKey]))).To(Equal(copied.Annotations[v1alpha1.HandoverHashAnnotation]))
+		Expect(secret.OwnerReferences).To(ContainElement(HaveField("UID", copied.UID)), "the Secret goes with its pool")
 		late := createClaim(ns, "late", v1alpha1.GlobalMetalVRFIPPoolKind, copied.Name)
 		expectServedNowhere(late, copied, "handed over", v1alpha1.HandedOverReason)
 		deleteAndWait(late)
@@ -256,4 +297,10 @@ func expectServedNowhere(claim *ipamv1.IPAddressClaim, pool *v1alpha1.GlobalMeta
 	expectPool(pool, func(g Gomega, pool v1alpha1.Pool) {
 		haveCondition(g, pool, v1alpha1.ReadyCondition, metav1.ConditionFalse, reason)
 	})
+}
+
+// sha256Hex is the hash of token as a pool's hand-over hash holds it.
+func sha256Hex(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
 }

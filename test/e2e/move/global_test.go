@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
@@ -115,12 +117,23 @@ func TestMoveGlobalPoolNamespaceByNamespace(t *testing.T) {
 	expectNoAddresses(g, src, nsB)
 	waitsForSource()
 	annotate(src, sourcePool, v1alpha1.HandOverAnnotation, ptr.To(""))
-	token := ""
+	secretRef := ""
 	g.Eventually(func(g Gomega) string {
-		token = annotation(src, sourcePool, v1alpha1.HandoverTokenAnnotation)(g)
-		return token
+		secretRef = annotation(src, sourcePool, v1alpha1.HandoverTokenAnnotation)(g)
+		return secretRef
 	}).ShouldNot(BeEmpty(), "the source hands the pool over")
-	annotate(dst, targetPool, v1alpha1.TakeOverAnnotation, &token)
+
+	t.Log("a take-over forged from what the target's copy shows is refused")
+	annotate(dst, targetPool, v1alpha1.TakeOverAnnotation, ptr.To(sourceIdentity+".forged-by-a-tenant"))
+	g.Eventually(annotation(dst, targetPool, v1alpha1.TakeOverAnnotation)).Should(BeEmpty(), "the target reads the take-over")
+	g.Expect(annotation(dst, targetPool, v1alpha1.AllocatingClusterAnnotation)(g)).To(Equal(sourceIdentity), "the target took the pool over with a forged token")
+	waitsForSource()
+
+	t.Log("the token, read from the source's Secret, takes the pool over")
+	namespace, name, _ := strings.Cut(secretRef, "/")
+	secret := &corev1.Secret{}
+	g.Expect(src.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, secret)).To(Succeed())
+	annotate(dst, targetPool, v1alpha1.TakeOverAnnotation, ptr.To(string(secret.Data[v1alpha1.HandoverTokenKey])))
 	g.Eventually(annotation(dst, targetPool, v1alpha1.AllocatingClusterAnnotation)).Should(And(Not(BeEmpty()), Not(Equal(sourceIdentity))),
 		"the target stamps the pool as its own")
 	waitBound(g, dst, nsA, 6)

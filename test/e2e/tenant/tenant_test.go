@@ -4,7 +4,9 @@
 // bound to nothing but an edit Role in its own namespace, tries what a team
 // sharing the management cluster must not be able to do: read the
 // managers' token, point them at an API of its own, keep the device
-// creation slots from the other teams. Each test asserts that the attack
+// creation slots from the other teams, act on another team's device or
+// endpoint reservation in the project they share, join another team's
+// allocation domain. Each test asserts that the attack
 // is refused with a condition naming the field and the value, and that
 // nothing reached what it aimed at.
 package tenant
@@ -15,6 +17,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -34,6 +37,7 @@ import (
 
 	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/capp/controllers"
+	"github.com/metal-vrf/cluster-api-metal-vrf/capp/device"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal/sim"
@@ -78,7 +82,7 @@ func start(ctx context.Context) (stops []func(), err error) {
 		return stops, err
 	}
 	stops = append(stops, otherSim.Close)
-	env, err = testenv.Start(testenv.Options{CAPPCRDs: true})
+	env, err = testenv.Start(testenv.Options{CAPPCRDs: true, Webhooks: true})
 	if err != nil {
 		return stops, err
 	}
@@ -172,8 +176,9 @@ func secret(t *testing.T, c client.Client, ns, name, token, baseURL string) {
 // cluster creates, as c, a Cluster and its PacketCluster in the simulator's
 // project, with the credentials Secret credentials (none when empty) and a
 // control-plane endpoint of its own, so that only the machines call the
-// Metal API.
-func cluster(t *testing.T, c client.Client, ns, name, credentials string) {
+// Metal API; edit, when given, changes the PacketCluster before it is
+// created.
+func cluster(t *testing.T, c client.Client, ns, name, credentials string, edit ...func(*infrav1.PacketCluster)) *infrav1.PacketCluster {
 	t.Helper()
 	pc := &infrav1.PacketCluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{clusterv1.ClusterNameLabel: name}},
@@ -184,6 +189,9 @@ func cluster(t *testing.T, c client.Client, ns, name, credentials string) {
 	}
 	if credentials != "" {
 		pc.Spec.CredentialsRef = &corev1.LocalObjectReference{Name: credentials}
+	}
+	for _, e := range edit {
+		e(pc)
 	}
 	cl := &clusterv1.Cluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
@@ -197,11 +205,13 @@ func cluster(t *testing.T, c client.Client, ns, name, credentials string) {
 			t.Fatal(err)
 		}
 	}
+	return pc
 }
 
 // machine creates, as c, a Machine of cluster with its bootstrap data and
-// its PacketMachine (no networks), as CAPI and a bootstrap provider would.
-func machine(t *testing.T, c client.Client, ns, cluster, name string, controlPlane bool, bootstrapData string) *infrav1.PacketMachine {
+// its PacketMachine (no networks), as CAPI and a bootstrap provider would;
+// edit, when given, changes the PacketMachine before it is created.
+func machine(t *testing.T, c client.Client, ns, cluster, name string, controlPlane bool, bootstrapData string, edit ...func(*infrav1.PacketMachine)) *infrav1.PacketMachine {
 	t.Helper()
 	ctx := context.Background()
 	bootstrap := &corev1.Secret{
@@ -237,6 +247,9 @@ func machine(t *testing.T, c client.Client, ns, cluster, name string, controlPla
 			}},
 		},
 		Spec: infrav1.PacketMachineSpec{Plan: "c3.small.x86", OperatingSystem: "ubuntu_24_04"},
+	}
+	for _, e := range edit {
+		e(pm)
 	}
 	if err := c.Create(ctx, pm); err != nil {
 		t.Fatal(err)
@@ -496,4 +509,217 @@ func claimAddress(t *testing.T, c client.Client, ns string) string {
 		return nil
 	})
 	return address
+}
+
+// theirs is the Metal API as another team uses it: the shared project, with
+// the simulator's token.
+func theirs(t *testing.T) *metal.Client {
+	t.Helper()
+	api, err := metal.NewClient(metal.Config{APIKey: simtest.APIKey, BaseURL: metalSim.URL, ProjectID: simtest.Project})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return api
+}
+
+// theirTags are the tags the provider writes on what another team's
+// cluster "prod" in namespace team-a owns, uidTag first.
+func theirTags(uidTag string) []string {
+	return []string{uidTag, device.ClusterTagPrefix + "prod", device.NamespaceTagPrefix + "team-a"}
+}
+
+// TestTenantCannotActOnAnotherTeamsDevice: in the project the teams share,
+// another team's machine has a device. The tenant names it in a
+// PacketMachine's spec.providerID, then deletes that machine; and tries to
+// pass a device of its own off as another machine's with a reserved tag in
+// spec.tags. The first is refused with a condition naming the field and
+// the value, and the device is neither changed nor deleted; the second is
+// refused by the API server naming the tag.
+func TestTenantCannotActOnAnotherTeamsDevice(t *testing.T) {
+	requireEnv(t)
+	ctx := context.Background()
+	api := theirs(t)
+	const theirMachineTag = device.MachineTagPrefix + "0b7c2f0e-0000-4000-8000-00000000000a"
+	victim, err := api.CreateDevice(ctx, metal.DeviceRequest{
+		Tag: theirMachineTag, Tags: theirTags(theirMachineTag)[1:],
+		Hostname: "prod-worker-0", Plan: "c3.small.x86", Metro: simtest.Metro, OperatingSystem: "ubuntu_24_04",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stolen := "equinixmetal://" + victim.GetId()
+
+	ns, c := tenant(t)
+	secret(t, c, ns, "metal", simtest.APIKey, metalSim.URL)
+	cluster(t, c, ns, "thief", "metal")
+	thief := machine(t, c, ns, "thief", "m-0", false, "#cloud-config\n", func(pm *infrav1.PacketMachine) { pm.Spec.ProviderID = stolen })
+	eventually(t, "the machine refuses the device", func() error {
+		cond, err := condition(thief, infrav1.DeviceReadyCondition)
+		if err != nil {
+			return err
+		}
+		if cond.Reason != infrav1.DeviceNotOwnedReason || !strings.Contains(cond.Message, "spec.providerID") || !strings.Contains(cond.Message, stolen) {
+			return fmt.Errorf("DeviceReady: %s %s %q", cond.Status, cond.Reason, cond.Message)
+		}
+		return nil
+	})
+	if err := c.Delete(ctx, thief); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the tenant's machine is deleted", func() error {
+		err := c.Get(ctx, client.ObjectKeyFromObject(thief), &infrav1.PacketMachine{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return errors.Join(err, errors.New("still there"))
+	})
+	after, err := api.GetDevice(ctx, victim.GetId())
+	if err != nil {
+		t.Fatalf("the other team's device is gone after the tenant deleted its machine: %v", err)
+	}
+	if !slices.Equal(after.GetTags(), victim.GetTags()) || after.GetState() != victim.GetState() {
+		t.Errorf("the other team's device changed: tags %v state %s, was tags %v state %s",
+			after.GetTags(), after.GetState(), victim.GetTags(), victim.GetState())
+	}
+
+	for _, tag := range []string{theirMachineTag, device.ClusterTagPrefix + "prod", "capp:machine-uid:prod-worker-0"} {
+		err := c.Create(ctx, &infrav1.PacketMachine{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "impostor"},
+			Spec:       infrav1.PacketMachineSpec{Plan: "c3.small.x86", OperatingSystem: "ubuntu_24_04", Tags: []string{"team-b", tag}},
+		})
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.tags") || !strings.Contains(err.Error(), tag) {
+			t.Errorf("a PacketMachine with the tag %s in spec.tags: %v; want it refused naming spec.tags and the tag", tag, err)
+		}
+	}
+}
+
+// TestTenantCannotTakeAnotherTeamsReservation: another team's cluster has
+// its endpoint reservation in the shared project. The tenant names it in
+// its PacketCluster's reservation annotation, then deletes that cluster.
+// The reservation is neither used as the tenant's endpoint nor released.
+func TestTenantCannotTakeAnotherTeamsReservation(t *testing.T) {
+	requireEnv(t)
+	ctx := context.Background()
+	api := theirs(t)
+	reserved, err := api.ReservePublicIPv4(ctx, simtest.Metro, theirTags(device.EndpointTagPrefix+"0b7c2f0e-0000-4000-8000-00000000000b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := reserved.GetId()
+
+	ns, c := tenant(t)
+	secret(t, c, ns, "metal", simtest.APIKey, metalSim.URL)
+	pc := cluster(t, c, ns, "thief", "metal", func(pc *infrav1.PacketCluster) {
+		pc.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{}
+		pc.Annotations = map[string]string{infrav1.EndpointReservationAnnotation: id}
+	})
+	eventually(t, "the cluster refuses the reservation", func() error {
+		cond, err := condition(pc, infrav1.ControlPlaneEndpointReadyCondition)
+		if err != nil {
+			return err
+		}
+		if cond.Reason != infrav1.EndpointReservationNotOwnedReason || !strings.Contains(cond.Message, infrav1.EndpointReservationAnnotation) || !strings.Contains(cond.Message, id) {
+			return fmt.Errorf("ControlPlaneEndpointReady: %s %s %q", cond.Status, cond.Reason, cond.Message)
+		}
+		return nil
+	})
+	if host := pc.Spec.ControlPlaneEndpoint.Host; host != "" {
+		t.Errorf("the tenant's cluster took %s as its endpoint", host)
+	}
+	if err := c.Delete(ctx, pc); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the tenant's PacketCluster is deleted", func() error {
+		err := c.Get(ctx, client.ObjectKeyFromObject(pc), &infrav1.PacketCluster{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return errors.Join(err, errors.New("still there"))
+	})
+	after, err := api.GetIPReservation(ctx, id)
+	if err != nil {
+		t.Fatalf("the other team's reservation is gone after the tenant deleted its cluster: %v", err)
+	}
+	if len(after.GetAssignments()) != 0 {
+		t.Errorf("the other team's reservation was assigned: %v", after.GetAssignments())
+	}
+}
+
+// TestOnlyTheManagerMovesAPool: a user who may edit GlobalMetalVRFIPPools
+// (not a tenant: those are cluster-scoped) edits where a pool allocates.
+// Only the manager, as its ServiceAccount, may: the edits are refused
+// naming the annotation, while the manager's own stamp went through and
+// its hand-over token is in a Secret of its namespace.
+func TestOnlyTheManagerMovesAPool(t *testing.T) {
+	requireEnv(t)
+	ctx := context.Background()
+	const operator = "pool-operator"
+	role := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "edit-global-pools"},
+		Rules: []rbacv1.PolicyRule{{
+			APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"globalmetalvrfippools"},
+			Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"},
+		}},
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: operator}},
+	}
+	for _, obj := range []client.Object{role, binding} {
+		if err := env.Client.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := client.New(env.ConfigAs(rest.ImpersonationConfig{UserName: operator}), client.Options{Scheme: env.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := &v1alpha1.GlobalMetalVRFIPPool{
+		ObjectMeta: metav1.ObjectMeta{Name: "shared"},
+		Spec:       v1alpha1.MetalVRFIPPoolSpec{Addresses: []string{"10.70.0.2-10.70.0.9"}, Prefix: ptr.To[int32](24), Gateway: "10.70.0.1"},
+	}
+	if err := c.Create(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the manager stamps the pool", func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(pool), pool); err != nil {
+			return err
+		}
+		if pool.Annotations[v1alpha1.AllocatingClusterAnnotation] == "" || pool.Annotations[v1alpha1.HandoverHashAnnotation] == "" {
+			return fmt.Errorf("annotations %v", pool.Annotations)
+		}
+		return nil
+	})
+	token := &corev1.Secret{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: systemNamespace, Name: "handover-" + string(pool.UID)}, token); err != nil {
+		t.Fatalf("the hand-over token's Secret: %v", err)
+	}
+
+	for key, value := range map[string]*string{
+		v1alpha1.AllocatingClusterAnnotation: ptr.To("another-management-cluster"),
+		v1alpha1.HandoverHashAnnotation:      ptr.To(strings.Repeat("0", 64)),
+		v1alpha1.HandoverTokenAnnotation:     ptr.To(systemNamespace + "/handover-forged"),
+	} {
+		for _, v := range []*string{value, nil} {
+			if _, has := pool.Annotations[key]; v == nil && !has {
+				continue // nothing to remove: no hand-over yet
+			}
+			edited := pool.DeepCopy()
+			if v == nil {
+				delete(edited.Annotations, key)
+			} else {
+				edited.Annotations[key] = *v
+			}
+			err := c.Patch(ctx, edited, client.MergeFrom(pool))
+			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "metadata.annotations["+key+"]") || !strings.Contains(err.Error(), "only the IPAM manager") {
+				t.Errorf("setting annotation %s to %v: %v; want it refused naming the annotation", key, ptr.Deref(v, "(removed)"), err)
+			}
+		}
+	}
+	edited := pool.DeepCopy()
+	edited.Annotations["team"] = "platform"
+	if err := c.Patch(ctx, edited, client.MergeFrom(pool)); err != nil {
+		t.Errorf("an edit of another annotation: %v", err)
+	}
 }
