@@ -56,6 +56,14 @@ test: export CLUSTERCTL := $(CLUSTERCTL)
 CAPI_MANAGER := $(TOOLS)/capi-core-manager
 TEST_DEPS += $(CAPI_MANAGER)
 test: export CAPI_MANAGER := $(CAPI_MANAGER)
+# The operators' alerts (config/monitoring) are checked by promtool's rule
+# unit tests and the dashboard's queries by promqlnames (test/e2e/capp), both
+# built from the pinned Prometheus module.
+PROMTOOL := $(TOOLS)/promtool
+PROMQLNAMES := $(TOOLS)/promqlnames
+TEST_DEPS += $(PROMTOOL) $(PROMQLNAMES)
+test: export PROMTOOL := $(PROMTOOL)
+test: export PROMQLNAMES := $(PROMQLNAMES)
 # The default components must install on the oldest Kubernetes minor Cluster
 # API v1.14 supports on a management cluster (1.33; its book's support
 # matrix): test/e2e/clusterctl runs clusterctl init against a kube-apiserver
@@ -165,6 +173,16 @@ $(INCLUSTER_MANAGER): test/tools/incluster/go.mod
 $(KUSTOMIZE): test/tools/kustomize/go.mod
 	$(call tool-build,kustomize,sigs.k8s.io/kustomize/kustomize/v5)
 
+# remove_all_sd (Prometheus's own build tag) leaves out the cloud service
+# discoveries the rule tests never use, most of the build; what remains is
+# niced to leave the machine usable.
+$(PROMTOOL): test/tools/promtool/go.mod
+	@echo "building promtool from test/tools/promtool (once, minutes; cached in $(dir $@))"
+	cd test/tools/promtool && nice -n 10 go build -tags remove_all_sd -o $@ github.com/prometheus/prometheus/cmd/promtool
+
+$(PROMQLNAMES): test/tools/promtool/go.mod test/tools/promtool/promqlnames/main.go
+	$(call tool-build,promtool,./promqlnames)
+
 # clusterctl comes from the CAPI module the provider itself is built against
 # (the main go.mod, where it is a tool), so the two always agree on the contract.
 $(CLUSTERCTL): go.mod
@@ -237,8 +255,9 @@ default-image = sed 's|$${$(1):=[^}]*}|$${$(1):=$(2)}|'
 # with one version: clusterctl reads the metadata.yaml of that release for
 # either provider, so the two share metadata.yaml. The cluster templates are
 # the infrastructure provider's (clusterctl looks for them beside its
-# components); the IPAM admission policy is an opt-in file of its own.
-release: $(KUSTOMIZE) ## Write the release assets into out/: both providers' components (naming $(REGISTRY)/...:$(TAG)), metadata.yaml, the cluster templates, ipam-admission-policy.yaml.
+# components); the IPAM admission policy is an opt-in file of its own, and
+# so are the operators' alerts and dashboard.
+release: $(KUSTOMIZE) ## Write the release assets into out/: both providers' components (naming $(REGISTRY)/...:$(TAG)), metadata.yaml, the cluster templates, ipam-admission-policy.yaml, metal-vrf-alerts.yaml, metal-vrf-dashboard.json.
 	@mkdir -p $(RELEASE_DIR)
 	$(KUSTOMIZE) build config/ipam/default | $(call default-image,IPAM_METAL_VRF_IMAGE,$(IPAM_IMAGE)) > $(RELEASE_DIR)/ipam-components.yaml.tmp
 	mv $(RELEASE_DIR)/ipam-components.yaml.tmp $(RELEASE_DIR)/ipam-components.yaml
@@ -248,6 +267,8 @@ release: $(KUSTOMIZE) ## Write the release assets into out/: both providers' com
 	mv $(RELEASE_DIR)/infrastructure-components.yaml.tmp $(RELEASE_DIR)/infrastructure-components.yaml
 	cp metadata.yaml $(RELEASE_DIR)/metadata.yaml
 	cp templates/cluster-template*.yaml $(RELEASE_DIR)/
+	cp config/monitoring/alerts.yaml $(RELEASE_DIR)/metal-vrf-alerts.yaml
+	cp config/monitoring/dashboard.json $(RELEASE_DIR)/metal-vrf-dashboard.json
 
 .PHONY: clean
 clean: ## Remove build output (keeps the envtest and tool binaries).

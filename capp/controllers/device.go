@@ -65,7 +65,7 @@ func (r *PacketMachineReconciler) reconcileDevice(ctx context.Context, s *machin
 		r.Creations.Release(pm.UID)
 		return r.deviceFailed(ctx, s, access, step)
 	default:
-		r.Creations.Hold(pm.UID, client.ObjectKeyFromObject(pm))
+		r.Creations.Hold(pm.UID, client.ObjectKeyFromObject(pm), dev.CreatedAt)
 		s.observeFalse(cond, infrav1.DeviceProvisioningReason, fmt.Sprintf("device %s is %s", dev.ID, dev.State))
 		return ctrl.Result{RequeueAfter: provisioningPoll(time.Since(dev.CreatedAt))}, false, nil
 	}

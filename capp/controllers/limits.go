@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
@@ -29,15 +30,25 @@ import (
 // namespace gets every slot; a namespace with a hundred machines waiting
 // gets no more than its share while another namespace waits, so it delays
 // no one else by more than a creation's time.
+//
+// The slots are a Prometheus collector: the creations in flight and the age
+// of the oldest, read at scrape time.
 type CreationSlots struct {
 	mu           sync.Mutex
 	max          int
 	perNamespace int
-	holders      map[types.UID]types.NamespacedName
+	holders      map[types.UID]holder
 	// waiting are the machines refused a slot, woken through wake when one
 	// frees rather than at their next poll.
 	waiting map[types.UID]types.NamespacedName
 	wake    chan event.GenericEvent
+	now     func() time.Time
+}
+
+// holder is a machine holding a slot and when its creation began.
+type holder struct {
+	key   types.NamespacedName
+	since time.Time
 }
 
 // NewCreationSlots returns a limit of limit creations in flight (at least
@@ -47,9 +58,10 @@ func NewCreationSlots(limit, perNamespace int) *CreationSlots {
 	return &CreationSlots{
 		max:          max(limit, 1),
 		perNamespace: max(perNamespace, 0),
-		holders:      map[types.UID]types.NamespacedName{},
+		holders:      map[types.UID]holder{},
 		waiting:      map[types.UID]types.NamespacedName{},
 		wake:         make(chan event.GenericEvent, wakeBuffer),
+		now:          time.Now,
 	}
 }
 
@@ -72,20 +84,28 @@ func (c *CreationSlots) Acquire(machine types.UID, key types.NamespacedName) boo
 		return false
 	}
 	delete(c.waiting, machine)
-	c.holders[machine] = key
-	deviceCreationsInFlight.Set(float64(len(c.holders)))
+	c.holders[machine] = holder{key: key, since: c.now()}
 	return true
 }
 
 // Hold records a machine whose device is already in creation, over the
-// limits if need be: the creation happened, so it counts.
-func (c *CreationSlots) Hold(machine types.UID, key types.NamespacedName) {
+// limits if need be: the creation happened, so it counts. created is when
+// the platform created the device (zero when unknown): it dates the
+// creation from then on, also after a restart.
+func (c *CreationSlots) Hold(machine types.UID, key types.NamespacedName, created time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.dropStale(machine, key)
 	delete(c.waiting, machine)
-	c.holders[machine] = key
-	deviceCreationsInFlight.Set(float64(len(c.holders)))
+	h, held := c.holders[machine]
+	switch {
+	case !created.IsZero():
+		h.since = created
+	case !held:
+		h.since = c.now()
+	}
+	h.key = key
+	c.holders[machine] = h
 }
 
 // Release frees the machine's slot, if it holds one, and wakes the machines
@@ -102,8 +122,8 @@ func (c *CreationSlots) Release(machine types.UID) {
 func (c *CreationSlots) Forget(key types.NamespacedName) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for uid, k := range c.holders {
-		if k == key {
+	for uid, h := range c.holders {
+		if h.key == key {
 			c.release(uid)
 		}
 	}
@@ -117,8 +137,8 @@ func (c *CreationSlots) Forget(key types.NamespacedName) {
 // dropStale forgets a machine of the same name but another UID: a name
 // names one object at a time, so that one is gone. Called with mu held.
 func (c *CreationSlots) dropStale(machine types.UID, key types.NamespacedName) {
-	for uid, k := range c.holders {
-		if k == key && uid != machine {
+	for uid, h := range c.holders {
+		if h.key == key && uid != machine {
 			c.release(uid)
 		}
 	}
@@ -137,7 +157,6 @@ func (c *CreationSlots) release(machine types.UID) {
 		return
 	}
 	delete(c.holders, machine)
-	deviceCreationsInFlight.Set(float64(len(c.holders)))
 	if len(c.holders) >= c.max {
 		return
 	}
@@ -158,8 +177,8 @@ func (c *CreationSlots) release(machine types.UID) {
 // held is how many slots the namespace holds. Called with mu held.
 func (c *CreationSlots) held(namespace string) int {
 	n := 0
-	for _, k := range c.holders {
-		if k.Namespace == namespace {
+	for _, h := range c.holders {
+		if h.key.Namespace == namespace {
 			n++
 		}
 	}
@@ -171,8 +190,8 @@ func (c *CreationSlots) held(namespace string) int {
 // and at most perNamespace. Called with mu held.
 func (c *CreationSlots) share(namespace string) int {
 	active := map[string]bool{namespace: true}
-	for _, k := range c.holders {
-		active[k.Namespace] = true
+	for _, h := range c.holders {
+		active[h.key.Namespace] = true
 	}
 	for _, k := range c.waiting {
 		active[k.Namespace] = true
@@ -195,6 +214,30 @@ func (c *CreationSlots) Waiting(namespace string) string {
 	defer c.mu.Unlock()
 	return fmt.Sprintf("waiting to create the device: %d of %d device creations are in flight (--max-device-creations), %d of them in namespace %s, whose share is %d (the namespaces creating devices share the slots; --max-device-creations-per-namespace)",
 		len(c.holders), c.max, c.held(namespace), namespace, c.share(namespace))
+}
+
+// Describe and Collect make the slots a Prometheus collector.
+func (c *CreationSlots) Describe(ch chan<- *prometheus.Desc) {
+	ch <- creationsInFlightDesc
+	ch <- oldestCreationDesc
+}
+
+func (c *CreationSlots) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	inFlight := len(c.holders)
+	var oldest time.Time
+	for _, h := range c.holders {
+		if oldest.IsZero() || h.since.Before(oldest) {
+			oldest = h.since
+		}
+	}
+	c.mu.Unlock()
+	age := 0.0
+	if inFlight > 0 {
+		age = max(c.now().Sub(oldest).Seconds(), 0)
+	}
+	ch <- prometheus.MustNewConstMetric(creationsInFlightDesc, prometheus.GaugeValue, float64(inFlight))
+	ch <- prometheus.MustNewConstMetric(oldestCreationDesc, prometheus.GaugeValue, age)
 }
 
 // Polling and retry intervals. The Metal API has no watch, so a machine

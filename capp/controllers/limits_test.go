@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -17,7 +17,7 @@ func TestCreationSlots(t *testing.T) {
 		if got := len(slots.holders); got != want {
 			t.Fatalf("%d slots held, want %d", got, want)
 		}
-		if got := testutil.ToFloat64(deviceCreationsInFlight); got != float64(want) {
+		if got := slotMetrics(t, slots)["capp_device_creations_in_flight"]; got != float64(want) {
 			t.Fatalf("capp_device_creations_in_flight = %v, want %d", got, want)
 		}
 	}
@@ -38,7 +38,7 @@ func TestCreationSlots(t *testing.T) {
 	default:
 	}
 	// A device found provisioning after a restart counts, over the limit.
-	slots.Hold(types.UID("d"), key("d"))
+	slots.Hold(types.UID("d"), key("d"), time.Time{})
 	inFlight(3)
 	slots.Release("a")
 	select {
@@ -125,6 +125,55 @@ func TestCreationSlotsForgetMachinesGone(t *testing.T) {
 	if n := len(slots.holders); n != 2 {
 		t.Errorf("%d slots held, want 2 (z and the new y)", n)
 	}
+}
+
+// TestCreationSlotsAge follows the age of the oldest creation in flight:
+// from the create call, then from the platform's creation time of the
+// device once read (also after a restart, when the slot is taken back).
+func TestCreationSlotsAge(t *testing.T) {
+	start := time.Date(2026, 11, 25, 4, 0, 0, 0, time.UTC)
+	now := start
+	slots := NewCreationSlots(2, 0)
+	slots.now = func() time.Time { return now }
+	key := func(name string) types.NamespacedName { return types.NamespacedName{Namespace: "ns", Name: name} }
+	age := func(want time.Duration) {
+		t.Helper()
+		if got := slotMetrics(t, slots)["capp_oldest_device_creation_age_seconds"]; got != want.Seconds() {
+			t.Errorf("capp_oldest_device_creation_age_seconds = %v, want %v", got, want.Seconds())
+		}
+	}
+	age(0)
+	slots.Acquire("a", key("a"))
+	now = now.Add(90 * time.Second)
+	age(90 * time.Second)
+	// The platform dates the device a little after the create call.
+	slots.Hold("a", key("a"), start.Add(10*time.Second))
+	age(80 * time.Second)
+	// Found provisioning after a restart: created an hour ago.
+	slots.Hold("b", key("b"), now.Add(-time.Hour))
+	age(time.Hour)
+	slots.Hold("b", key("b"), time.Time{})
+	age(time.Hour)
+	slots.Release("b")
+	age(80 * time.Second)
+	slots.Forget(key("a"))
+	age(0)
+}
+
+// slotMetrics collects the slots' series by name.
+func slotMetrics(t *testing.T, slots *CreationSlots) map[string]float64 {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(slots)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	values := map[string]float64{}
+	for _, f := range families {
+		values[f.GetName()] = f.GetMetric()[0].GetGauge().GetValue()
+	}
+	return values
 }
 
 func TestProvisioningPoll(t *testing.T) {

@@ -6,12 +6,12 @@ import (
 )
 
 var (
-	// deviceCreationsInFlight is how many machines hold a creation slot:
-	// devices created and not yet active or failed.
-	deviceCreationsInFlight = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "capp_device_creations_in_flight",
-		Help: "Devices the manager has created that are not active or failed yet (at most --max-device-creations, more after a restart).",
-	})
+	// creationsInFlightDesc and oldestCreationDesc are what CreationSlots
+	// reports at scrape time.
+	creationsInFlightDesc = prometheus.NewDesc("capp_device_creations_in_flight",
+		"Devices the manager has created that are not active or failed yet (at most --max-device-creations, more after a restart).", nil, nil)
+	oldestCreationDesc = prometheus.NewDesc("capp_oldest_device_creation_age_seconds",
+		"Time since the oldest device in creation was created (0 when none is): a device the platform does not finish shows here.", nil, nil)
 	// deviceSteps counts the Metal API steps the machines took, by step:
 	// create, disbond, assign_vlans, delete.
 	deviceSteps = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -24,10 +24,27 @@ var (
 		Name: "capp_endpoint_reservation_steps_total",
 		Help: "Control-plane endpoint reservation steps sent to the Metal API, by step (reserve, release) and outcome (success, error).",
 	}, []string{"step", "outcome"})
+	// nodeReports counts how the nodes' network configuration ended, once
+	// per machine. Every outcome is exported from the start, so the first
+	// timeout shows as an increase.
+	nodeReports = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "capp_node_reports_total",
+		Help: "Nodes' network configuration by outcome, once per machine: configured or failed as the node reported it, timeout when it did not report within --node-report-timeout of its device becoming active.",
+	}, []string{"outcome"})
+)
+
+// The outcomes of nodeReports.
+const (
+	nodeConfigured = "configured"
+	nodeFailed     = "failed"
+	nodeTimeout    = "timeout"
 )
 
 func init() {
-	metrics.Registry.MustRegister(deviceCreationsInFlight, deviceSteps, endpointSteps)
+	for _, outcome := range []string{nodeConfigured, nodeFailed, nodeTimeout} {
+		nodeReports.WithLabelValues(outcome)
+	}
+	metrics.Registry.MustRegister(deviceSteps, endpointSteps, nodeReports)
 }
 
 // countStep records a device step sent to the Metal API and how it went.

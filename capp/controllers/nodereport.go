@@ -41,11 +41,13 @@ func (r *PacketMachineReconciler) reconcileNodeReport(ctx context.Context, s *ma
 	at := report.At.UTC().Format(time.RFC3339)
 	switch report.State {
 	case device.UserStateSucceeded:
+		nodeReports.WithLabelValues(nodeConfigured).Inc()
 		r.Recorder.Eventf(pm, nil, corev1.EventTypeNormal, infrav1.NodeNetworkConfiguredReason, "ConfigureNodeNetwork", "The node of device %s configured its network", s.Device.ID)
 		s.observeTrue(cond, infrav1.NodeNetworkConfiguredReason, fmt.Sprintf("the node reported %s at %s", report.Message, at))
 		return ctrl.Result{}, true, nil
 	case device.UserStateFailed:
 		if s.reasonChanges(cond, infrav1.NodeNetworkFailedReason) {
+			nodeReports.WithLabelValues(nodeFailed).Inc()
 			r.Recorder.Eventf(pm, nil, corev1.EventTypeWarning, infrav1.NodeNetworkFailedReason, "ConfigureNodeNetwork", "The node of device %s reported: %s", s.Device.ID, report.Message)
 		}
 		s.observeFalse(cond, infrav1.NodeNetworkFailedReason, fmt.Sprintf("the node reported at %s: %s", at, report.Message))
@@ -54,6 +56,7 @@ func (r *PacketMachineReconciler) reconcileNodeReport(ctx context.Context, s *ma
 	since := activeSince(pm)
 	if waited := time.Since(since); waited > r.NodeReportTimeout {
 		if s.reasonChanges(cond, infrav1.TimeoutReason) {
+			nodeReports.WithLabelValues(nodeTimeout).Inc()
 			r.Recorder.Eventf(pm, nil, corev1.EventTypeWarning, infrav1.TimeoutReason, "ConfigureNodeNetwork", "The node of device %s has not reported its network within %s", s.Device.ID, r.NodeReportTimeout)
 		}
 		s.observeFalse(cond, infrav1.TimeoutReason, fmt.Sprintf(

@@ -148,5 +148,8 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, opts Options, geten
 	if err := r.SetupWithManager(ctx, mgr, controllerOpts); err != nil {
 		return fmt.Errorf("setting up the PacketMachine controller: %w", err)
 	}
+	if err := managerutil.CollectWhileLeading(mgr, ctrlmetrics.Registry, r.Creations); err != nil {
+		return fmt.Errorf("setting up the device creation metrics: %w", err)
+	}
 	return nil
 }

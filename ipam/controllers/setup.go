@@ -18,11 +18,13 @@ import (
 
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	cappv1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/records"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/registry"
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/managerutil"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal"
 )
 
@@ -108,6 +110,10 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) (*reg
 	}
 	if err := claims.setupWithManager(ctx, mgr); err != nil {
 		return nil, fmt.Errorf("setting up the claim controller: %w", err)
+	}
+	pending := &pendingCollector{reader: mgr.GetClient(), inShard: claims.inShard, now: time.Now}
+	if err := managerutil.CollectWhileLeading(mgr, metrics.Registry, pending); err != nil {
+		return nil, fmt.Errorf("setting up the pending claims metrics: %w", err)
 	}
 
 	for _, kind := range []string{v1alpha1.MetalVRFIPPoolKind, v1alpha1.GlobalMetalVRFIPPoolKind} {
