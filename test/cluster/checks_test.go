@@ -2,15 +2,21 @@ package cluster_test
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,42 +28,86 @@ var ours = map[string]string{
 	"cluster-api-provider-packet-system": "cluster-api-provider-packet-manager",
 }
 
-// checkMetrics reads each manager's metrics through its metrics Service
-// (the API server's Service proxy) and looks for the provider's own series.
+// checkMetrics scrapes each manager as Prometheus would: through its
+// metrics Service, over HTTPS, with the token of a ServiceAccount bound to
+// the provider's metrics-reader ClusterRole. A request without a token must
+// be refused.
 func checkMetrics(ctx context.Context, t *testing.T, k8s client.Client, cfg *rest.Config) {
 	clientset, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for ns, series := range map[string]string{
-		"ipam-metal-vrf-system":              "metal_vrf_ipam_",
-		"cluster-api-provider-packet-system": "controller_runtime_active_workers",
-	} {
-		services := &corev1.ServiceList{}
-		if err := k8s.List(ctx, services, client.InNamespace(ns)); err != nil {
+	scraper := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "scraper"}}
+	if err := k8s.Create(ctx, scraper); err != nil {
+		t.Fatal(err)
+	}
+	providers := map[string]struct{ prefix, series string }{
+		"ipam-metal-vrf-system":              {"ipam-metal-vrf-", "metal_vrf_ipam_"},
+		"cluster-api-provider-packet-system": {"cluster-api-provider-packet-", "controller_runtime_active_workers"},
+	}
+	for _, p := range providers {
+		prefix := p.prefix
+		binding := &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: prefix + "scraper"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: prefix + "metrics-reader"},
+			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: "default", Name: "scraper"}},
+		}
+		if err := k8s.Create(ctx, binding); err != nil {
 			t.Fatal(err)
 		}
-		var metricsService string
-		for _, s := range services.Items {
-			if strings.HasSuffix(s.Name, "metrics-service") {
-				metricsService = s.Name
-			}
-		}
-		if metricsService == "" {
-			t.Errorf("%s: no metrics Service", ns)
+	}
+	token, err := clientset.CoreV1().ServiceAccounts("default").CreateToken(ctx, "scraper", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The managers serve a certificate of their own making on this port.
+	httpClient := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // only the token matters here
+	}}
+	for ns, p := range providers {
+		series := p.series
+		service := &corev1.Service{}
+		name := p.prefix + "controller-manager-metrics-service"
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, service); err != nil {
+			t.Errorf("%s: metrics Service: %v", ns, err)
 			continue
 		}
+		url := fmt.Sprintf("https://%s:8443/metrics", service.Spec.ClusterIP)
 		waitFor(ctx, t, 2*time.Minute, "metrics of "+ns, func() error {
-			body, err := clientset.CoreV1().Services(ns).ProxyGet("http", metricsService, "metrics", "/metrics", nil).DoRaw(ctx)
+			status, _, err := get(ctx, httpClient, url, "")
 			if err != nil {
 				return err
 			}
-			if !strings.Contains(string(body), series) {
-				return fmt.Errorf("no %s in %d bytes of metrics", series, len(body))
+			if status != http.StatusUnauthorized && status != http.StatusForbidden {
+				return fmt.Errorf("without a token: %d, want 401 or 403", status)
+			}
+			status, body, err := get(ctx, httpClient, url, token.Status.Token)
+			if err != nil {
+				return err
+			}
+			if status != http.StatusOK || !strings.Contains(body, series) {
+				return fmt.Errorf("with the scraper's token: %d, %d bytes, want 200 with %s", status, len(body), series)
 			}
 			return nil
 		})
 	}
+}
+
+func get(ctx context.Context, c *http.Client, url, token string) (int, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body), err
 }
 
 // checkSecurityContext finds each of our managers' processes on the node
@@ -154,10 +204,11 @@ func cgroupFile(t *testing.T, pid, controller, file string) string {
 	return ""
 }
 
-// checkRights asks the API server, as each manager's ServiceAccount, for
+// checkRights asks the API server (a SubjectAccessReview, what `kubectl
+// auth can-i --as` sends) whether each manager's ServiceAccount may do
 // what docs/install.md ("What each manager may do") grants and what it
 // says the manager may not do.
-func checkRights(t *testing.T, kubeconfig string) {
+func checkRights(ctx context.Context, t *testing.T, k8s client.Client) {
 	type right struct {
 		verb, resource, namespace string
 		allowed                   bool
@@ -210,20 +261,32 @@ func checkRights(t *testing.T, kubeconfig string) {
 	for ns, list := range rights {
 		user := "system:serviceaccount:" + ns + ":" + ours[ns]
 		for _, r := range list {
-			args := []string{"--kubeconfig", kubeconfig, "auth", "can-i", r.verb, r.resource, "--as", user}
-			if r.namespace == "" {
-				args = append(args, "--all-namespaces")
-			} else {
-				args = append(args, "-n", r.namespace)
+			attrs := resourceAttributes(r.verb, r.resource, r.namespace)
+			review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+				User: user, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+				ResourceAttributes: attrs,
+			}}
+			if err := k8s.Create(ctx, review); err != nil {
+				t.Fatal(err)
 			}
-			out, err := exec.Command("kubectl", args...).CombinedOutput()
-			got := err == nil
-			if _, ok := err.(*exec.ExitError); err != nil && !ok {
-				t.Fatalf("kubectl: %v", err)
-			}
-			if got != r.allowed {
-				t.Errorf("%s: can-i %s %s (namespace %q) = %s, want allowed=%v", user, r.verb, r.resource, r.namespace, strings.TrimSpace(string(out)), r.allowed)
+			if review.Status.Allowed != r.allowed {
+				t.Errorf("%s: %s %s (namespace %q) allowed=%v (%s), want allowed=%v",
+					user, r.verb, r.resource, r.namespace, review.Status.Allowed, review.Status.Reason, r.allowed)
 			}
 		}
 	}
+}
+
+// resourceAttributes reads a resource as `kubectl auth can-i` takes it:
+// resource.group, resource.group/subresource, or namespaces/<name>.
+func resourceAttributes(verb, resource, namespace string) *authorizationv1.ResourceAttributes {
+	attrs := &authorizationv1.ResourceAttributes{Verb: verb, Namespace: namespace}
+	resource, after, _ := strings.Cut(resource, "/")
+	if resource == "namespaces" {
+		attrs.Name = after
+	} else {
+		attrs.Subresource = after
+	}
+	attrs.Resource, attrs.Group, _ = strings.Cut(resource, ".")
+	return attrs
 }

@@ -209,7 +209,7 @@ func testInside(t *testing.T, dir string) {
 	t.Run("leader election Leases are held by Pods", func(t *testing.T) { checkLeases(ctx, t, k8s) })
 	t.Run("metrics are served", func(t *testing.T) { checkMetrics(ctx, t, k8s, cfg) })
 	t.Run("the security context holds in the runtime", func(t *testing.T) { checkSecurityContext(ctx, t, k8s) })
-	t.Run("the ServiceAccounts have the rights docs/install.md lists", func(t *testing.T) { checkRights(t, kubeconfig) })
+	t.Run("the ServiceAccounts have the rights docs/install.md lists", func(t *testing.T) { checkRights(ctx, t, k8s) })
 }
 
 // pushImages pushes every image the Makefile built to the node's registry,
@@ -254,8 +254,12 @@ func writeRepository(t *testing.T, root, dir string) string {
 	}
 	var overrides strings.Builder
 	overrides.WriteString("images:\n")
-	for _, provider := range []string{"cluster-api", "bootstrap-kubeadm", "control-plane-kubeadm"} {
-		fmt.Fprintf(&overrides, "  %s:\n    repository: %s/capi\n    tag: %s\n", provider, registry, os.Getenv("CAPI_VERSION"))
+	// Each names its image controller:latest; the Makefile built them as
+	// <registry>/<repository>/controller:<Cluster API's version>.
+	for provider, repository := range map[string]string{
+		"cluster-api": "capi-core", "bootstrap-kubeadm": "capi-kubeadm-bootstrap", "control-plane-kubeadm": "capi-kubeadm-control-plane",
+	} {
+		fmt.Fprintf(&overrides, "  %s:\n    repository: %s/%s\n    tag: %s\n", provider, registry, repository, os.Getenv("CAPI_VERSION"))
 	}
 	f, err := os.OpenFile(configPath, os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
