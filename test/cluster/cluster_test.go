@@ -106,7 +106,7 @@ func checkNothingLeft(t *testing.T, dir string) {
 			t.Errorf("mount left behind: %s", line)
 		}
 	}
-	for _, dev := range []string{"cni0", "node0"} {
+	for _, dev := range []string{"cni0"} {
 		if _, err := os.Stat("/sys/class/net/" + dev); err == nil {
 			t.Errorf("network device %s left behind in the machine's network namespace", dev)
 		}
@@ -165,6 +165,9 @@ func testInside(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	waitFor(ctx, t, 3*time.Minute, "the API server serves", func() error {
+		if err := n.exited(); err != nil {
+			t.Fatal(err)
+		}
 		if err := k8s.List(ctx, &corev1.NamespaceList{}); err != nil {
 			return fmt.Errorf("%w\n%s", err, n.logTail("kube-apiserver"))
 		}
@@ -174,6 +177,9 @@ func testInside(t *testing.T, dir string) {
 	n.startNode(kubeconfig)
 	pushImages(ctx, t, n)
 	waitFor(ctx, t, 5*time.Minute, "the node is Ready", func() error {
+		if err := n.exited(); err != nil {
+			t.Fatal(err)
+		}
 		node := &corev1.Node{}
 		if err := k8s.Get(ctx, client.ObjectKey{Name: "node"}, node); err != nil {
 			return fmt.Errorf("%w\n%s", err, n.logTail("kubelet"))
@@ -201,6 +207,9 @@ func testInside(t *testing.T, dir string) {
 		"--infrastructure", "packet", "--ipam", "metal-vrf")
 	t.Logf("clusterctl init returned after %s", time.Since(start).Round(time.Second))
 	waitFor(ctx, t, 10*time.Minute, "every provider's Deployment is Available", func() error {
+		if err := n.exited(); err != nil {
+			t.Fatal(err)
+		}
 		return deploymentsAvailable(ctx, k8s, n)
 	})
 	t.Logf("BENCHMARK clusterctl init to every Deployment Available: %s", time.Since(start).Round(time.Second))
@@ -254,12 +263,10 @@ func writeRepository(t *testing.T, root, dir string) string {
 	}
 	var overrides strings.Builder
 	overrides.WriteString("images:\n")
-	// Each names its image controller:latest; the Makefile built them as
-	// <registry>/<repository>/controller:<Cluster API's version>.
-	for provider, repository := range map[string]string{
-		"cluster-api": "capi-core", "bootstrap-kubeadm": "capi-kubeadm-bootstrap", "control-plane-kubeadm": "capi-kubeadm-control-plane",
-	} {
-		fmt.Fprintf(&overrides, "  %s:\n    repository: %s/%s\n    tag: %s\n", provider, registry, repository, os.Getenv("CAPI_VERSION"))
+	// The Makefile built them as <registry>/cluster-api/<the image name the
+	// components give>:<Cluster API's version>.
+	for _, provider := range []string{"cluster-api", "bootstrap-kubeadm", "control-plane-kubeadm"} {
+		fmt.Fprintf(&overrides, "  %s:\n    repository: %s/cluster-api\n    tag: %s\n", provider, registry, os.Getenv("CAPI_VERSION"))
 	}
 	f, err := os.OpenFile(configPath, os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {

@@ -22,7 +22,7 @@ import (
 )
 
 // The node's addresses, all inside the network namespace the test made: the
-// node's own address (on a dummy interface, where the API server, the Metal
+// node's own address (on the loopback device, where the API server, the Metal
 // API simulator and the kubelet listen), the Pods' subnet on the CNI bridge
 // and the Services' range, which kube-proxy turns into the Pods' addresses.
 const (
@@ -38,11 +38,12 @@ const (
 
 // node is the one-node cluster: its folder, its processes and its PKI.
 type node struct {
-	t     *testing.T
-	dir   string
-	bin   string // CLUSTER_BIN: kubelet, kube-controller-manager, ...
-	procs []*exec.Cmd
-	ca    *authority
+	t   *testing.T
+	dir string
+	bin string // CLUSTER_BIN: kubelet, kube-controller-manager, ...
+	ca  *authority
+	// exits holds, for each process started, a channel closed when it ends.
+	exits map[string]chan struct{}
 }
 
 // start runs cmd with its output in dir/logs/<name>.log and stops it, with
@@ -62,11 +63,14 @@ func (n *node) start(name string, args ...string) {
 	if err := cmd.Start(); err != nil {
 		n.t.Fatalf("starting %s: %v", name, err)
 	}
-	n.procs = append(n.procs, cmd)
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	if n.exits == nil {
+		n.exits = map[string]chan struct{}{}
+	}
+	n.exits[filepath.Base(name)] = done
 	n.t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
 		select {
 		case <-done:
 		case <-time.After(20 * time.Second):
@@ -74,6 +78,19 @@ func (n *node) start(name string, args ...string) {
 		}
 		_ = log.Close()
 	})
+}
+
+// exited names a process that ended while the cluster should be running,
+// with the end of its log.
+func (n *node) exited() error {
+	for name, done := range n.exits {
+		select {
+		case <-done:
+			return fmt.Errorf("%s exited:\n%s", name, n.logTail(name))
+		default:
+		}
+	}
+	return nil
 }
 
 // logTail is the end of a process's log, for a failure message.
@@ -122,9 +139,13 @@ func isolate(t *testing.T) {
 		}
 	}
 	run(t, nil, "ip", "link", "set", "lo", "up")
-	run(t, nil, "ip", "link", "add", "node0", "type", "dummy")
-	run(t, nil, "ip", "addr", "add", nodeIP+"/32", "dev", "node0")
-	run(t, nil, "ip", "link", "set", "node0", "up")
+	// The kernel here has no dummy devices: the node's address sits on the
+	// namespace's loopback device, still reached from the Pods' bridge.
+	run(t, nil, "ip", "addr", "add", nodeIP+"/32", "dev", "lo")
+	// The namespace has no default route: the API server's connections to
+	// a Service need a route for the kernel to try them, before kube-proxy's
+	// rules send them to a Pod.
+	run(t, nil, "ip", "route", "add", serviceCIDR, "dev", "lo", "src", nodeIP)
 	if err := os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -161,8 +182,13 @@ func (n *node) startControlPlane(envtestDir string) string {
 	crt, key = n.ca.issue(t, "admin", []string{"system:masters"}, nil, nil)
 	n.write("pki/admin.crt", crt)
 	n.write("pki/admin.key", key)
-	saKey := newKeyPEM(t)
-	n.write("pki/sa.key", saKey)
+	// The API server reads the public half from this file too, which it
+	// finds only in the SEC 1 form ("EC PRIVATE KEY").
+	saDER, err := x509.MarshalECPrivateKey(newKey(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.write("pki/sa.key", string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: saDER})))
 
 	kubeconfig := n.write("admin.kubeconfig", fmt.Sprintf(`apiVersion: v1
 kind: Config
@@ -311,8 +337,6 @@ func keyPEM(t *testing.T, key *ecdsa.PrivateKey) string {
 	}
 	return string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))
 }
-
-func newKeyPEM(t *testing.T) string { return keyPEM(t, newKey(t)) }
 
 func newAuthority(t *testing.T, name string) *authority {
 	key := newKey(t)
