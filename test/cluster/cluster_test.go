@@ -196,7 +196,12 @@ func testInside(t *testing.T, dir string) {
 	if err := testenv.InstallCertManagerCRDs(cfg); err != nil {
 		t.Fatal(err)
 	}
-	go issueCertificates(ctx, t, k8s, newAuthority(t, "webhook-ca"))
+	// The stand-in stops before the control plane does (cleanups run last
+	// first), so it never talks to a server that is gone.
+	issuing, stopIssuing := context.WithCancel(ctx)
+	issued := make(chan struct{})
+	go func() { defer close(issued); issueCertificates(issuing, t, k8s, newAuthority(t, "webhook-ca")) }()
+	t.Cleanup(func() { stopIssuing(); <-issued })
 
 	configPath := writeRepository(t, root, dir)
 	home := filepath.Join(dir, "home")
@@ -208,6 +213,9 @@ func testInside(t *testing.T, dir string) {
 	t.Logf("clusterctl init returned after %s", time.Since(start).Round(time.Second))
 	waitFor(ctx, t, 10*time.Minute, "every provider's Deployment is Available", func() error {
 		if err := n.exited(); err != nil {
+			t.Fatal(err)
+		}
+		if err := stuck(ctx, k8s); err != nil {
 			t.Fatal(err)
 		}
 		return deploymentsAvailable(ctx, k8s, n)
@@ -279,6 +287,11 @@ func writeRepository(t *testing.T, root, dir string) string {
 	return configPath
 }
 
+var stuckReasons = map[string]bool{
+	"ErrImagePull": true, "ImagePullBackOff": true, "InvalidImageName": true,
+	"CrashLoopBackOff": true, "CreateContainerConfigError": true, "CreateContainerError": true,
+}
+
 func deploymentsAvailable(ctx context.Context, k8s client.Client, n *node) error {
 	for _, ns := range providerNamespaces {
 		list := &appsv1.DeploymentList{}
@@ -295,6 +308,28 @@ func deploymentsAvailable(ctx context.Context, k8s client.Client, n *node) error
 			}
 			if !available {
 				return fmt.Errorf("%s/%s is not Available: %s", ns, d.Name, podStates(ctx, k8s, ns))
+			}
+		}
+	}
+	return nil
+}
+
+// stuck names a provider's container that cannot start and will not by
+// waiting: its image cannot be pulled from the local registry, it keeps
+// crashing, or its configuration is refused.
+func stuck(ctx context.Context, k8s client.Client) error {
+	for _, ns := range providerNamespaces {
+		pods := &corev1.PodList{}
+		if err := k8s.List(ctx, pods, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, p := range pods.Items {
+			for _, c := range p.Status.ContainerStatuses {
+				w := c.State.Waiting
+				// A crash or two while the webhook certificates arrive is not stuck.
+				if w != nil && stuckReasons[w.Reason] && (w.Reason != "CrashLoopBackOff" || c.RestartCount >= 3) {
+					return fmt.Errorf("%s/%s: container %s: %s: %s", ns, p.Name, c.Name, w.Reason, w.Message)
+				}
 			}
 		}
 	}
@@ -382,8 +417,11 @@ func checkWebhooks(ctx context.Context, t *testing.T, k8s client.Client) {
 	expectRefused(t, k8s.Create(ctx, pc), "is required with assignment cluster-api")
 
 	// Cluster API's own webhooks (defaulting and validation) admit a Cluster.
-	cluster := &clusterv1.Cluster{}
-	cluster.Namespace, cluster.Name = "default", "webhook-check"
+	cluster := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": clusterv1.GroupVersion.String(), "kind": "Cluster",
+		"metadata": map[string]any{"namespace": "default", "name": "webhook-check"},
+		"spec":     map[string]any{"clusterNetwork": map[string]any{"pods": map[string]any{"cidrBlocks": []any{"192.168.0.0/16"}}}},
+	}}
 	if err := k8s.Create(ctx, cluster); err != nil {
 		t.Fatalf("Cluster API's webhooks did not admit a Cluster: %v", err)
 	}
