@@ -416,15 +416,14 @@ func checkWebhooks(ctx context.Context, t *testing.T, k8s client.Client) {
 	}}
 	expectRefused(t, k8s.Create(ctx, pc), "is required with assignment cluster-api")
 
-	// Cluster API's own webhooks (defaulting and validation) admit a Cluster.
+	// Cluster API's own validation webhook, through its Service, refuses a
+	// Cluster with neither a topology nor references.
 	cluster := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": clusterv1.GroupVersion.String(), "kind": "Cluster",
 		"metadata": map[string]any{"namespace": "default", "name": "webhook-check"},
 		"spec":     map[string]any{"clusterNetwork": map[string]any{"pods": map[string]any{"cidrBlocks": []any{"192.168.0.0/16"}}}},
 	}}
-	if err := k8s.Create(ctx, cluster); err != nil {
-		t.Fatalf("Cluster API's webhooks did not admit a Cluster: %v", err)
-	}
+	expectRefused(t, k8s.Create(ctx, cluster), `admission webhook "validation.cluster.cluster.x-k8s.io" denied the request`)
 }
 
 func ptrInt32(v int32) *int32 { return &v }
