@@ -123,7 +123,7 @@ func checkSecurityContext(ctx context.Context, t *testing.T, k8s client.Client) 
 			if pod.Status.Phase != corev1.PodRunning {
 				continue
 			}
-			pid := managerProcess(t, string(pod.UID))
+			pid := managerProcess(string(pod.UID))
 			if pid == "" {
 				t.Errorf("%s/%s: no /manager process in the Pod's cgroup", ns, pod.Name)
 				continue
@@ -164,7 +164,7 @@ func checkSecurityContext(ctx context.Context, t *testing.T, k8s client.Client) 
 
 // managerProcess is the pid of the /manager process whose cgroup is the
 // Pod's (the kubelet names it after the Pod's UID).
-func managerProcess(t *testing.T, podUID string) string {
+func managerProcess(podUID string) string {
 	cgroups, _ := filepath.Glob("/proc/[0-9]*/cgroup")
 	for _, path := range cgroups {
 		data, err := os.ReadFile(path)

@@ -58,7 +58,7 @@ func TestCluster(t *testing.T) {
 // checks that nothing is left.
 func runIsolated(t *testing.T) {
 	dir := t.TempDir()
-	t.Cleanup(func() { removeCgroups(t) })
+	t.Cleanup(removeCgroups)
 	cmd := exec.Command("unshare", "--net", "--mount", "--pid", "--fork", "--mount-proc", "--kill-child",
 		os.Args[0], "-test.run=^TestCluster$", "-test.v", "-test.count=1", "-test.timeout=40m")
 	cmd.Env = append(os.Environ(), insideEnv+"="+dir)
@@ -70,7 +70,7 @@ func runIsolated(t *testing.T) {
 	}
 	prefix(out)
 	err := cmd.Wait()
-	removeCgroups(t)
+	removeCgroups()
 	checkNothingLeft(t, dir)
 	if err != nil {
 		t.Fatalf("the cluster test failed (%v); its logs are above and each program's in %s/logs while the test runs", err, dir)
@@ -121,7 +121,7 @@ func checkNothingLeft(t *testing.T, dir string) {
 
 // removeCgroups removes the Pods' cgroups, deepest first, once their
 // processes are gone.
-func removeCgroups(t *testing.T) {
+func removeCgroups() {
 	roots, _ := filepath.Glob("/sys/fs/cgroup/*" + cgroupRoot)
 	for _, root := range roots {
 		var dirs []string
@@ -175,7 +175,7 @@ func testInside(t *testing.T, dir string) {
 	})
 
 	n.startNode(kubeconfig)
-	pushImages(ctx, t, n)
+	pushImages(ctx, t)
 	waitFor(ctx, t, 5*time.Minute, "the node is Ready", func() error {
 		if err := n.exited(); err != nil {
 			t.Fatal(err)
@@ -218,7 +218,7 @@ func testInside(t *testing.T, dir string) {
 		if err := stuck(ctx, k8s); err != nil {
 			t.Fatal(err)
 		}
-		return deploymentsAvailable(ctx, k8s, n)
+		return deploymentsAvailable(ctx, k8s)
 	})
 	t.Logf("BENCHMARK clusterctl init to every Deployment Available: %s", time.Since(start).Round(time.Second))
 
@@ -231,7 +231,7 @@ func testInside(t *testing.T, dir string) {
 
 // pushImages pushes every image the Makefile built to the node's registry,
 // under the name each archive records; the node pulls them from there.
-func pushImages(ctx context.Context, t *testing.T, n *node) {
+func pushImages(ctx context.Context, t *testing.T) {
 	archives, _ := filepath.Glob(filepath.Join(os.Getenv("CLUSTER_IMAGES"), "*.tar"))
 	ours, _ := filepath.Glob(filepath.Join(os.Getenv("CLUSTER_RELEASE"), "images", "*.tar"))
 	archives = append(archives, ours...)
@@ -242,7 +242,7 @@ func pushImages(ctx context.Context, t *testing.T, n *node) {
 		waitFor(ctx, t, time.Minute, "pushing "+filepath.Base(archive), func() error {
 			out, err := exec.Command(os.Getenv("IMAGEBUILD"), "push", "--archive", archive, "--insecure").CombinedOutput()
 			if err != nil {
-				return fmt.Errorf("%v: %s", err, out)
+				return fmt.Errorf("%w: %s", err, out)
 			}
 			return nil
 		})
@@ -292,7 +292,7 @@ var stuckReasons = map[string]bool{
 	"CrashLoopBackOff": true, "CreateContainerConfigError": true, "CreateContainerError": true,
 }
 
-func deploymentsAvailable(ctx context.Context, k8s client.Client, n *node) error {
+func deploymentsAvailable(ctx context.Context, k8s client.Client) error {
 	for _, ns := range providerNamespaces {
 		list := &appsv1.DeploymentList{}
 		if err := k8s.List(ctx, list, client.InNamespace(ns)); err != nil {

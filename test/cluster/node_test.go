@@ -114,7 +114,7 @@ func (n *node) write(rel, content string) string {
 	return path
 }
 
-func run(t *testing.T, env []string, name string, args ...string) string {
+func run(t *testing.T, env []string, name string, args ...string) {
 	t.Helper()
 	cmd := exec.Command(name, args...)
 	cmd.Env = append(os.Environ(), env...)
@@ -123,7 +123,6 @@ func run(t *testing.T, env []string, name string, args ...string) string {
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out.String())
 	}
-	return out.String()
 }
 
 // isolate gives the namespaces the test made their own /run/containerd,
