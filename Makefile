@@ -288,6 +288,61 @@ $(NODE_TOOLS):
 	fi
 	@touch $@
 
+# The one-node cluster of test-cluster: etcd and kube-apiserver are envtest's;
+# the rest of Kubernetes comes from test/tools/kube-node, the same
+# k8s.io/kubernetes version, in one go build (the four share most of their
+# compile); the node's runtime, CNI plugins and registry are Debian's.
+CLUSTER_BIN := $(BIN)/cluster
+KUBE_NODE := $(addprefix $(CLUSTER_BIN)/,kubelet kube-controller-manager kube-scheduler kube-proxy)
+CLUSTER_TOOLS := $(BIN)/.cluster-tools
+CLUSTER_OUT := $(RELEASE_DIR)/cluster
+CLUSTER_REGISTRY := 127.0.0.1:5000
+CAPI_VERSION := $(shell sed -n 's/^\tsigs.k8s.io\/cluster-api \(v[0-9.]*\).*/\1/p' go.mod)
+
+$(KUBE_NODE) &: test/tools/kube-node/go.mod
+	@echo "building kubelet, kube-controller-manager, kube-scheduler, kube-proxy from test/tools/kube-node (once; cached in $(CLUSTER_BIN))"
+	@mkdir -p $(CLUSTER_BIN)
+	cd test/tools/kube-node && go build -ldflags '$(call version-ldflags,$(KUBE_VERSION))' -o $(CLUSTER_BIN)/ \
+		k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-controller-manager \
+		k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-proxy
+
+$(CLUSTER_TOOLS):
+	@mkdir -p $(dir $@)
+	@missing=; for tool in containerd runc docker-registry iptables conntrack unshare; do command -v $$tool >/dev/null || missing=1; done; \
+	[ -x /usr/lib/cni/bridge ] || missing=1; \
+	if [ -n "$$missing" ]; then \
+		echo "installing containerd runc containernetworking-plugins docker-registry iptables conntrack with apt-get (once)"; \
+		apt-get update -qq; \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends containerd runc containernetworking-plugins docker-registry iptables conntrack util-linux >/dev/null; \
+	fi
+	@touch $@
+
+# The images the cluster runs besides ours: Cluster API's three providers
+# that clusterctl init installs (built from test/tools/capi-providers, the
+# pinned Cluster API) and the Pods' sandbox (test/cluster/pause), named for
+# the test's registry.
+CLUSTER_IMAGES := $(addprefix $(CLUSTER_OUT)/base-images/,core.tar bootstrap-kubeadm.tar control-plane-kubeadm.tar pause.tar)
+# <image>: <its main package in Cluster API> <the image name its components give>
+capi-image.core := core cluster-api-controller
+capi-image.bootstrap-kubeadm := bootstrap/kubeadm kubeadm-bootstrap-controller
+capi-image.control-plane-kubeadm := controlplane/kubeadm kubeadm-control-plane-controller
+$(filter-out %/pause.tar,$(CLUSTER_IMAGES)): $(CLUSTER_OUT)/base-images/%.tar: test/tools/capi-providers/go.mod $(IMAGEBUILD)
+	cd test/tools/capi-providers && CGO_ENABLED=0 go build $(IMAGE_GOFLAGS) -o $(CLUSTER_OUT)/bin/$* sigs.k8s.io/cluster-api/$(word 1,$(capi-image.$*))
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(IMAGEBUILD) build --ref $(CLUSTER_REGISTRY)/cluster-api/$(word 2,$(capi-image.$*)):$(CAPI_VERSION) \
+		--entrypoint /manager --binary linux/amd64=$(CLUSTER_OUT)/bin/$* --out $@
+
+$(CLUSTER_OUT)/base-images/pause.tar: test/cluster/pause/main.go $(IMAGEBUILD)
+	CGO_ENABLED=0 go build $(IMAGE_GOFLAGS) -o $(CLUSTER_OUT)/bin/pause ./test/cluster/pause
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(IMAGEBUILD) build --ref $(CLUSTER_REGISTRY)/pause:test \
+		--entrypoint /pause --binary linux/amd64=$(CLUSTER_OUT)/bin/pause --out $@
+
+.PHONY: test-cluster
+test-cluster: envtest $(KUBE_NODE) $(CLUSTER_TOOLS) $(CLUSTERCTL) $(KUSTOMIZE) $(IMAGEBUILD) $(CLUSTER_IMAGES) ## Install both providers with clusterctl on a real one-node cluster running their images (root, Debian; docs/cluster.md).
+	$(MAKE) images release PLATFORMS=linux/amd64 REGISTRY=$(CLUSTER_REGISTRY)/metal-vrf TAG=test RELEASE_DIR=$(CLUSTER_OUT)
+	REQUIRE_CLUSTER=1 CLUSTER_BIN=$(CLUSTER_BIN) CLUSTER_IMAGES=$(CLUSTER_OUT)/base-images CLUSTER_RELEASE=$(CLUSTER_OUT) \
+		CAPI_VERSION=$(CAPI_VERSION) IMAGEBUILD=$(IMAGEBUILD) CLUSTERCTL=$(CLUSTERCTL) KUSTOMIZE=$(KUSTOMIZE) \
+		go test -count=1 -timeout 45m -v ./test/cluster/
+
 # qemu, socat (which connects each of the guest's connections to the
 # simulator), debootstrap and e2fsprogs (mkfs.ext4 -d to build the disk
 # without a loop mount, debugfs to seed it and read it back) for the node

@@ -1,0 +1,472 @@
+// Package cluster_test installs both providers with `clusterctl init` on a
+// real one-node management cluster that runs their images (make
+// test-cluster; docs/cluster.md): a control plane built from
+// k8s.io/kubernetes, a kubelet on Debian's containerd and runc, Pods on a CNI
+// bridge, Services through kube-proxy, images pulled from a local registry.
+// Everything runs in network, mount and pid namespaces the test makes, so
+// its traffic stays in them and nothing it starts outlives it.
+package cluster_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/clientcmd"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/metal-vrf/cluster-api-metal-vrf/test/testenv"
+)
+
+// insideEnv carries the test's folder into the namespaced run of the test.
+const insideEnv = "CLUSTER_TEST_DIR"
+
+// The providers' namespaces, as `clusterctl init` installs them.
+var providerNamespaces = []string{
+	"capi-system", "capi-kubeadm-bootstrap-system", "capi-kubeadm-control-plane-system",
+	"ipam-metal-vrf-system", "cluster-api-provider-packet-system",
+}
+
+func TestCluster(t *testing.T) {
+	if os.Getenv("REQUIRE_CLUSTER") == "" {
+		t.Skip("make test-cluster runs this (REQUIRE_CLUSTER=1): it needs root and the programs the Makefile builds")
+	}
+	if os.Getenv(insideEnv) == "" {
+		runIsolated(t)
+		return
+	}
+	testInside(t, os.Getenv(insideEnv))
+}
+
+// runIsolated runs this test again as the first process of new network,
+// mount and pid namespaces: when it ends, the kernel ends every process it
+// started (containers included) and drops its mounts and network. Then it
+// checks that nothing is left.
+func runIsolated(t *testing.T) {
+	dir := t.TempDir()
+	t.Cleanup(removeCgroups)
+	cmd := exec.Command("unshare", "--net", "--mount", "--pid", "--fork", "--mount-proc", "--kill-child",
+		os.Args[0], "-test.run=^TestCluster$", "-test.v", "-test.count=1", "-test.timeout=40m")
+	cmd.Env = append(os.Environ(), insideEnv+"="+dir)
+	out, _ := cmd.StdoutPipe()
+	cmd.Stderr = cmd.Stdout
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	prefix(out)
+	err := cmd.Wait()
+	removeCgroups()
+	checkNothingLeft(t, dir)
+	if err != nil {
+		t.Fatalf("the cluster test failed (%v); its logs are above and each program's in %s/logs while the test runs", err, dir)
+	}
+}
+
+// prefix copies the namespaced run's output, indented so that it reads as
+// this test's.
+func prefix(r io.Reader) {
+	s := bufio.NewScanner(r)
+	s.Buffer(make([]byte, 1<<20), 1<<20)
+	for s.Scan() {
+		fmt.Println("    | " + s.Text())
+	}
+}
+
+// checkNothingLeft fails the test for any process, mount or network device
+// of the cluster still there.
+func checkNothingLeft(t *testing.T, dir string) {
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		cmdline, err := os.ReadFile(p)
+		if err == nil && strings.Contains(string(cmdline), dir) {
+			t.Errorf("process left behind: %s", strings.ReplaceAll(string(cmdline), "\x00", " "))
+		}
+	}
+	mounts, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(mounts), "\n") {
+		if strings.Contains(line, dir) || strings.Contains(line, " /run/containerd") || strings.Contains(line, " /run/netns/") {
+			t.Errorf("mount left behind: %s", line)
+		}
+	}
+	for _, dev := range []string{"cni0"} {
+		if _, err := os.Stat("/sys/class/net/" + dev); err == nil {
+			t.Errorf("network device %s left behind in the machine's network namespace", dev)
+		}
+	}
+	if netns, _ := filepath.Glob("/run/netns/cni-*"); len(netns) > 0 {
+		t.Errorf("network namespaces left behind: %v", netns)
+	}
+	if left, _ := filepath.Glob("/sys/fs/cgroup/*" + cgroupRoot); len(left) > 0 {
+		t.Errorf("cgroups left behind: %v", left)
+	}
+}
+
+// removeCgroups removes the Pods' cgroups, deepest first, once their
+// processes are gone.
+func removeCgroups() {
+	roots, _ := filepath.Glob("/sys/fs/cgroup/*" + cgroupRoot)
+	for _, root := range roots {
+		var dirs []string
+		_ = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, path)
+			}
+			return nil
+		})
+		for i := len(dirs) - 1; i >= 0; i-- {
+			for try := 0; try < 20; try++ {
+				if err := syscall.Rmdir(dirs[i]); err == nil || os.IsNotExist(err) {
+					break
+				}
+				time.Sleep(250 * time.Millisecond) // the kernel is still ending its processes
+			}
+		}
+	}
+}
+
+func testInside(t *testing.T, dir string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	isolate(t)
+	n := &node{t: t, dir: dir, bin: os.Getenv("CLUSTER_BIN")}
+	kubeconfig := n.startControlPlane(os.Getenv("KUBEBUILDER_ASSETS"))
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scheme, err := testenv.Scheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	k8s, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(ctx, t, 3*time.Minute, "the API server serves", func() error {
+		if err := n.exited(); err != nil {
+			t.Fatal(err)
+		}
+		if err := k8s.List(ctx, &corev1.NamespaceList{}); err != nil {
+			return fmt.Errorf("%w\n%s", err, n.logTail("kube-apiserver"))
+		}
+		return nil
+	})
+
+	n.startNode(kubeconfig)
+	pushImages(ctx, t)
+	waitFor(ctx, t, 5*time.Minute, "the node is Ready", func() error {
+		if err := n.exited(); err != nil {
+			t.Fatal(err)
+		}
+		node := &corev1.Node{}
+		if err := k8s.Get(ctx, client.ObjectKey{Name: "node"}, node); err != nil {
+			return fmt.Errorf("%w\n%s", err, n.logTail("kubelet"))
+		}
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				return nil
+			}
+		}
+		return fmt.Errorf("node conditions %v\n%s", node.Status.Conditions, n.logTail("kubelet"))
+	})
+	t.Log("node Ready")
+
+	if err := testenv.InstallCertManagerCRDs(cfg); err != nil {
+		t.Fatal(err)
+	}
+	// The stand-in stops before the control plane does (cleanups run last
+	// first), so it never talks to a server that is gone.
+	issuing, stopIssuing := context.WithCancel(ctx)
+	issued := make(chan struct{})
+	go func() { defer close(issued); issueCertificates(issuing, t, k8s, newAuthority(t, "webhook-ca")) }()
+	t.Cleanup(func() { stopIssuing(); <-issued })
+
+	configPath := writeRepository(t, root, dir)
+	home := filepath.Join(dir, "home")
+	ctlEnv := []string{"HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, ".config"),
+		"CLUSTERCTL_DISABLE_VERSIONCHECK=true", "METAL_API_KEY=cluster-test-token", "METAL_API_URL=http://" + nodeIP + ":4000"}
+	start := time.Now()
+	run(t, ctlEnv, os.Getenv("CLUSTERCTL"), "init", "--kubeconfig", kubeconfig, "--config", configPath,
+		"--infrastructure", "packet", "--ipam", "metal-vrf")
+	t.Logf("clusterctl init returned after %s", time.Since(start).Round(time.Second))
+	waitFor(ctx, t, 10*time.Minute, "every provider's Deployment is Available", func() error {
+		if err := n.exited(); err != nil {
+			t.Fatal(err)
+		}
+		if err := stuck(ctx, k8s); err != nil {
+			t.Fatal(err)
+		}
+		return deploymentsAvailable(ctx, k8s)
+	})
+	t.Logf("BENCHMARK clusterctl init to every Deployment Available: %s", time.Since(start).Round(time.Second))
+
+	t.Run("webhooks refuse through their Services", func(t *testing.T) { checkWebhooks(ctx, t, k8s) })
+	t.Run("leader election Leases are held by Pods", func(t *testing.T) { checkLeases(ctx, t, k8s) })
+	t.Run("metrics are served", func(t *testing.T) { checkMetrics(ctx, t, k8s, cfg) })
+	t.Run("the security context holds in the runtime", func(t *testing.T) { checkSecurityContext(ctx, t, k8s) })
+	t.Run("the ServiceAccounts have the rights docs/install.md lists", func(t *testing.T) { checkRights(ctx, t, k8s) })
+}
+
+// pushImages pushes every image the Makefile built to the node's registry,
+// under the name each archive records; the node pulls them from there.
+func pushImages(ctx context.Context, t *testing.T) {
+	archives, _ := filepath.Glob(filepath.Join(os.Getenv("CLUSTER_IMAGES"), "*.tar"))
+	ours, _ := filepath.Glob(filepath.Join(os.Getenv("CLUSTER_RELEASE"), "images", "*.tar"))
+	archives = append(archives, ours...)
+	if len(archives) < 5 {
+		t.Fatalf("want the pause, Cluster API and our images in $CLUSTER_IMAGES and $CLUSTER_RELEASE/images, found %v", archives)
+	}
+	for _, archive := range archives {
+		waitFor(ctx, t, time.Minute, "pushing "+filepath.Base(archive), func() error {
+			out, err := exec.Command(os.Getenv("IMAGEBUILD"), "push", "--archive", archive, "--insecure").CombinedOutput()
+			if err != nil {
+				return fmt.Errorf("%w: %s", err, out)
+			}
+			return nil
+		})
+	}
+}
+
+// writeRepository writes the local clusterctl repository with the
+// components `make release` wrote (naming the images pushed above) and a
+// configuration whose image overrides point Cluster API's providers at the
+// images built from its module.
+func writeRepository(t *testing.T, root, dir string) string {
+	repo := filepath.Join(dir, "repository")
+	configPath, err := testenv.WriteClusterctlRepository(root, repo, os.Getenv("KUSTOMIZE"), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := os.Getenv("CLUSTER_RELEASE")
+	for label, file := range map[string]string{"ipam-metal-vrf": "ipam-components.yaml", "infrastructure-packet": "infrastructure-components.yaml"} {
+		data, err := os.ReadFile(filepath.Join(release, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(repo, label, "v0.1.0", file), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var overrides strings.Builder
+	overrides.WriteString("images:\n")
+	// The Makefile built them as <registry>/cluster-api/<the image name the
+	// components give>:<Cluster API's version>.
+	for _, provider := range []string{"cluster-api", "bootstrap-kubeadm", "control-plane-kubeadm"} {
+		fmt.Fprintf(&overrides, "  %s:\n    repository: %s/cluster-api\n    tag: %s\n", provider, registry, os.Getenv("CAPI_VERSION"))
+	}
+	f, err := os.OpenFile(configPath, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(overrides.String()); err != nil {
+		t.Fatal(err)
+	}
+	return configPath
+}
+
+var stuckReasons = map[string]bool{
+	"ErrImagePull": true, "ImagePullBackOff": true, "InvalidImageName": true,
+	"CrashLoopBackOff": true, "CreateContainerConfigError": true, "CreateContainerError": true,
+}
+
+func deploymentsAvailable(ctx context.Context, k8s client.Client) error {
+	for _, ns := range providerNamespaces {
+		list := &appsv1.DeploymentList{}
+		if err := k8s.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		if len(list.Items) == 0 {
+			return fmt.Errorf("no Deployment in %s", ns)
+		}
+		for _, d := range list.Items {
+			available := false
+			for _, c := range d.Status.Conditions {
+				available = available || (c.Type == appsv1.DeploymentAvailable && c.Status == corev1.ConditionTrue)
+			}
+			if !available {
+				return fmt.Errorf("%s/%s is not Available: %s", ns, d.Name, podStates(ctx, k8s, ns))
+			}
+		}
+	}
+	return nil
+}
+
+// stuck names a provider's container that cannot start and will not by
+// waiting: its image cannot be pulled from the local registry, it keeps
+// crashing, or its configuration is refused.
+func stuck(ctx context.Context, k8s client.Client) error {
+	for _, ns := range providerNamespaces {
+		pods := &corev1.PodList{}
+		if err := k8s.List(ctx, pods, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, p := range pods.Items {
+			for _, c := range p.Status.ContainerStatuses {
+				w := c.State.Waiting
+				// A crash or two while the webhook certificates arrive is not stuck.
+				if w != nil && stuckReasons[w.Reason] && (w.Reason != "CrashLoopBackOff" || c.RestartCount >= 3) {
+					return fmt.Errorf("%s/%s: container %s: %s: %s", ns, p.Name, c.Name, w.Reason, w.Message)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// podStates describes a namespace's Pods' containers, for a failure message.
+func podStates(ctx context.Context, k8s client.Client, ns string) string {
+	pods := &corev1.PodList{}
+	if err := k8s.List(ctx, pods, client.InNamespace(ns)); err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, p := range pods.Items {
+		fmt.Fprintf(&b, "\n  pod %s %s", p.Name, p.Status.Phase)
+		for _, c := range p.Status.ContainerStatuses {
+			fmt.Fprintf(&b, " [%s ready=%v restarts=%d %+v]", c.Name, c.Ready, c.RestartCount, c.State)
+		}
+	}
+	return b.String()
+}
+
+// checkWebhooks creates objects each webhook must refuse, and one that
+// Cluster API's webhooks must admit: every one goes from the API server to
+// a Pod through the webhook's Service, over TLS with the certificate
+// issued for the Service's names.
+func checkWebhooks(ctx context.Context, t *testing.T, k8s client.Client) {
+	pool := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "ipam.cluster.x-k8s.io/v1alpha1", "kind": "MetalVRFIPPool",
+		"metadata": map[string]any{"namespace": "default", "name": "bad-gateway"},
+		"spec":     map[string]any{"addresses": []any{"10.0.0.0/24"}, "prefix": int64(24), "gateway": "10.0.1.1"},
+	}}
+	expectRefused(t, k8s.Create(ctx, pool), `admission webhook "validation.metalvrfippool.ipam.cluster.x-k8s.io" denied the request`,
+		`spec.gateway: Invalid value: "10.0.1.1"`)
+
+	// An IPAddress that takes an address a claim of the pool holds.
+	good := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "ipam.cluster.x-k8s.io/v1alpha1", "kind": "MetalVRFIPPool",
+		"metadata": map[string]any{"namespace": "default", "name": "nodes"},
+		"spec":     map[string]any{"addresses": []any{"10.50.0.0/24"}, "prefix": int64(24), "gateway": "10.50.0.1"},
+	}}
+	if err := k8s.Create(ctx, good); err != nil {
+		t.Fatal(err)
+	}
+	addresses := map[string]string{}
+	for _, name := range []string{"first", "second"} {
+		claim := &ipamv1.IPAddressClaim{}
+		claim.Namespace, claim.Name = "default", name
+		claim.Spec.PoolRef = ipamv1.IPPoolReference{APIGroup: "ipam.cluster.x-k8s.io", Kind: "MetalVRFIPPool", Name: "nodes"}
+		if err := k8s.Create(ctx, claim); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(ctx, t, 3*time.Minute, "claim "+name+" bound", func() error {
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(claim), claim); err != nil {
+				return err
+			}
+			if claim.Status.AddressRef.Name == "" {
+				return fmt.Errorf("not bound: %+v", claim.Status)
+			}
+			address := &ipamv1.IPAddress{}
+			if err := k8s.Get(ctx, client.ObjectKey{Namespace: "default", Name: claim.Status.AddressRef.Name}, address); err != nil {
+				return err
+			}
+			addresses[name] = address.Spec.Address
+			return nil
+		})
+	}
+	dup := &ipamv1.IPAddress{}
+	dup.Namespace, dup.Name = "default", "taken"
+	dup.Spec = ipamv1.IPAddressSpec{
+		ClaimRef: ipamv1.IPAddressClaimReference{Name: "second"},
+		PoolRef:  ipamv1.IPPoolReference{APIGroup: "ipam.cluster.x-k8s.io", Kind: "MetalVRFIPPool", Name: "nodes"},
+		Address:  addresses["first"], Prefix: ptrInt32(24), Gateway: "10.50.0.1",
+	}
+	expectRefused(t, k8s.Create(ctx, dup), `admission webhook "record.ipaddress.metal-vrf.ipam.cluster.x-k8s.io" denied the request`,
+		fmt.Sprintf(`spec.address: Invalid value: %q`, addresses["first"]))
+
+	// The PacketCluster's rules are the CRD's (CAPP serves no webhook).
+	pc := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "PacketCluster",
+		"metadata": map[string]any{"namespace": "default", "name": "unnamed-network"},
+		"spec": map[string]any{"projectID": "p", "networks": []any{
+			map[string]any{"assignment": "cluster-api", "ipAddresses": []any{"10.70.0.0/24"}}}},
+	}}
+	expectRefused(t, k8s.Create(ctx, pc), "is required with assignment cluster-api")
+
+	// Cluster API's own validation webhook, through its Service, refuses a
+	// Cluster with neither a topology nor references.
+	cluster := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": clusterv1.GroupVersion.String(), "kind": "Cluster",
+		"metadata": map[string]any{"namespace": "default", "name": "webhook-check"},
+		"spec":     map[string]any{"clusterNetwork": map[string]any{"pods": map[string]any{"cidrBlocks": []any{"192.168.0.0/16"}}}},
+	}}
+	expectRefused(t, k8s.Create(ctx, cluster), `admission webhook "validation.cluster.cluster.x-k8s.io" denied the request`)
+}
+
+func ptrInt32(v int32) *int32 { return &v }
+
+func expectRefused(t *testing.T, err error, messages ...string) {
+	t.Helper()
+	if err == nil {
+		t.Errorf("created, want refused with %q", messages)
+		return
+	}
+	for _, m := range messages {
+		if !strings.Contains(err.Error(), m) {
+			t.Errorf("refused with %q, want it to say %q", err, m)
+		}
+	}
+}
+
+// checkLeases checks that each provider's leader election Lease names one of
+// that namespace's Pods (controller-runtime's identity starts with the
+// host name, which is the Pod's name).
+func checkLeases(ctx context.Context, t *testing.T, k8s client.Client) {
+	for _, ns := range providerNamespaces {
+		waitFor(ctx, t, 3*time.Minute, "a Lease held by a Pod in "+ns, func() error {
+			leases := &coordinationv1.LeaseList{}
+			if err := k8s.List(ctx, leases, client.InNamespace(ns)); err != nil {
+				return err
+			}
+			pods := &corev1.PodList{}
+			if err := k8s.List(ctx, pods, client.InNamespace(ns)); err != nil {
+				return err
+			}
+			for _, l := range leases.Items {
+				holder := ""
+				if l.Spec.HolderIdentity != nil {
+					holder = *l.Spec.HolderIdentity
+				}
+				for _, p := range pods.Items {
+					if p.Status.Phase == corev1.PodRunning && strings.HasPrefix(holder, p.Name+"_") {
+						return nil
+					}
+				}
+			}
+			return fmt.Errorf("%d Leases, none held by a running Pod", len(leases.Items))
+		})
+	}
+}
