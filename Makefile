@@ -99,6 +99,7 @@ test-chaos: envtest ## Run two replicas of the IPAM manager while their leader i
 .PHONY: bench
 bench: $(TEST_DEPS) ## Run the benchmarks (allocator; claims and CAPP machines against a real API server).
 	go test -run '^$$' -bench . -benchmem ./shared/cidr/
+	go test -run '^$$' -bench . -benchtime 1x -timeout 60m ./ipam/internal/records/
 	INCLUSTER_MANAGER=$(INCLUSTER_MANAGER) go test -run '^$$' -bench . -timeout 60m $(BENCH_FLAGS) ./test/bench/
 
 ##@ Build
