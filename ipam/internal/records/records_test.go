@@ -21,17 +21,24 @@ import (
 	"github.com/metal-vrf/cluster-api-metal-vrf/test/testenv"
 )
 
+// start runs an API server until the test ends.
+func start(tb testing.TB) *testenv.Environment {
+	tb.Helper()
+	env, err := testenv.Start(testenv.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = env.Stop() })
+	return env
+}
+
 // TestRetiredRecordsOutliveTheirPoolInTheVRF: against a real API server, a
 // deleted pool's retired record stays while another pool of its VRF
 // exists (it could hand the address out), and goes with the VRF's last
 // pool.
 func TestRetiredRecordsOutliveTheirPoolInTheVRF(t *testing.T) {
 	ctx := context.Background()
-	env, err := testenv.Start(testenv.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = env.Stop() }()
+	env := start(t)
 	ns, err := env.NewNamespace(ctx, "records")
 	if err != nil {
 		t.Fatal(err)
@@ -138,11 +145,7 @@ func (r *countingReader) counts() (lists, gets int) {
 // all of them, a page at a time, not once per domain.
 func TestSeedingReadsEachKindOnce(t *testing.T) {
 	ctx := context.Background()
-	env, err := testenv.Start(testenv.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = env.Stop() }()
+	env := start(t)
 	ns, err := env.NewNamespace(ctx, "records")
 	if err != nil {
 		t.Fatal(err)

@@ -40,11 +40,7 @@ const (
 // which any controller pays.
 func BenchmarkSeedAfterFailover(b *testing.B) {
 	ctx := b.Context()
-	env, err := testenv.Start(testenv.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = env.Stop() }()
+	env := start(b)
 	pools, err := fillCluster(ctx, env)
 	if err != nil {
 		b.Fatal(err)
