@@ -328,11 +328,13 @@ capi-image.core := core cluster-api-controller
 capi-image.bootstrap-kubeadm := bootstrap/kubeadm kubeadm-bootstrap-controller
 capi-image.control-plane-kubeadm := controlplane/kubeadm kubeadm-control-plane-controller
 $(filter-out %/pause.tar,$(CLUSTER_IMAGES)): $(CLUSTER_OUT)/base-images/%.tar: test/tools/capi-providers/go.mod $(IMAGEBUILD)
+	@mkdir -p $(@D)
 	cd test/tools/capi-providers && CGO_ENABLED=0 go build $(IMAGE_GOFLAGS) -o $(CLUSTER_OUT)/bin/$* sigs.k8s.io/cluster-api/$(word 1,$(capi-image.$*))
 	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(IMAGEBUILD) build --ref $(CLUSTER_REGISTRY)/cluster-api/$(word 2,$(capi-image.$*)):$(CAPI_VERSION) \
 		--entrypoint /manager --binary linux/amd64=$(CLUSTER_OUT)/bin/$* --out $@
 
 $(CLUSTER_OUT)/base-images/pause.tar: test/cluster/pause/main.go $(IMAGEBUILD)
+	@mkdir -p $(@D)
 	CGO_ENABLED=0 go build $(IMAGE_GOFLAGS) -o $(CLUSTER_OUT)/bin/pause ./test/cluster/pause
 	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(IMAGEBUILD) build --ref $(CLUSTER_REGISTRY)/pause:test \
 		--entrypoint /pause --binary linux/amd64=$(CLUSTER_OUT)/bin/pause --out $@
