@@ -10,7 +10,6 @@ import (
 	"time"
 
 	metalv1 "github.com/equinix/equinix-sdk-go/services/metalv1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -110,21 +109,7 @@ func startCAPP(b *testing.B, metalSim *simtest.Sim) *cappEnv {
 // createMachine plays CAPI and the bootstrap provider for one machine: the
 // bootstrap data Secret, the Machine pointing at it, and its PacketMachine.
 func (e *cappEnv) createMachine(ctx context.Context, name string, ports []infrav1.Port) (*infrav1.PacketMachine, error) {
-	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: name + "-bootstrap"},
-		Data:       map[string][]byte{"value": []byte("#cloud-config\n"), "format": []byte("cloud-config")},
-	}
-	machine := &clusterv1.Machine{
-		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: name, Labels: map[string]string{clusterv1.ClusterNameLabel: "cluster"}},
-		Spec: clusterv1.MachineSpec{
-			ClusterName: "cluster",
-			Bootstrap: clusterv1.Bootstrap{
-				ConfigRef:      clusterv1.ContractVersionedObjectReference{APIGroup: "bootstrap.cluster.x-k8s.io", Kind: "KubeadmConfig", Name: name},
-				DataSecretName: ptr.To(secret.Name),
-			},
-			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "PacketMachine", Name: name},
-		},
-	}
+	secret, machine := testenv.BootstrappedMachine(e.ns, "cluster", name, "#cloud-config\n")
 	for _, obj := range []client.Object{secret, machine} {
 		if err := e.k8s.Create(ctx, obj); err != nil {
 			return nil, err

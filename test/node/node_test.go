@@ -20,6 +20,7 @@ import (
 	"github.com/metal-vrf/cluster-api-metal-vrf/capp/device"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal/sim/simtest"
+	"github.com/metal-vrf/cluster-api-metal-vrf/test/testenv"
 )
 
 // bootstrapData plays a bootstrap provider's cloud-config, Jinja header and
@@ -214,22 +215,8 @@ func provision(t *testing.T, name string, addr netip.Addr, ports []infrav1.Port)
 			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "PacketCluster", Name: "cluster"},
 		},
 	})).To(Succeed())
-	bootstrap := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-bootstrap"},
-		Data:       map[string][]byte{"value": []byte(bootstrapData), "format": []byte("cloud-config")},
-	}
+	bootstrap, machine := testenv.BootstrappedMachine(ns, "cluster", name, bootstrapData)
 	g.Expect(k8s.Create(ctx, bootstrap)).To(Succeed())
-	machine := &clusterv1.Machine{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{clusterv1.ClusterNameLabel: "cluster"}},
-		Spec: clusterv1.MachineSpec{
-			ClusterName: "cluster",
-			Bootstrap: clusterv1.Bootstrap{
-				ConfigRef:      clusterv1.ContractVersionedObjectReference{APIGroup: "bootstrap.cluster.x-k8s.io", Kind: "KubeadmConfig", Name: name},
-				DataSecretName: ptr.To(bootstrap.Name),
-			},
-			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "PacketMachine", Name: name},
-		},
-	}
 	g.Expect(k8s.Create(ctx, machine)).To(Succeed())
 	pm := &infrav1.PacketMachine{
 		ObjectMeta: metav1.ObjectMeta{

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -142,21 +141,7 @@ func createCluster(ctx context.Context, g Gomega, k8s client.Client, ns string) 
 // MachineDeployment: bootstrap data, the Machine, and its PacketMachine with
 // one network on bond0.
 func createMachine(ctx context.Context, g Gomega, k8s client.Client, ns, name string, edits ...func(*infrav1.PacketMachine)) (*clusterv1.Machine, *infrav1.PacketMachine) {
-	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-bootstrap"},
-		Data:       map[string][]byte{"value": []byte("#cloud-config\n"), "format": []byte("cloud-config")},
-	}
-	machine := &clusterv1.Machine{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{clusterv1.ClusterNameLabel: "cluster"}},
-		Spec: clusterv1.MachineSpec{
-			ClusterName: "cluster",
-			Bootstrap: clusterv1.Bootstrap{
-				ConfigRef:      clusterv1.ContractVersionedObjectReference{APIGroup: "bootstrap.cluster.x-k8s.io", Kind: "KubeadmConfig", Name: name},
-				DataSecretName: ptr.To(secret.Name),
-			},
-			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "PacketMachine", Name: name},
-		},
-	}
+	secret, machine := testenv.BootstrappedMachine(ns, "cluster", name, "#cloud-config\n")
 	for _, obj := range []client.Object{secret, machine} {
 		g.Expect(k8s.Create(ctx, obj)).To(Succeed())
 	}

@@ -349,21 +349,7 @@ func machine(t *testing.T, ns, name string) *infrav1.PacketMachine {
 			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "PacketCluster", Name: pc.Name},
 		},
 	}
-	bootstrap := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-bootstrap"},
-		Data:       map[string][]byte{"value": []byte("#cloud-config\nruncmd: [kubeadm join]\n"), "format": []byte("cloud-config")},
-	}
-	m := &clusterv1.Machine{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{clusterv1.ClusterNameLabel: cluster.Name}},
-		Spec: clusterv1.MachineSpec{
-			ClusterName: cluster.Name,
-			Bootstrap: clusterv1.Bootstrap{
-				ConfigRef:      clusterv1.ContractVersionedObjectReference{APIGroup: "bootstrap.cluster.x-k8s.io", Kind: "KubeadmConfig", Name: name},
-				DataSecretName: ptr.To(bootstrap.Name),
-			},
-			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "PacketMachine", Name: name},
-		},
-	}
+	bootstrap, m := testenv.BootstrappedMachine(ns, cluster.Name, name, "#cloud-config\nruncmd: [kubeadm join]\n")
 	for _, obj := range []client.Object{pc, cluster, bootstrap, m} {
 		if err := env.Client.Create(ctx, obj); client.IgnoreAlreadyExists(err) != nil {
 			t.Fatal(err)

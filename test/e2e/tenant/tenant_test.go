@@ -214,24 +214,9 @@ func cluster(t *testing.T, c client.Client, ns, name, credentials string, edit .
 func machine(t *testing.T, c client.Client, ns, cluster, name string, controlPlane bool, bootstrapData string, edit ...func(*infrav1.PacketMachine)) *infrav1.PacketMachine {
 	t.Helper()
 	ctx := context.Background()
-	bootstrap := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-bootstrap"},
-		Data:       map[string][]byte{"value": []byte(bootstrapData), "format": []byte("cloud-config")},
-	}
-	labels := map[string]string{clusterv1.ClusterNameLabel: cluster}
+	bootstrap, m := testenv.BootstrappedMachine(ns, cluster, name, bootstrapData)
 	if controlPlane {
-		labels[clusterv1.MachineControlPlaneLabel] = ""
-	}
-	m := &clusterv1.Machine{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
-		Spec: clusterv1.MachineSpec{
-			ClusterName: cluster,
-			Bootstrap: clusterv1.Bootstrap{
-				ConfigRef:      clusterv1.ContractVersionedObjectReference{APIGroup: "bootstrap.cluster.x-k8s.io", Kind: "KubeadmConfig", Name: name},
-				DataSecretName: ptr.To(bootstrap.Name),
-			},
-			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "PacketMachine", Name: name},
-		},
+		m.Labels[clusterv1.MachineControlPlaneLabel] = ""
 	}
 	for _, obj := range []client.Object{bootstrap, m} {
 		if err := c.Create(ctx, obj); err != nil {
