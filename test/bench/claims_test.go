@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"net/netip"
@@ -39,10 +40,12 @@ const (
 	// bindClaims claims are created at once by creators goroutines.
 	bindClaims = 1000
 	creators   = 16
-	// scaleClaims claims are created one at a time in a pool that holds
-	// scaleInUse addresses, and in an empty one for comparison.
+	// In a pool that holds scaleInUse addresses, and in an empty one for
+	// comparison, scaleClaims claims are created one at a time, then
+	// burstClaims at once.
 	scaleClaims = 100
-	scaleInUse  = 10000
+	burstClaims = 200
+	scaleInUse  = 50000
 
 	// Every pool, of either provider, is this /16 with this gateway; the
 	// lowest address either provider hands out is firstFree.
@@ -53,8 +56,8 @@ const (
 	poolName   = "pool"
 
 	// scenarioTimeout bounds one scenario; it is a guard against a stuck
-	// provider, not a speed target.
-	scenarioTimeout = 15 * time.Minute
+	// provider (or a machine too busy to measure on), not a speed target.
+	scenarioTimeout = 45 * time.Minute
 )
 
 // inCluster names the reference provider, ourName this one.
@@ -123,7 +126,7 @@ func BenchmarkBindClaims(b *testing.B) {
 	setup(b)
 	rates := make(map[string]float64, len(providers))
 	for _, p := range providers {
-		r := measure(b, p, 0, bindClaims, creators, false)
+		r := measure(b, p, wave{name: "claim", n: bindClaims, creators: creators})
 		rates[p.name] = r.rate()
 		b.ReportMetric(r.rate(), p.name+"-claims/s")
 		b.ReportMetric(float64(r.percentile(50))/float64(time.Millisecond), p.name+"-p50-ms")
@@ -134,42 +137,101 @@ func BenchmarkBindClaims(b *testing.B) {
 	b.ReportMetric(rates[ourName]/rates[inCluster], "x-in-cluster")
 }
 
-// BenchmarkClaimLatencyAtScale measures the latency of one claim at a time,
-// in an empty pool and in one holding scaleInUse addresses. The run at scale
-// also reports its p50 as a multiple of the empty pool's (x-empty-p50).
+// scaleWaves are the claims BenchmarkClaimLatencyAtScale binds in each pool:
+// one at a time, so a claim never queues behind another, then a burst.
+var scaleWaves = []wave{
+	{name: "one", n: scaleClaims, creators: 1, oneAtATime: true},
+	{name: "burst", n: burstClaims, creators: creators},
+}
+
+// BenchmarkClaimLatencyAtScale measures claim latency in a pool holding
+// scaleInUse addresses against an empty pool beside it, on the same API
+// server and manager, for each wave of scaleWaves: the waves alternate
+// between the two pools, so both see the same machine (its speed drifts
+// within minutes). Each wave reports its p50 and p99 in both pools and the
+// full pool's p50 as a multiple of the empty one's (x-empty-p50). Our
+// manager runs in this process: its resident memory after the waves (rss-MB)
+// is the process's, which also holds the benchmark's client and its watch
+// of one pool's claims.
 func BenchmarkClaimLatencyAtScale(b *testing.B) {
 	setup(b)
 	for _, p := range providers {
 		b.Run("provider="+p.name, func(b *testing.B) {
-			var emptyP50 time.Duration
-			for _, inUse := range []int{0, scaleInUse} {
-				b.Run(fmt.Sprintf("in-use=%d", inUse), func(b *testing.B) {
-					r := measure(b, p, inUse, scaleClaims, 1, true)
-					b.ReportMetric(float64(r.percentile(50))/float64(time.Millisecond), "p50-ms")
-					b.ReportMetric(float64(r.percentile(99))/float64(time.Millisecond), "p99-ms")
-					if inUse == 0 {
-						emptyP50 = r.percentile(50)
-					} else if emptyP50 > 0 {
-						b.ReportMetric(float64(r.percentile(50))/float64(emptyP50), "x-empty-p50")
-					}
-				})
+			ctx, cancel := context.WithTimeout(b.Context(), scenarioTimeout)
+			defer cancel()
+			b.StopTimer()
+			for range b.N {
+				empty, full, err := measureScale(ctx, b, p)
+				if err != nil {
+					b.Fatalf("%s: %v (manager logs are in %s)", p.name, err, logDir)
+				}
+				for i, w := range scaleWaves {
+					b.ReportMetric(float64(empty[i].percentile(50))/float64(time.Millisecond), w.name+"-empty-p50-ms")
+					b.ReportMetric(float64(full[i].percentile(50))/float64(time.Millisecond), w.name+"-full-p50-ms")
+					b.ReportMetric(float64(full[i].percentile(99))/float64(time.Millisecond), w.name+"-full-p99-ms")
+					b.ReportMetric(float64(full[i].percentile(50))/float64(empty[i].percentile(50)), w.name+"-x-empty-p50")
+				}
+				if rss, ok := residentMB(); ok && p.name == ourName {
+					b.ReportMetric(rss, "rss-MB")
+				}
 			}
+			b.StartTimer()
 		})
 	}
 }
 
-// measure runs the scenario b.N times, each on a fresh environment running
-// only p's manager: a pool of p holding inUse addresses, a wait until the
-// environment is idle, then n claims from creators goroutines (see
-// scenario.bind). Only the claims are timed; every run is verified.
-func measure(b *testing.B, p provider, inUse, n, creators int, oneAtATime bool) result {
+// measureScale starts an environment running only p's manager with an empty
+// pool and one holding scaleInUse addresses, binds each wave of scaleWaves
+// in the empty pool then in the full one, and verifies both.
+func measureScale(ctx context.Context, b *testing.B, p provider) (empty, full []result, err error) {
+	env, err := startAlone(p)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer env.stop()
+	fullPool, err := newScenario(ctx, env, p, scaleInUse)
+	if err != nil {
+		return nil, nil, err
+	}
+	emptyPool, err := newScenario(ctx, env, p, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	empty, full = make([]result, len(scaleWaves)), make([]result, len(scaleWaves))
+	claims := 0
+	for i, w := range scaleWaves {
+		if empty[i], err = emptyPool.measureWave(ctx, b, w); err != nil {
+			return nil, nil, err
+		}
+		if full[i], err = fullPool.measureWave(ctx, b, w); err != nil {
+			return nil, nil, err
+		}
+		claims += w.n
+	}
+	return empty, full, errors.Join(emptyPool.verify(ctx, claims, 0), fullPool.verify(ctx, claims, scaleInUse))
+}
+
+// wave is a set of claims named name-NNNNN, created by creators goroutines;
+// with oneAtATime each creator waits until its claim is bound before
+// creating the next.
+type wave struct {
+	name       string
+	n          int
+	creators   int
+	oneAtATime bool
+}
+
+// measure binds the wave's claims b.N times, each time on a fresh
+// environment running only p's manager, in an empty pool of p (see
+// scenario.measureWave). Only the claims are timed; every run is verified.
+func measure(b *testing.B, p provider, w wave) result {
 	ctx, cancel := context.WithTimeout(b.Context(), scenarioTimeout)
 	defer cancel()
 	var all result
 	b.StopTimer()
 	defer b.StartTimer()
 	for range b.N {
-		r, err := measureOnce(ctx, b, p, inUse, n, creators, oneAtATime)
+		r, err := measureOnce(ctx, b, p, w)
 		if err != nil {
 			b.Fatalf("%s: %v (manager logs are in %s)", p.name, err, logDir)
 		}
@@ -181,26 +243,36 @@ func measure(b *testing.B, p provider, inUse, n, creators int, oneAtATime bool) 
 	return all
 }
 
-func measureOnce(ctx context.Context, b *testing.B, p provider, inUse, n, creators int, oneAtATime bool) (result, error) {
+func measureOnce(ctx context.Context, b *testing.B, p provider, w wave) (result, error) {
 	env, err := startAlone(p)
 	if err != nil {
 		return result{}, err
 	}
 	defer env.stop()
-	s, err := newScenario(ctx, env, p, inUse)
-	if err == nil {
-		err = settle(ctx)
-	}
+	s, err := newScenario(ctx, env, p, 0)
 	if err != nil {
 		return result{}, err
 	}
-	writesBefore, err := apiWrites(ctx, env.cfg)
+	r, err := s.measureWave(ctx, b, w)
+	if err != nil {
+		return result{}, err
+	}
+	return r, s.verify(ctx, w.n, 0)
+}
+
+// measureWave binds the wave's claims once the environment is idle, and
+// counts the CPU time and the API writes they cost.
+func (s *scenario) measureWave(ctx context.Context, b *testing.B, w wave) (result, error) {
+	if err := settle(ctx); err != nil {
+		return result{}, err
+	}
+	writesBefore, err := apiWrites(ctx, s.env.cfg)
 	if err != nil {
 		return result{}, err
 	}
 	cpuBefore, _ := envCPU()
 	b.StartTimer()
-	r, err := s.bind(ctx, n, creators, oneAtATime)
+	r, err := s.bind(ctx, w)
 	b.StopTimer()
 	cpuAfter, _ := envCPU()
 	if err != nil {
@@ -212,12 +284,12 @@ func measureOnce(ctx context.Context, b *testing.B, p provider, inUse, n, creato
 	if err := settle(ctx); err != nil {
 		return result{}, err
 	}
-	writesAfter, err := apiWrites(ctx, env.cfg)
+	writesAfter, err := apiWrites(ctx, s.env.cfg)
 	if err != nil {
 		return result{}, err
 	}
 	r.writes = writesAfter - writesBefore
-	return r, s.verify(ctx, n, inUse)
+	return r, nil
 }
 
 // scenario is one namespace with one pool of one provider.
@@ -286,17 +358,16 @@ func newScenario(ctx context.Context, env *environment, p provider, inUse int) (
 	}
 }
 
-// bind creates n claims on the pool from creators goroutines and returns
-// once all are bound. With oneAtATime each creator waits until its claim is
-// bound before creating the next, so a claim never queues behind another.
-// A claim's latency runs from just before its create request to the moment
+// bind creates the wave's claims on the pool and returns once all are
+// bound. A claim's latency runs from just before its create request to the moment
 // the watch sees its status.addressRef set.
-func (s *scenario) bind(ctx context.Context, n, creators int, oneAtATime bool) (result, error) {
+func (s *scenario) bind(ctx context.Context, w wave) (result, error) {
+	n := w.n
 	index := make(map[string]int, n)
 	created, bound := make([]time.Time, n), make([]time.Time, n)
 	done := make([]chan struct{}, n)
 	for i := range n {
-		index[fmt.Sprintf("claim-%05d", i)] = i
+		index[fmt.Sprintf("%s-%05d", w.name, i)] = i
 		done[i] = make(chan struct{})
 	}
 	// bound[i] is written once by the watch, then done[i] is closed.
@@ -327,16 +398,16 @@ func (s *scenario) bind(ctx context.Context, n, creators int, oneAtATime bool) (
 			return fmt.Errorf("%d of %d claims still unbound: %w", left, n, ctx.Err())
 		}
 	}
-	err = forEach(ctx, n, creators, func(i int) error {
+	err = forEach(ctx, n, w.creators, func(i int) error {
 		claim := &ipamv1.IPAddressClaim{
-			ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: fmt.Sprintf("claim-%05d", i)},
+			ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: fmt.Sprintf("%s-%05d", w.name, i)},
 			Spec:       ipamv1.IPAddressClaimSpec{PoolRef: s.p.poolRef()},
 		}
 		created[i] = time.Now()
 		if err := s.env.k8s.Create(ctx, claim); err != nil {
 			return err
 		}
-		if oneAtATime {
+		if w.oneAtATime {
 			return waitBound(i)
 		}
 		return nil
@@ -490,6 +561,21 @@ func envCPU() (time.Duration, bool) {
 		total += time.Duration(utime+stime) * time.Second / clockTicks
 	}
 	return total, total > 0
+}
+
+// residentMB is this process's resident memory (VmRSS), in MiB.
+func residentMB() (float64, bool) {
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, false
+	}
+	for line := range strings.Lines(string(status)) {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			return kb / 1024, err == nil
+		}
+	}
+	return 0, false
 }
 
 // clockTicks is USER_HZ, the unit of CPU times in /proc: 100 on every Linux
