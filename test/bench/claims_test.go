@@ -114,24 +114,41 @@ func (p provider) poolRef() ipamv1.IPPoolReference {
 	return ipamv1.IPPoolReference{APIGroup: p.group, Kind: p.kind, Name: poolName}
 }
 
+// installs are the two ways a management cluster runs our provider: as the
+// components install it, where the provider writes each claim's release
+// finalizer itself, and with the opt-in admission policy
+// (ipam-admission-policy.yaml), which adds it when the claim is created.
+var installs = []struct {
+	name     string
+	noPolicy bool
+}{
+	{name: "default", noPolicy: true},
+	{name: "admission-policy"},
+}
+
 // BenchmarkBindClaims measures throughput: bindClaims claims created at once,
-// by creators goroutines, on an empty pool, for each provider in turn. It
-// reports each provider's claims/s, p50 and p99, the CPU time the whole
-// environment spent per claim, and ours as a multiple of the in-cluster
-// provider's claims/s (x-in-cluster).
+// by creators goroutines, on an empty pool, for each provider in turn, in
+// each install (a sub-benchmark each). It reports each provider's claims/s,
+// p50 and p99, the CPU time the whole environment spent per claim, the write
+// requests per claim, and ours as a multiple of the in-cluster provider's
+// claims/s (x-in-cluster).
 func BenchmarkBindClaims(b *testing.B) {
 	setup(b)
-	rates := make(map[string]float64, len(providers))
-	for _, p := range providers {
-		r := measure(b, p, 0, bindClaims, creators, false)
-		rates[p.name] = r.rate()
-		b.ReportMetric(r.rate(), p.name+"-claims/s")
-		b.ReportMetric(float64(r.percentile(50))/float64(time.Millisecond), p.name+"-p50-ms")
-		b.ReportMetric(float64(r.percentile(99))/float64(time.Millisecond), p.name+"-p99-ms")
-		b.ReportMetric(r.cpuPerClaim(), p.name+"-cpu-ms/claim")
-		b.ReportMetric(r.writesPerClaim(), p.name+"-writes/claim")
+	for _, install := range installs {
+		b.Run("install="+install.name, func(b *testing.B) {
+			rates := make(map[string]float64, len(providers))
+			for _, p := range providers {
+				r := measure(b, p, 0, bindClaims, creators, false, install.noPolicy)
+				rates[p.name] = r.rate()
+				b.ReportMetric(r.rate(), p.name+"-claims/s")
+				b.ReportMetric(float64(r.percentile(50))/float64(time.Millisecond), p.name+"-p50-ms")
+				b.ReportMetric(float64(r.percentile(99))/float64(time.Millisecond), p.name+"-p99-ms")
+				b.ReportMetric(r.cpuPerClaim(), p.name+"-cpu-ms/claim")
+				b.ReportMetric(r.writesPerClaim(), p.name+"-writes/claim")
+			}
+			b.ReportMetric(rates[ourName]/rates[inCluster], "x-in-cluster")
+		})
 	}
-	b.ReportMetric(rates[ourName]/rates[inCluster], "x-in-cluster")
 }
 
 // BenchmarkClaimLatencyAtScale measures the latency of one claim at a time,
@@ -144,7 +161,7 @@ func BenchmarkClaimLatencyAtScale(b *testing.B) {
 			var emptyP50 time.Duration
 			for _, inUse := range []int{0, scaleInUse} {
 				b.Run(fmt.Sprintf("in-use=%d", inUse), func(b *testing.B) {
-					r := measure(b, p, inUse, scaleClaims, 1, true)
+					r := measure(b, p, inUse, scaleClaims, 1, true, false)
 					b.ReportMetric(float64(r.percentile(50))/float64(time.Millisecond), "p50-ms")
 					b.ReportMetric(float64(r.percentile(99))/float64(time.Millisecond), "p99-ms")
 					if inUse == 0 {
@@ -159,17 +176,18 @@ func BenchmarkClaimLatencyAtScale(b *testing.B) {
 }
 
 // measure runs the scenario b.N times, each on a fresh environment running
-// only p's manager: a pool of p holding inUse addresses, a wait until the
-// environment is idle, then n claims from creators goroutines (see
-// scenario.bind). Only the claims are timed; every run is verified.
-func measure(b *testing.B, p provider, inUse, n, creators int, oneAtATime bool) result {
+// only p's manager (and the admission policy unless noPolicy): a pool of p
+// holding inUse addresses, a wait until the environment is idle, then n
+// claims from creators goroutines (see scenario.bind). Only the claims are
+// timed; every run is verified.
+func measure(b *testing.B, p provider, inUse, n, creators int, oneAtATime, noPolicy bool) result {
 	ctx, cancel := context.WithTimeout(b.Context(), scenarioTimeout)
 	defer cancel()
 	var all result
 	b.StopTimer()
 	defer b.StartTimer()
 	for range b.N {
-		r, err := measureOnce(ctx, b, p, inUse, n, creators, oneAtATime)
+		r, err := measureOnce(ctx, b, p, inUse, n, creators, oneAtATime, noPolicy)
 		if err != nil {
 			b.Fatalf("%s: %v (manager logs are in %s)", p.name, err, logDir)
 		}
@@ -181,8 +199,8 @@ func measure(b *testing.B, p provider, inUse, n, creators int, oneAtATime bool) 
 	return all
 }
 
-func measureOnce(ctx context.Context, b *testing.B, p provider, inUse, n, creators int, oneAtATime bool) (result, error) {
-	env, err := startAlone(p)
+func measureOnce(ctx context.Context, b *testing.B, p provider, inUse, n, creators int, oneAtATime, noPolicy bool) (result, error) {
+	env, err := startAlone(p, noPolicy)
 	if err != nil {
 		return result{}, err
 	}

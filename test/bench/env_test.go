@@ -3,9 +3,9 @@
 // in the same run, for the reference in-cluster provider's InClusterIPPool
 // served by its real manager binary, built from its pinned module.
 //
-// Every measurement starts from a fresh API server and etcd with the
-// provider's admission policy installed and only the measured provider's
-// manager running, so neither provider pays for the other's watches or for
+// Every measurement starts from a fresh API server and etcd, with or without
+// the provider's admission policy (BenchmarkBindClaims measures both
+// installs), and only the measured provider's manager running, so neither provider pays for the other's watches or for
 // objects an earlier measurement left behind.
 //
 // What is measured, end to end as a consumer of the IPAM contract sees it:
@@ -118,9 +118,10 @@ type environment struct {
 	stop func()
 }
 
-// startAlone starts a fresh environment running only p's manager.
-func startAlone(p provider) (*environment, error) {
-	env, err := testenv.Start(testenv.Options{InClusterCRDs: true})
+// startAlone starts a fresh environment running only p's manager, with the
+// admission policy unless noPolicy.
+func startAlone(p provider, noPolicy bool) (*environment, error) {
+	env, err := testenv.Start(testenv.Options{InClusterCRDs: true, NoAdmissionPolicy: noPolicy})
 	if err != nil {
 		return nil, err
 	}
