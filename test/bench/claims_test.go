@@ -264,11 +264,9 @@ func newScenario(ctx context.Context, env *environment, p provider, inUse int) (
 	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.ns}}); err != nil {
 		return s, err
 	}
-	first := netip.MustParseAddr(firstFree).As4()
-	base := binary.BigEndian.Uint32(first[:])
 	err := forEach(ctx, inUse, creators, func(i int) error {
 		name := fmt.Sprintf("held-%05d", i)
-		ip := netip.AddrFrom4([4]byte(binary.BigEndian.AppendUint32(nil, base+uint32(i))))
+		ip := poolAddress(i)
 		return k8s.Create(ctx, &ipamv1.IPAddress{
 			ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name},
 			Spec: ipamv1.IPAddressSpec{
@@ -302,6 +300,12 @@ func newScenario(ctx context.Context, env *environment, p provider, inUse int) (
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// poolAddress is the pool's i-th address from firstFree on.
+func poolAddress(i int) netip.Addr {
+	first := netip.MustParseAddr(firstFree).As4()
+	return netip.AddrFrom4([4]byte(binary.BigEndian.AppendUint32(nil, binary.BigEndian.Uint32(first[:])+uint32(i))))
 }
 
 // bind creates n claims on the pool from creators goroutines and returns
