@@ -117,24 +117,41 @@ func (p provider) poolRef() ipamv1.IPPoolReference {
 	return ipamv1.IPPoolReference{APIGroup: p.group, Kind: p.kind, Name: poolName}
 }
 
+// installs are the two ways a management cluster runs our provider: as the
+// components install it, where the provider writes each claim's release
+// finalizer itself, and with the opt-in admission policy
+// (ipam-admission-policy.yaml), which adds it when the claim is created.
+var installs = []struct {
+	name     string
+	noPolicy bool
+}{
+	{name: "default", noPolicy: true},
+	{name: "admission-policy"},
+}
+
 // BenchmarkBindClaims measures throughput: bindClaims claims created at once,
-// by creators goroutines, on an empty pool, for each provider in turn. It
-// reports each provider's claims/s, p50 and p99, the CPU time the whole
-// environment spent per claim, and ours as a multiple of the in-cluster
-// provider's claims/s (x-in-cluster).
+// by creators goroutines, on an empty pool, for each provider in turn, in
+// each install (a sub-benchmark each). It reports each provider's claims/s,
+// p50 and p99, the CPU time the whole environment spent per claim, the write
+// requests per claim, and ours as a multiple of the in-cluster provider's
+// claims/s (x-in-cluster).
 func BenchmarkBindClaims(b *testing.B) {
 	setup(b)
-	rates := make(map[string]float64, len(providers))
-	for _, p := range providers {
-		r := measure(b, p, wave{name: "claim", n: bindClaims, creators: creators})
-		rates[p.name] = r.rate()
-		b.ReportMetric(r.rate(), p.name+"-claims/s")
-		b.ReportMetric(float64(r.percentile(50))/float64(time.Millisecond), p.name+"-p50-ms")
-		b.ReportMetric(float64(r.percentile(99))/float64(time.Millisecond), p.name+"-p99-ms")
-		b.ReportMetric(r.cpuPerClaim(), p.name+"-cpu-ms/claim")
-		b.ReportMetric(r.writesPerClaim(), p.name+"-writes/claim")
+	for _, install := range installs {
+		b.Run("install="+install.name, func(b *testing.B) {
+			rates := make(map[string]float64, len(providers))
+			for _, p := range providers {
+				r := measure(b, p, wave{name: "claim", n: bindClaims, creators: creators}, install.noPolicy)
+				rates[p.name] = r.rate()
+				b.ReportMetric(r.rate(), p.name+"-claims/s")
+				b.ReportMetric(float64(r.percentile(50))/float64(time.Millisecond), p.name+"-p50-ms")
+				b.ReportMetric(float64(r.percentile(99))/float64(time.Millisecond), p.name+"-p99-ms")
+				b.ReportMetric(r.cpuPerClaim(), p.name+"-cpu-ms/claim")
+				b.ReportMetric(r.writesPerClaim(), p.name+"-writes/claim")
+			}
+			b.ReportMetric(rates[ourName]/rates[inCluster], "x-in-cluster")
+		})
 	}
-	b.ReportMetric(rates[ourName]/rates[inCluster], "x-in-cluster")
 }
 
 // scaleWaves are the claims BenchmarkClaimLatencyAtScale binds in each pool:
@@ -184,7 +201,7 @@ func BenchmarkClaimLatencyAtScale(b *testing.B) {
 // pool and one holding scaleInUse addresses, binds each wave of scaleWaves
 // in the empty pool then in the full one, and verifies both.
 func measureScale(ctx context.Context, b *testing.B, p provider) (empty, full []result, err error) {
-	env, err := startAlone(p)
+	env, err := startAlone(p, false)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -222,16 +239,17 @@ type wave struct {
 }
 
 // measure binds the wave's claims b.N times, each time on a fresh
-// environment running only p's manager, in an empty pool of p (see
-// scenario.measureWave). Only the claims are timed; every run is verified.
-func measure(b *testing.B, p provider, w wave) result {
+// environment running only p's manager (and the admission policy unless
+// noPolicy), in an empty pool of p (see scenario.measureWave). Only the
+// claims are timed; every run is verified.
+func measure(b *testing.B, p provider, w wave, noPolicy bool) result {
 	ctx, cancel := context.WithTimeout(b.Context(), scenarioTimeout)
 	defer cancel()
 	var all result
 	b.StopTimer()
 	defer b.StartTimer()
 	for range b.N {
-		r, err := measureOnce(ctx, b, p, w)
+		r, err := measureOnce(ctx, b, p, w, noPolicy)
 		if err != nil {
 			b.Fatalf("%s: %v (manager logs are in %s)", p.name, err, logDir)
 		}
@@ -243,8 +261,8 @@ func measure(b *testing.B, p provider, w wave) result {
 	return all
 }
 
-func measureOnce(ctx context.Context, b *testing.B, p provider, w wave) (result, error) {
-	env, err := startAlone(p)
+func measureOnce(ctx context.Context, b *testing.B, p provider, w wave, noPolicy bool) (result, error) {
+	env, err := startAlone(p, noPolicy)
 	if err != nil {
 		return result{}, err
 	}
@@ -318,11 +336,9 @@ func newScenario(ctx context.Context, env *environment, p provider, inUse int) (
 	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.ns}}); err != nil {
 		return s, err
 	}
-	first := netip.MustParseAddr(firstFree).As4()
-	base := binary.BigEndian.Uint32(first[:])
 	err := forEach(ctx, inUse, creators, func(i int) error {
 		name := fmt.Sprintf("held-%05d", i)
-		ip := netip.AddrFrom4([4]byte(binary.BigEndian.AppendUint32(nil, base+uint32(i))))
+		ip := poolAddress(i)
 		return k8s.Create(ctx, &ipamv1.IPAddress{
 			ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name},
 			Spec: ipamv1.IPAddressSpec{
@@ -356,6 +372,12 @@ func newScenario(ctx context.Context, env *environment, p provider, inUse int) (
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// poolAddress is the pool's i-th address from firstFree on.
+func poolAddress(i int) netip.Addr {
+	first := netip.MustParseAddr(firstFree).As4()
+	return netip.AddrFrom4([4]byte(binary.BigEndian.AppendUint32(nil, binary.BigEndian.Uint32(first[:])+uint32(i))))
 }
 
 // bind creates the wave's claims on the pool and returns once all are
