@@ -429,8 +429,12 @@ func (f *flow) scaleToZero(ctx context.Context, t *testing.T) {
 	waitFor(ctx, t, 5*time.Minute, "the Cluster and its PacketCluster deleted, the endpoint released", func() error {
 		f.healthy(ctx, t)
 		for _, obj := range []client.Object{&clusterv1.Cluster{}, &infrav1.PacketCluster{}} {
-			if err := f.k8s.Get(ctx, client.ObjectKey{Namespace: flowNamespace, Name: flowCluster}, obj); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("%T %s still there (%v)", obj, flowCluster, err)
+			err := f.k8s.Get(ctx, client.ObjectKey{Namespace: flowNamespace, Name: flowCluster}, obj)
+			if err == nil {
+				return fmt.Errorf("%T %s still there", obj, flowCluster)
+			}
+			if !apierrors.IsNotFound(err) {
+				return err
 			}
 		}
 		reservations, err := f.metal.ListPublicIPv4Reservations(ctx, endpointTag)
