@@ -339,12 +339,20 @@ $(CLUSTER_OUT)/base-images/pause.tar: test/cluster/pause/main.go $(IMAGEBUILD)
 	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(IMAGEBUILD) build --ref $(CLUSTER_REGISTRY)/pause:test \
 		--entrypoint /pause --binary linux/amd64=$(CLUSTER_OUT)/bin/pause --out $@
 
+CLUSTER_PARTS := envtest $(KUBE_NODE) $(CLUSTER_TOOLS) $(CLUSTERCTL) $(KUSTOMIZE) $(IMAGEBUILD) $(CLUSTER_IMAGES)
+CLUSTER_TEST = REQUIRE_CLUSTER=1 CLUSTER_BIN=$(CLUSTER_BIN) CLUSTER_IMAGES=$(CLUSTER_OUT)/base-images CLUSTER_RELEASE=$(CLUSTER_OUT) \
+	CAPI_VERSION=$(CAPI_VERSION) IMAGEBUILD=$(IMAGEBUILD) CLUSTERCTL=$(CLUSTERCTL) KUSTOMIZE=$(KUSTOMIZE) \
+	go test -count=1 -v ./test/cluster/ -run '^TestCluster$$'
+
 .PHONY: test-cluster
-test-cluster: envtest $(KUBE_NODE) $(CLUSTER_TOOLS) $(CLUSTERCTL) $(KUSTOMIZE) $(IMAGEBUILD) $(CLUSTER_IMAGES) ## Install both providers with clusterctl on a real one-node cluster running their images (root, Debian; docs/cluster.md).
+test-cluster: $(CLUSTER_PARTS) ## Install both providers with clusterctl on a real one-node cluster running their images and run a MachineDeployment on the simulator (root, Debian; docs/cluster.md).
 	$(MAKE) images release PLATFORMS=linux/amd64 REGISTRY=$(CLUSTER_REGISTRY)/metal-vrf TAG=test RELEASE_DIR=$(CLUSTER_OUT)
-	REQUIRE_CLUSTER=1 CLUSTER_BIN=$(CLUSTER_BIN) CLUSTER_IMAGES=$(CLUSTER_OUT)/base-images CLUSTER_RELEASE=$(CLUSTER_OUT) \
-		CAPI_VERSION=$(CAPI_VERSION) IMAGEBUILD=$(IMAGEBUILD) CLUSTERCTL=$(CLUSTERCTL) KUSTOMIZE=$(KUSTOMIZE) \
-		go test -count=1 -timeout 45m -v ./test/cluster/
+	$(CLUSTER_TEST) -timeout 45m
+
+.PHONY: run-cluster
+run-cluster: $(CLUSTER_PARTS) ## The demo of test-cluster, kept running with its machines until Ctrl-C, then torn down (root, Debian; docs/cluster.md).
+	$(MAKE) images release PLATFORMS=linux/amd64 REGISTRY=$(CLUSTER_REGISTRY)/metal-vrf TAG=test RELEASE_DIR=$(CLUSTER_OUT)
+	CLUSTER_KEEP=1 $(CLUSTER_TEST) -timeout 0
 
 # qemu, socat (which connects each of the guest's connections to the
 # simulator), debootstrap and e2fsprogs (mkfs.ext4 -d to build the disk

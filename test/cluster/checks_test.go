@@ -124,7 +124,7 @@ func checkSecurityContext(ctx context.Context, t *testing.T, k8s client.Client) 
 			if pod.Status.Phase != corev1.PodRunning {
 				continue
 			}
-			pid := managerProcess(string(pod.UID))
+			pid := podProcess(string(pod.UID), "/manager")
 			if pid == "" {
 				t.Errorf("%s/%s: no /manager process in the Pod's cgroup", ns, pod.Name)
 				continue
@@ -150,11 +150,6 @@ func checkSecurityContext(ctx context.Context, t *testing.T, k8s client.Client) 
 			if !rootRO {
 				t.Errorf("%s/%s: the root filesystem is writable", ns, pod.Name)
 			}
-			for _, line := range strings.Split(status, "\n") {
-				if strings.HasPrefix(line, "VmRSS:") {
-					t.Logf("BENCHMARK RSS of %s/%s: %s", ns, pod.Name, strings.TrimSpace(strings.TrimPrefix(line, "VmRSS:")))
-				}
-			}
 			limit := cgroupFile(t, pid, "memory", "memory.limit_in_bytes")
 			if limit != fmt.Sprint(512<<20) {
 				t.Errorf("%s/%s: memory limit %s bytes, want 512Mi", ns, pod.Name, limit)
@@ -163,9 +158,9 @@ func checkSecurityContext(ctx context.Context, t *testing.T, k8s client.Client) 
 	}
 }
 
-// managerProcess is the pid of the /manager process whose cgroup is the
-// Pod's (the kubelet names it after the Pod's UID).
-func managerProcess(podUID string) string {
+// podProcess is the pid of the process running one of commands whose
+// cgroup is the Pod's (the kubelet names it after the Pod's UID).
+func podProcess(podUID string, commands ...string) string {
 	cgroups, _ := filepath.Glob("/proc/[0-9]*/cgroup")
 	for _, path := range cgroups {
 		data, err := os.ReadFile(path)
@@ -174,8 +169,10 @@ func managerProcess(podUID string) string {
 		}
 		pid := filepath.Base(filepath.Dir(path))
 		cmdline, _ := os.ReadFile(filepath.Join("/proc", pid, "cmdline"))
-		if strings.HasPrefix(string(cmdline), "/manager\x00") {
-			return pid
+		for _, command := range commands {
+			if strings.HasPrefix(string(cmdline), command+"\x00") {
+				return pid
+			}
 		}
 	}
 	return ""

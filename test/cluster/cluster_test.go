@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -24,6 +25,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
@@ -34,6 +36,9 @@ import (
 
 // insideEnv carries the test's folder into the namespaced run of the test.
 const insideEnv = "CLUSTER_TEST_DIR"
+
+// stopFile, in the test's folder, tells a kept cluster to stop.
+const stopFile = "stop"
 
 // The providers' namespaces, as `clusterctl init` installs them.
 var providerNamespaces = []string{
@@ -59,14 +64,33 @@ func TestCluster(t *testing.T) {
 func runIsolated(t *testing.T) {
 	dir := t.TempDir()
 	t.Cleanup(removeCgroups)
+	timeout := "40m"
+	if os.Getenv(keepEnv) != "" {
+		timeout = "0"
+	}
 	cmd := exec.Command("unshare", "--net", "--mount", "--pid", "--fork", "--mount-proc", "--kill-child",
-		os.Args[0], "-test.run=^TestCluster$", "-test.v", "-test.count=1", "-test.timeout=40m")
+		os.Args[0], "-test.run=^TestCluster$", "-test.v", "-test.count=1", "-test.timeout="+timeout)
 	cmd.Env = append(os.Environ(), insideEnv+"="+dir)
 	out, _ := cmd.StdoutPipe()
 	cmd.Stderr = cmd.Stdout
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if os.Getenv(keepEnv) != "" {
+		// Ctrl-C reaches this process only: it asks the namespaced run to
+		// stop, which then tears the cluster down as a test run does.
+		cmd.SysProcAttr.Setpgid = true
+		interrupted := make(chan os.Signal, 1)
+		signal.Notify(interrupted, os.Interrupt, syscall.SIGTERM)
+		defer signal.Stop(interrupted)
+		go func() {
+			<-interrupted
+			_ = os.WriteFile(filepath.Join(dir, stopFile), nil, 0o644)
+		}()
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
+	}
+	if os.Getenv(keepEnv) != "" {
+		fmt.Printf("To reach the cluster, run commands in its network namespace: nsenter --target %d --net -- COMMAND\n", cmd.Process.Pid)
 	}
 	prefix(out)
 	err := cmd.Wait()
@@ -164,15 +188,20 @@ func testInside(t *testing.T, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(ctx, t, 3*time.Minute, "the API server serves", func() error {
+	clientset, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(ctx, t, 5*time.Minute, "the API server is ready", func() error {
 		if err := n.exited(); err != nil {
 			t.Fatal(err)
 		}
-		if err := k8s.List(ctx, &corev1.NamespaceList{}); err != nil {
-			return fmt.Errorf("%w\n%s", err, n.logTail("kube-apiserver"))
+		if out, err := clientset.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx); err != nil {
+			return fmt.Errorf("%w: %s\n%s", err, out, n.logTail("kube-apiserver"))
 		}
 		return nil
 	})
+	n.startControllers(kubeconfig)
 
 	n.startNode(kubeconfig)
 	pushImages(ctx, t)
@@ -192,6 +221,12 @@ func testInside(t *testing.T, dir string) {
 		return fmt.Errorf("node conditions %v\n%s", node.Status.Conditions, n.logTail("kubelet"))
 	})
 	t.Log("node Ready")
+	t.Cleanup(func() {
+		if t.Failed() {
+			dumpPodLogs(t)
+		}
+	})
+	startSimulator(ctx, t, k8s)
 
 	if err := testenv.InstallCertManagerCRDs(cfg); err != nil {
 		t.Fatal(err)
@@ -206,7 +241,7 @@ func testInside(t *testing.T, dir string) {
 	configPath := writeRepository(t, root, dir)
 	home := filepath.Join(dir, "home")
 	ctlEnv := []string{"HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, ".config"),
-		"CLUSTERCTL_DISABLE_VERSIONCHECK=true", "METAL_API_KEY=cluster-test-token", "METAL_API_URL=http://" + nodeIP + ":4000"}
+		"CLUSTERCTL_DISABLE_VERSIONCHECK=true", "METAL_API_KEY=cluster-test-token", "METAL_API_URL=" + simURL}
 	start := time.Now()
 	run(t, ctlEnv, os.Getenv("CLUSTERCTL"), "init", "--kubeconfig", kubeconfig, "--config", configPath,
 		"--infrastructure", "packet", "--ipam", "metal-vrf")
@@ -227,6 +262,38 @@ func testInside(t *testing.T, dir string) {
 	t.Run("metrics are served", func(t *testing.T) { checkMetrics(ctx, t, k8s, cfg) })
 	t.Run("the security context holds in the runtime", func(t *testing.T) { checkSecurityContext(ctx, t, k8s) })
 	t.Run("the ServiceAccounts have the rights docs/install.md lists", func(t *testing.T) { checkRights(ctx, t, k8s) })
+	logRSS(ctx, t, k8s, "after the checks")
+
+	t.Run("the flow: a MachineDeployment of the default flavor on the simulator", func(t *testing.T) {
+		f := newFlow(t, k8s, n)
+		f.create(ctx, t, ctlEnv, kubeconfig, configPath)
+		f.waitMachines(ctx, t, 3)
+		t.Log("3 machines on active devices, bond0 carrying VLAN 1001, their claims bound")
+		t.Run("the IPAM manager's Pod deleted while claims are created", func(t *testing.T) { f.takeOver(ctx, t) })
+		if os.Getenv(keepEnv) != "" {
+			f.keep(ctx, t, dir, kubeconfig)
+		}
+		t.Run("scale to 0 and delete the Cluster", func(t *testing.T) { f.scaleToZero(ctx, t) })
+	})
+	logRSS(ctx, t, k8s, "after the flow")
+}
+
+// dumpPodLogs prints the end of each container log of the providers' and
+// the simulator's Pods (the kubelet writes them under /var/log/pods, the
+// test's own tmpfs).
+func dumpPodLogs(t *testing.T) {
+	for _, ns := range append(providerNamespaces, simNamespace) {
+		logs, _ := filepath.Glob(filepath.Join("/var/log/pods", ns+"_*", "*", "*.log"))
+		for _, log := range logs {
+			data, err := os.ReadFile(log)
+			if err != nil {
+				continue
+			}
+			lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+			lines = lines[max(0, len(lines)-40):]
+			t.Logf("the last %d lines of %s:\n%s", len(lines), log, strings.Join(lines, "\n"))
+		}
+	}
 }
 
 // pushImages pushes every image the Makefile built to the node's registry,
@@ -250,7 +317,8 @@ func pushImages(ctx context.Context, t *testing.T) {
 }
 
 // writeRepository writes the local clusterctl repository with the
-// components `make release` wrote (naming the images pushed above) and a
+// components and cluster templates `make release` wrote (the components
+// naming the images pushed above) and a
 // configuration whose image overrides point Cluster API's providers at the
 // images built from its module.
 func writeRepository(t *testing.T, root, dir string) string {
@@ -260,7 +328,15 @@ func writeRepository(t *testing.T, root, dir string) string {
 		t.Fatal(err)
 	}
 	release := os.Getenv("CLUSTER_RELEASE")
-	for label, file := range map[string]string{"ipam-metal-vrf": "ipam-components.yaml", "infrastructure-packet": "infrastructure-components.yaml"} {
+	files := map[string]string{"ipam-components.yaml": "ipam-metal-vrf", "infrastructure-components.yaml": "infrastructure-packet"}
+	templates, _ := filepath.Glob(filepath.Join(release, "cluster-template*.yaml"))
+	if len(templates) == 0 {
+		t.Fatalf("no cluster templates in %s", release)
+	}
+	for _, template := range templates {
+		files[filepath.Base(template)] = "infrastructure-packet"
+	}
+	for file, label := range files {
 		data, err := os.ReadFile(filepath.Join(release, file))
 		if err != nil {
 			t.Fatal(err)
@@ -318,7 +394,7 @@ func deploymentsAvailable(ctx context.Context, k8s client.Client) error {
 // waiting: its image cannot be pulled from the local registry, it keeps
 // crashing, or its configuration is refused.
 func stuck(ctx context.Context, k8s client.Client) error {
-	for _, ns := range providerNamespaces {
+	for _, ns := range append(providerNamespaces, simNamespace) {
 		pods := &corev1.PodList{}
 		if err := k8s.List(ctx, pods, client.InNamespace(ns)); err != nil {
 			return err

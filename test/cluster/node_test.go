@@ -22,9 +22,9 @@ import (
 )
 
 // The node's addresses, all inside the network namespace the test made: the
-// node's own address (on the loopback device, where the API server, the Metal
-// API simulator and the kubelet listen), the Pods' subnet on the CNI bridge
-// and the Services' range, which kube-proxy turns into the Pods' addresses.
+// node's own address (on the loopback device, where the API server and the
+// kubelet listen), the Pods' subnet on the CNI bridge and the Services'
+// range, which kube-proxy turns into the Pods' addresses.
 const (
 	nodeIP      = "10.200.0.1"
 	podCIDR     = "10.244.0.0/24"
@@ -164,9 +164,8 @@ func isolate(t *testing.T) {
 	}
 }
 
-// startControlPlane starts etcd, kube-apiserver, kube-controller-manager and
-// kube-scheduler, with certificates the test makes, and returns the admin
-// kubeconfig.
+// startControlPlane starts etcd and kube-apiserver, with certificates the
+// test makes, and returns the admin kubeconfig.
 func (n *node) startControlPlane(envtestDir string) string {
 	t := n.t
 	n.ca = newAuthority(t, "metalvrf-test-cluster-ca")
@@ -221,12 +220,19 @@ current-context: test
 		"--service-account-issuer", "https://kubernetes.default.svc",
 		"--service-account-key-file", pki+"/sa.key", "--service-account-signing-key-file", pki+"/sa.key",
 		"--authorization-mode", "Node,RBAC", "--allow-privileged=false")
+	return kubeconfig
+}
+
+// startControllers starts kube-controller-manager and kube-scheduler, once
+// the API server is ready: each gives up when the API server's health
+// check fails for long, which a loaded machine's first start may do.
+func (n *node) startControllers(kubeconfig string) {
+	pki := filepath.Join(n.dir, "pki")
 	n.start(filepath.Join(n.bin, "kube-controller-manager"),
 		"--kubeconfig", kubeconfig, "--leader-elect=false", "--bind-address", "127.0.0.1",
 		"--service-account-private-key-file", pki+"/sa.key", "--root-ca-file", pki+"/ca.crt",
 		"--use-service-account-credentials")
 	n.start(filepath.Join(n.bin, "kube-scheduler"), "--kubeconfig", kubeconfig, "--leader-elect=false", "--bind-address", "127.0.0.1")
-	return kubeconfig
 }
 
 // startNode starts the registry, containerd, the kubelet and kube-proxy.

@@ -14,10 +14,7 @@ import (
 // ready: data (a cloud-config) in its Secret <name>-bootstrap, which it
 // names, and the PacketMachine of its name as its infrastructure.
 func BootstrappedMachine(ns, cluster, name, data string) (*corev1.Secret, *clusterv1.Machine) {
-	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-bootstrap"},
-		Data:       map[string][]byte{"value": []byte(data), "format": []byte("cloud-config")},
-	}
+	secret := BootstrapData(ns, name, data)
 	machine := &clusterv1.Machine{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{clusterv1.ClusterNameLabel: cluster}},
 		Spec: clusterv1.MachineSpec{
@@ -30,4 +27,14 @@ func BootstrappedMachine(ns, cluster, name, data string) (*corev1.Secret, *clust
 		},
 	}
 	return secret, machine
+}
+
+// BootstrapData returns, not created, the Secret <name>-bootstrap a
+// bootstrap provider writes for a Machine (or a MachineDeployment's
+// machines) named name: data, a cloud-config.
+func BootstrapData(ns, name, data string) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-bootstrap"},
+		Data:       map[string][]byte{"value": []byte(data), "format": []byte("cloud-config")},
+	}
 }

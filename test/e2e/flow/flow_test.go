@@ -8,7 +8,6 @@ package flow
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -57,10 +56,7 @@ func TestMachineDeploymentWithCAPIsCoreManager(t *testing.T) {
 	// manifest, and the Secret carrying CPEM's configuration, from which the
 	// PacketCluster reads its token too.
 	crs, clusterLabels := flavorAddons(t, g, env, ns, clusterName)
-	objs := append(crs,
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: clusterName + "-cni"}, Data: map[string]string{"cni.yaml": cniManifest}},
-		cpemCredentials(ns, "metal-credentials"),
-	)
+	objs := append(crs, testenv.FlavorInputs(ns, clusterName, "metal-credentials", simtest.APIKey)...)
 	for _, obj := range append(objs, clusterObjects(ns, clusterName)...) {
 		switch o := obj.(type) {
 		case *clusterv1.Cluster:
@@ -334,10 +330,6 @@ func clusterObjects(ns, name string) []client.Object {
 	}
 }
 
-// cniManifest stands for the CNI manifest a user puts into the flavor's CNI
-// ConfigMap; nothing applies it here (there is no workload cluster).
-const cniManifest = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cni\n  namespace: kube-system\n"
-
 // flavorAddons renders the default flavor for the Cluster name in ns with
 // clusterctl (from the template file, as a user may) and returns its
 // ClusterResourceSets and their ConfigMaps, and the labels of its Cluster,
@@ -366,19 +358,6 @@ func flavorAddons(t *testing.T, g Gomega, env *testenv.Environment, ns, name str
 	}
 	g.Expect(addons).To(HaveLen(3), "two ClusterResourceSets and CPEM's ConfigMap")
 	return addons, labels
-}
-
-// cpemCredentials is the Secret a user of the flavors creates: the
-// ClusterResourceSet copies the CPEM configuration it carries into the
-// workload cluster, and the PacketCluster reads its token from it.
-func cpemCredentials(ns, name string) *corev1.Secret {
-	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Type:       metal.ResourceSetSecretType,
-		StringData: map[string]string{"metal-cloud-config.yaml": fmt.Sprintf(
-			"apiVersion: v1\nkind: Secret\nmetadata:\n  name: metal-cloud-config\n  namespace: kube-system\nstringData:\n  %s: '{\"apiKey\": %q}'\n",
-			metal.CloudConfigKey, simtest.APIKey)},
-	}
 }
 
 // poolUsed is how many addresses the nodes pool of namespace ns reports in use.
