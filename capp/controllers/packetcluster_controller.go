@@ -102,7 +102,7 @@ func (r *PacketClusterReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		return ctrl.Result{}, err
 	}
 	defer func() {
-		s.setConditions()
+		s.setStatus()
 		if err := patchHelper.Patch(ctx, pc, patch.WithOwnedConditions{Conditions: clusterOwnedConditions}); err != nil {
 			reterr = kerrors.NewAggregate([]error{reterr, err})
 		}
@@ -122,7 +122,8 @@ func (r *PacketClusterReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 // the platform, then runs the phases.
 func (r *PacketClusterReconciler) reconcileNormal(ctx context.Context, s *clusterScope) (ctrl.Result, error) {
 	s.PacketCluster.Status.FailureDomains = failureDomains(s.PacketCluster)
-	return runPhases(ctx, s, &s.observations, []phase[*clusterScope]{
+	defer r.backoff.settle(s.PacketCluster.UID, s.retry)
+	return runPhases(ctx, s, &s.run, []phase[*clusterScope]{
 		r.reconcileEndpoint,
 	})
 }
@@ -131,7 +132,8 @@ func (r *PacketClusterReconciler) reconcileNormal(ctx context.Context, s *cluste
 // then lets the PacketCluster go.
 func (r *PacketClusterReconciler) reconcileDelete(ctx context.Context, s *clusterScope) (ctrl.Result, error) {
 	s.deleting = true
-	return runPhases(ctx, s, &s.observations, []phase[*clusterScope]{
+	defer r.backoff.settle(s.PacketCluster.UID, s.retry)
+	return runPhases(ctx, s, &s.run, []phase[*clusterScope]{
 		r.releaseEndpoint,
 		r.releaseVIP,
 		r.removeClusterFinalizer,
