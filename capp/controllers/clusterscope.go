@@ -5,7 +5,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
-	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal"
+	"github.com/metal-vrf/cluster-api-metal-vrf/capp/device"
 )
 
 // clusterScope is what the phases of one PacketCluster reconcile share.
@@ -15,10 +15,10 @@ type clusterScope struct {
 	// be nil when it is deleted).
 	Cluster *clusterv1.Cluster
 
-	// client reaches the cluster's project, set by the first phase that
+	// executor reaches the cluster's project, set by the first phase that
 	// needs the Metal API; source names its credentials for messages.
-	client *metal.Client
-	source string
+	executor *device.Executor
+	source   string
 
 	// facts are what the phases observed, for setStatus; run is where
 	// they stopped, retry the bookkeeping of failed Metal calls.

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 
-	metalv1 "github.com/equinix/equinix-sdk-go/services/metalv1"
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -85,22 +84,26 @@ func (r *PacketClusterReconciler) reconcileEndpoint(ctx context.Context, s *clus
 	if wait, ok := r.backoff.gate(pc.UID, &s.retry); ok {
 		return ctrl.Result{RequeueAfter: wait}, false, nil
 	}
-	c, err := r.metal(ctx, s)
+	x, err := r.metal(ctx, s)
 	if err != nil {
 		return setupFailed(&s.facts.endpoint, err)
 	}
 	id := pc.Annotations[infrav1.EndpointReservationAnnotation]
 	if id != "" && id != infrav1.EndpointReservationPending {
-		return r.recordedReservation(ctx, s, c, id)
+		return r.recordedReservation(ctx, s, x, id)
 	}
-	return r.newReservation(ctx, s, c)
+	return r.newReservation(ctx, s, x)
 }
 
 // recordedReservation uses the reservation the annotation names, once it is
 // proven the cluster's.
-func (r *PacketClusterReconciler) recordedReservation(ctx context.Context, s *clusterScope, c *metal.Client, id string) (ctrl.Result, bool, error) {
+func (r *PacketClusterReconciler) recordedReservation(ctx context.Context, s *clusterScope, x *device.Executor, id string) (ctrl.Result, bool, error) {
 	pc := s.PacketCluster
-	res, err := c.GetIPReservation(ctx, id)
+	ep, err := x.ReadEndpoint(ctx, id, endpointOwner(ctx, r.Client, pc))
+	if nerr, ok := notOwned(err); ok {
+		s.facts.endpoint = reservationNotOwned{id: id, err: nerr}
+		return ctrl.Result{RequeueAfter: slowPoll}, false, nil
+	}
 	switch {
 	case metal.IsNotFound(err):
 		s.facts.endpoint = reservationGone{id: id, host: pc.Spec.ControlPlaneEndpoint.Host}
@@ -108,34 +111,31 @@ func (r *PacketClusterReconciler) recordedReservation(ctx context.Context, s *cl
 	case err != nil:
 		return r.endpointFailed(ctx, s, &s.facts.endpoint, "reading reservation "+id, err)
 	}
-	if err := reservationOwned(ctx, r.Client, pc, res); err != nil {
-		s.facts.endpoint = reservationNotOwned{id: id, err: err}
-		return ctrl.Result{RequeueAfter: slowPoll}, false, nil
-	}
-	return r.useReservation(s, res)
+	return r.useReservation(s, ep)
 }
 
 // newReservation adopts the reservation carrying the cluster's tag (a
-// reserve whose answer was lost, a restart), or reserves one.
-func (r *PacketClusterReconciler) newReservation(ctx context.Context, s *clusterScope, c *metal.Client) (ctrl.Result, bool, error) {
+// reserve whose answer was lost, a restart), or reserves one
+// (device.PlanReservation).
+func (r *PacketClusterReconciler) newReservation(ctx context.Context, s *clusterScope, x *device.Executor) (ctrl.Result, bool, error) {
 	pc := s.PacketCluster
-	tagged, err := c.ListPublicIPv4Reservations(ctx, endpointTag(pc))
+	tagged, err := x.FindEndpoints(ctx, endpointTag(pc))
 	if err != nil {
 		return r.endpointFailed(ctx, s, &s.facts.endpoint, "listing the project's public IPv4 reservations", err)
 	}
-	if len(tagged) > 0 {
-		keep, extra := pickReservation(tagged, pc.Spec.ControlPlaneEndpoint.Host)
-		for _, res := range extra {
-			err := c.DeleteIPReservation(ctx, res.GetId())
+	plan := device.PlanReservation(tagged, pc.Spec.ControlPlaneEndpoint.Host)
+	if !plan.Reserve {
+		for _, extra := range plan.Release {
+			err := x.ReleaseEndpoint(ctx, extra)
 			countEndpointStep("release", err)
 			if err != nil {
-				return r.endpointFailed(ctx, s, &s.facts.endpoint, "releasing the surplus reservation "+res.GetId(), err)
+				return r.endpointFailed(ctx, s, &s.facts.endpoint, "releasing the surplus reservation "+extra.ReservationID, err)
 			}
 			r.Recorder.Eventf(pc, nil, corev1.EventTypeNormal, "EndpointReservationReleased", "ReserveEndpoint",
-				"Released surplus reservation %s (%s) carrying this cluster's tag", res.GetId(), res.GetAddress())
+				"Released surplus reservation %s (%s) carrying this cluster's tag", extra.ReservationID, extra.Address)
 		}
-		ctrl.LoggerFrom(ctx).Info("Adopted the endpoint's reservation", "reservation", keep.GetId(), "address", keep.GetAddress())
-		return r.useReservation(s, &keep)
+		ctrl.LoggerFrom(ctx).Info("Adopted the endpoint's reservation", "reservation", plan.Keep.ReservationID, "address", plan.Keep.Address)
+		return r.useReservation(s, plan.Keep)
 	}
 
 	// Whether a reservation may exist must be on record before it is
@@ -145,7 +145,7 @@ func (r *PacketClusterReconciler) newReservation(ctx context.Context, s *cluster
 			return ctrl.Result{}, false, err
 		}
 	}
-	res, err := c.ReservePublicIPv4(ctx, pc.Spec.Metro, endpointTags(pc, s.Cluster.Name))
+	ep, err := x.ReserveEndpoint(ctx, pc.Spec.Metro, endpointTags(pc, s.Cluster.Name))
 	countEndpointStep("reserve", err)
 	if err != nil {
 		if metal.IsUnprocessable(err) {
@@ -155,10 +155,10 @@ func (r *PacketClusterReconciler) newReservation(ctx context.Context, s *cluster
 		}
 		return r.endpointFailed(ctx, s, &s.facts.endpoint, "reserving a public IPv4 address in metro "+pc.Spec.Metro, err)
 	}
-	ctrl.LoggerFrom(ctx).Info("Reserved the endpoint", "reservation", res.GetId(), "address", res.GetAddress())
+	ctrl.LoggerFrom(ctx).Info("Reserved the endpoint", "reservation", ep.ReservationID, "address", ep.Address)
 	r.Recorder.Eventf(pc, nil, corev1.EventTypeNormal, "EndpointReserved", "ReserveEndpoint",
-		"Reserved public IPv4 address %s (reservation %s) in metro %s", res.GetAddress(), res.GetId(), pc.Spec.Metro)
-	return r.useReservation(s, res)
+		"Reserved public IPv4 address %s (reservation %s) in metro %s", ep.Address, ep.ReservationID, pc.Spec.Metro)
+	return r.useReservation(s, ep)
 }
 
 // markPending records, before the reservation is requested, that one may
@@ -183,17 +183,17 @@ func (r *PacketClusterReconciler) markPending(ctx context.Context, pc *infrav1.P
 
 // useReservation makes the reservation the cluster's endpoint. An endpoint
 // host already set is kept: the Cluster may be using it.
-func (r *PacketClusterReconciler) useReservation(s *clusterScope, res *metalv1.IPReservation) (ctrl.Result, bool, error) {
+func (r *PacketClusterReconciler) useReservation(s *clusterScope, res device.Endpoint) (ctrl.Result, bool, error) {
 	pc := s.PacketCluster
 	ep := &pc.Spec.ControlPlaneEndpoint
-	pc.Annotations[infrav1.EndpointReservationAnnotation] = res.GetId()
+	pc.Annotations[infrav1.EndpointReservationAnnotation] = res.ReservationID
 	if ep.Host == "" {
-		ep.Host = res.GetAddress()
+		ep.Host = res.Address
 	}
 	if ep.Port == 0 {
 		ep.Port = defaultAPIServerPort
 	}
-	s.facts.endpoint = endpointReserved{endpoint: hostPort(ep.Host, ep.Port), id: res.GetId(), address: res.GetAddress(), metro: res.Metro.GetCode()}
+	s.facts.endpoint = endpointReserved{endpoint: hostPort(ep.Host, ep.Port), id: res.ReservationID, address: res.Address, metro: res.Metro}
 	return ctrl.Result{}, true, nil
 }
 
@@ -218,33 +218,33 @@ func (r *PacketClusterReconciler) releaseEndpoint(ctx context.Context, s *cluste
 	if wait, ok := r.backoff.gate(pc.UID, &s.retry); ok {
 		return ctrl.Result{RequeueAfter: wait}, false, nil
 	}
-	c, err := r.metal(ctx, s)
+	x, err := r.metal(ctx, s)
 	if err != nil {
 		return setupFailed(&s.facts.deletion, err)
 	}
-	found, err := r.endpointReservations(ctx, c, pc)
+	found, err := r.endpointReservations(ctx, x, pc)
 	if err != nil {
 		return r.endpointFailed(ctx, s, &s.facts.deletion, "looking for the endpoint's reservation", err)
 	}
 	for _, res := range found {
-		err := c.DeleteIPReservation(ctx, res.GetId())
+		err := x.ReleaseEndpoint(ctx, res)
 		countEndpointStep("release", err)
 		if err != nil {
-			return r.endpointFailed(ctx, s, &s.facts.deletion, "releasing reservation "+res.GetId(), err)
+			return r.endpointFailed(ctx, s, &s.facts.deletion, "releasing reservation "+res.ReservationID, err)
 		}
-		ctrl.LoggerFrom(ctx).Info("Released the endpoint's reservation", "reservation", res.GetId(), "address", res.GetAddress())
+		ctrl.LoggerFrom(ctx).Info("Released the endpoint's reservation", "reservation", res.ReservationID, "address", res.Address)
 		r.Recorder.Eventf(pc, nil, corev1.EventTypeNormal, "EndpointReleased", "ReleaseEndpoint",
-			"Released public IPv4 reservation %s (%s)", res.GetId(), res.GetAddress())
+			"Released public IPv4 reservation %s (%s)", res.ReservationID, res.Address)
 	}
 	if len(found) > 0 {
-		if found, err = r.endpointReservations(ctx, c, pc); err != nil {
+		if found, err = r.endpointReservations(ctx, x, pc); err != nil {
 			return r.endpointFailed(ctx, s, &s.facts.deletion, "checking the endpoint's reservation is gone", err)
 		}
 	}
 	if len(found) > 0 {
 		ids := make([]string, len(found))
 		for i, res := range found {
-			ids[i] = res.GetId()
+			ids[i] = res.ReservationID
 		}
 		s.facts.deletion = reservationsGoing{ids: ids}
 		return ctrl.Result{RequeueAfter: minPoll}, false, nil
@@ -256,45 +256,28 @@ func (r *PacketClusterReconciler) releaseEndpoint(ctx context.Context, s *cluste
 // endpointReservations are the reservations the cluster holds: those
 // carrying its tag, and the one its annotation names if it is provably the
 // cluster's (another is left alone, and said so).
-func (r *PacketClusterReconciler) endpointReservations(ctx context.Context, c *metal.Client, pc *infrav1.PacketCluster) ([]metalv1.IPReservation, error) {
-	found, err := c.ListPublicIPv4Reservations(ctx, endpointTag(pc))
+func (r *PacketClusterReconciler) endpointReservations(ctx context.Context, x *device.Executor, pc *infrav1.PacketCluster) ([]device.Endpoint, error) {
+	found, err := x.FindEndpoints(ctx, endpointTag(pc))
 	if err != nil {
 		return nil, err
 	}
 	id := pc.Annotations[infrav1.EndpointReservationAnnotation]
-	if id == "" || id == infrav1.EndpointReservationPending || slices.ContainsFunc(found, func(r metalv1.IPReservation) bool { return r.GetId() == id }) {
+	if id == "" || id == infrav1.EndpointReservationPending || slices.ContainsFunc(found, func(e device.Endpoint) bool { return e.ReservationID == id }) {
 		return found, nil
 	}
-	res, err := c.GetIPReservation(ctx, id)
+	ep, err := x.ReadEndpoint(ctx, id, endpointOwner(ctx, r.Client, pc))
+	if nerr, ok := notOwned(err); ok {
+		r.Recorder.Eventf(pc, nil, corev1.EventTypeWarning, infrav1.EndpointReservationNotOwnedReason, "ReleaseEndpoint",
+			"Left reservation %s alone: %v", id, nerr)
+		return found, nil
+	}
 	switch {
 	case metal.IsNotFound(err):
 		return found, nil
 	case err != nil:
 		return nil, err
 	}
-	if err := reservationOwned(ctx, r.Client, pc, res); err != nil {
-		r.Recorder.Eventf(pc, nil, corev1.EventTypeWarning, infrav1.EndpointReservationNotOwnedReason, "ReleaseEndpoint",
-			"Left reservation %s alone: %v", id, err)
-		return found, nil
-	}
-	return append(found, *res), nil
-}
-
-// reservationOwned proves res is pc's endpoint reservation (device.Owned).
-func reservationOwned(ctx context.Context, c client.Reader, pc *infrav1.PacketCluster, res *metalv1.IPReservation) error {
-	ep := device.EndpointOf(res)
-	return device.Owned("reservation", ep.ReservationID, ep.Project, ep.Tags, device.EndpointTagPrefix, endpointOwner(ctx, c, pc))
-}
-
-// pickReservation chooses the reservation to keep among those carrying the
-// cluster's tag: the one already the endpoint's host, else the oldest.
-func pickReservation(tagged []metalv1.IPReservation, host string) (keep metalv1.IPReservation, extra []metalv1.IPReservation) {
-	sorted := slices.Clone(tagged)
-	slices.SortStableFunc(sorted, func(a, b metalv1.IPReservation) int { return a.GetCreatedAt().Compare(b.GetCreatedAt()) })
-	i := slices.IndexFunc(sorted, func(r metalv1.IPReservation) bool { return host != "" && r.GetAddress() == host })
-	i = max(i, 0)
-	keep = sorted[i]
-	return keep, slices.Delete(sorted, i, i+1)
+	return append(found, ep), nil
 }
 
 // endpointTag identifies the reservation of pc's endpoint.

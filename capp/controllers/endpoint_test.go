@@ -3,9 +3,7 @@ package controllers
 import (
 	"strings"
 	"testing"
-	"time"
 
-	metalv1 "github.com/equinix/equinix-sdk-go/services/metalv1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
@@ -76,29 +74,6 @@ func TestPlanEndpoint(t *testing.T) {
 				t.Errorf("message %q does not name %q", c.Message, tt.messageHas)
 			}
 		})
-	}
-}
-
-func TestPickReservation(t *testing.T) {
-	at := func(minute int) *time.Time {
-		ts := time.Date(2026, 3, 1, 12, minute, 0, 0, time.UTC)
-		return &ts
-	}
-	res := func(id, addr string, minute int) metalv1.IPReservation {
-		return metalv1.IPReservation{Id: &id, Address: &addr, CreatedAt: at(minute)}
-	}
-	tagged := []metalv1.IPReservation{res("b", "198.51.100.2", 2), res("a", "198.51.100.1", 1), res("c", "198.51.100.3", 3)}
-
-	keep, extra := pickReservation(tagged, "")
-	if keep.GetId() != "a" || len(extra) != 2 {
-		t.Errorf("without a host: keep %s, extra %d; want the oldest, a, and 2 extra", keep.GetId(), len(extra))
-	}
-	keep, extra = pickReservation(tagged, "198.51.100.3")
-	if keep.GetId() != "c" || len(extra) != 2 || extra[0].GetId() == "c" || extra[1].GetId() == "c" {
-		t.Errorf("with host .3: keep %s, extra %v; want c kept", keep.GetId(), extra)
-	}
-	if len(tagged) != 3 || tagged[0].GetId() != "b" {
-		t.Error("pickReservation changed its argument")
 	}
 }
 

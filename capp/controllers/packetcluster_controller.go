@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
+	"github.com/metal-vrf/cluster-api-metal-vrf/capp/device"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal"
 )
 
@@ -147,17 +148,17 @@ func (r *PacketClusterReconciler) removeClusterFinalizer(_ context.Context, s *c
 	return ctrl.Result{}, true, nil
 }
 
-// metal returns the cluster's Metal client in its project, reading the
-// credentials once per reconcile.
-func (r *PacketClusterReconciler) metal(ctx context.Context, s *clusterScope) (*metal.Client, error) {
-	if s.client == nil {
+// metal returns the executor of the cluster's Metal side in its project,
+// reading the credentials once per reconcile.
+func (r *PacketClusterReconciler) metal(ctx context.Context, s *clusterScope) (*device.Executor, error) {
+	if s.executor == nil {
 		pc := s.PacketCluster
 		creds := credentials{reader: r.APIReader, cache: r.Credentials, getenv: r.Getenv}
 		c, source, err := creds.client(ctx, pc.Namespace, pc)
 		if err != nil {
 			return nil, err
 		}
-		s.client, s.source = c.InProject(pc.Spec.ProjectID), source
+		s.executor, s.source = &device.Executor{API: c.InProject(pc.Spec.ProjectID)}, source
 	}
-	return s.client, nil
+	return s.executor, nil
 }
