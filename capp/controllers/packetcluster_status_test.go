@@ -5,8 +5,6 @@ import (
 	"net/http"
 	"testing"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal"
 )
@@ -14,14 +12,7 @@ import (
 // Each fact a PacketCluster phase records becomes one condition.
 func TestClusterConditionsFromFacts(t *testing.T) {
 	notFound := &metal.APIError{StatusCode: http.StatusNotFound}
-	tests := []struct {
-		name   string
-		derive func(fact) metav1.Condition
-		fact   fact
-		status metav1.ConditionStatus
-		reason string
-		msg    string
-	}{
+	checkConditions(t, []conditionCase{
 		{"set by the user", controlPlaneEndpointReady, endpointSetByUser{endpoint: "192.0.2.10:6443"}, "True", infrav1.ControlPlaneEndpointSetByUserReason,
 			"spec.controlPlaneEndpoint 192.0.2.10:6443 is set by the user"},
 		{"reserved", controlPlaneEndpointReady, endpointReserved{endpoint: "198.51.100.1:6443", id: "r1", address: "198.51.100.1", metro: "da"}, "True",
@@ -45,15 +36,7 @@ func TestClusterConditionsFromFacts(t *testing.T) {
 		{"reservations going", clusterDeleting, reservationsGoing{ids: []string{"r1", "r2"}}, "True", infrav1.ReleasingEndpointReason,
 			"waiting for reservation r1, r2 to be gone"},
 		{"VIP claim going", clusterDeleting, vipClaimGoing{claim: "c"}, "True", infrav1.ReleasingVIPReason, "waiting for IPAddressClaim c to be gone"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c := tt.derive(tt.fact)
-			if c.Status != tt.status || c.Reason != tt.reason || c.Message != tt.msg {
-				t.Errorf("got %s/%s %q\nwant %s/%s %q", c.Status, c.Reason, c.Message, tt.status, tt.reason, tt.msg)
-			}
-		})
-	}
+	})
 }
 
 // status.vip and provisioned follow from the endpoint's fact.

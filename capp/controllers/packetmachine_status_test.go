@@ -21,14 +21,7 @@ func TestMachineConditionsFromFacts(t *testing.T) {
 	notOwned := &device.NotOwnedError{Kind: "device", ID: "d1", Why: "it carries another machine's tag"}
 	unauthorized := &metal.APIError{StatusCode: http.StatusUnauthorized, Messages: []string{"invalid token"}}
 	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	tests := []struct {
-		name   string
-		derive func(fact) metav1.Condition
-		fact   fact
-		status metav1.ConditionStatus
-		reason string
-		msg    string
-	}{
+	checkConditions(t, []conditionCase{
 		{"no pool networks", ipAddressClaimed, claimsBound{}, "True", infrav1.NoIPAddressClaimsReason, "no network takes its address from a pool"},
 		{"claims bound", ipAddressClaimed, claimsBound{claimCount: claimCount{2, 2}}, "True", infrav1.IPAddressClaimedReason, "2/2 bound"},
 		{"claims being deleted", ipAddressClaimed, claimsDeleting{claimCount{1, 2}, []string{"a", "b"}}, "False", infrav1.IPAddressInvalidReason,
@@ -105,8 +98,22 @@ func TestMachineConditionsFromFacts(t *testing.T) {
 		{"delete failed", machineDeleting, metalCallFailed{what: "deleting device d1", err: errors.New("503")}, "True", infrav1.DeletingDeviceReason,
 			"deleting device d1: 503 (retrying)"},
 		{"claims releasing", machineDeleting, claimsReleasing{remaining: 2}, "True", infrav1.ReleasingAddressesReason, "the device is gone; releasing 2 IPAddressClaims"},
-	}
-	for _, tt := range tests {
+	})
+}
+
+// conditionCase is a fact and the condition its derivation must give.
+type conditionCase struct {
+	name   string
+	derive func(fact) metav1.Condition
+	fact   fact
+	status metav1.ConditionStatus
+	reason string
+	msg    string
+}
+
+func checkConditions(t *testing.T, cases []conditionCase) {
+	t.Helper()
+	for _, tt := range cases {
 		t.Run(tt.name, func(t *testing.T) {
 			c := tt.derive(tt.fact)
 			if c.Status != tt.status || c.Reason != tt.reason || c.Message != tt.msg {
