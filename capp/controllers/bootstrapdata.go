@@ -11,12 +11,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
-	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
-	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/capp/cloudinit"
 )
 
@@ -37,8 +35,7 @@ func (r *PacketMachineReconciler) reconcileBootstrapData(ctx context.Context, s 
 	pm := s.PacketMachine
 	dataSecretName := s.Machine.Spec.Bootstrap.DataSecretName
 	if dataSecretName == nil {
-		s.observeFalse(infrav1.BootstrapDataRenderedCondition, infrav1.WaitingForBootstrapDataReason,
-			"waiting for the bootstrap provider to set the Machine's bootstrap data")
+		s.facts.bootstrap = waitingForBootstrap{}
 		return ctrl.Result{}, false, nil
 	}
 
@@ -49,25 +46,21 @@ func (r *PacketMachineReconciler) reconcileBootstrapData(ctx context.Context, s 
 	if format := string(bootstrap.Data["format"]); format != "" && format != "cloud-config" {
 		return r.bootstrapDataInvalid(s, fmt.Errorf("bootstrap data Secret %s has format %q; only cloud-config can carry the network configuration", *dataSecretName, format))
 	}
-	kubeVIP, reason, wait, err := r.kubeVIP(ctx, s, bootstrap.Data[UserDataKey])
+	kubeVIP, wait, err := r.kubeVIP(ctx, s, bootstrap.Data[UserDataKey])
 	if err != nil {
 		return ctrl.Result{}, false, err
 	}
-	if wait != "" {
-		r.kubeVIPWaitEvent(s, reason, wait)
-		s.observeFalse(infrav1.BootstrapDataRenderedCondition, reason, wait)
+	if wait != nil {
+		r.kubeVIPWaitEvent(s, wait)
+		s.facts.bootstrap = wait
 		return ctrl.Result{}, false, nil
 	}
 	data, err := r.expandUpstream(ctx, s, bootstrap.Data[UserDataKey])
+	if terr, ok := errors.AsType[*cloudinit.UpstreamTemplateError](err); ok {
+		return r.bootstrapDataInvalid(s, fmt.Errorf("bootstrap data Secret %s: %w", *dataSecretName, terr))
+	}
 	if err != nil {
-		if serr, ok := errors.AsType[*setupError](err); ok {
-			s.observeFalse(infrav1.BootstrapDataRenderedCondition, serr.reason, serr.message)
-			return ctrl.Result{RequeueAfter: noCredentials}, false, nil
-		}
-		if terr, ok := errors.AsType[*cloudinit.UpstreamTemplateError](err); ok {
-			return r.bootstrapDataInvalid(s, fmt.Errorf("bootstrap data Secret %s: %w", *dataSecretName, terr))
-		}
-		return ctrl.Result{}, false, err
+		return setupFailed(&s.facts.bootstrap, err)
 	}
 	userData, err := cloudinit.UserData(data, s.Networks, r.Render, kubeVIP)
 	if err != nil {
@@ -92,11 +85,9 @@ func (r *PacketMachineReconciler) writeUserData(ctx context.Context, s *machineS
 		secret.Data = map[string][]byte{UserDataKey: userData}
 		return controllerutil.SetControllerReference(pm, secret, r.Client.Scheme())
 	})
-	if foreign := (*foreignSecretError)(nil); errors.As(err, &foreign) {
-		if conditions.GetReason(pm, infrav1.BootstrapDataRenderedCondition) != infrav1.UserDataSecretConflictReason {
-			r.Recorder.Eventf(pm, nil, corev1.EventTypeWarning, infrav1.UserDataSecretConflictReason, "RenderUserData", "%v", foreign)
-		}
-		s.observeFalse(infrav1.BootstrapDataRenderedCondition, infrav1.UserDataSecretConflictReason, foreign.Error())
+	if foreign, ok := errors.AsType[*foreignSecretError](err); ok {
+		s.facts.bootstrap = foreign
+		warnOnChange(r.Recorder, pm, bootstrapDataRendered(foreign), "RenderUserData")
 		return ctrl.Result{RequeueAfter: foreignSecretRetry}, false, nil
 	}
 	if err != nil {
@@ -106,9 +97,8 @@ func (r *PacketMachineReconciler) writeUserData(ctx context.Context, s *machineS
 		ctrl.LoggerFrom(ctx).Info("Wrote the user-data", "Secret", secret.Name, "operation", result)
 		r.Recorder.Eventf(pm, nil, corev1.EventTypeNormal, "UserDataRendered", "RenderUserData", "User-data Secret %s %s", secret.Name, result)
 	}
-	pm.Status.UserDataSecretName = secret.Name
 	s.UserData = userData
-	s.observeTrue(infrav1.BootstrapDataRenderedCondition, infrav1.BootstrapDataRenderedReason, "")
+	s.facts.bootstrap = bootstrapRendered{secret: secret.Name}
 	return ctrl.Result{}, true, nil
 }
 
@@ -153,9 +143,7 @@ func (e *foreignSecretError) Error() string {
 // new bootstrap data Secret (a Machine update, which the watch sees) can fix
 // it, so there is nothing to retry.
 func (r *PacketMachineReconciler) bootstrapDataInvalid(s *machineScope, err error) (ctrl.Result, bool, error) {
-	if conditions.GetReason(s.PacketMachine, infrav1.BootstrapDataRenderedCondition) != infrav1.BootstrapDataInvalidReason {
-		r.Recorder.Eventf(s.PacketMachine, nil, corev1.EventTypeWarning, infrav1.BootstrapDataInvalidReason, "RenderUserData", "%v", err)
-	}
-	s.observeFalse(infrav1.BootstrapDataRenderedCondition, infrav1.BootstrapDataInvalidReason, err.Error())
+	s.facts.bootstrap = bootstrapInvalid{err: err}
+	warnOnChange(r.Recorder, s.PacketMachine, bootstrapDataRendered(s.facts.bootstrap), "RenderUserData")
 	return ctrl.Result{}, false, nil
 }

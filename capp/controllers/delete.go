@@ -2,8 +2,6 @@ package controllers
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/cluster-api/util/conditions"
@@ -21,12 +19,10 @@ import (
 // 5xx storm) keeps the machine here, retried with backoff.
 func (r *PacketMachineReconciler) deleteDevice(ctx context.Context, s *machineScope) (ctrl.Result, bool, error) {
 	pm := s.PacketMachine
-	const cond = infrav1.DeletingCondition
 	if pm.Spec.ProviderID == "" && !deviceRequested(pm) && !createMayHaveRun(pm) {
 		return ctrl.Result{}, true, nil
 	}
-	if wait := r.backoff.waiting(pm.UID); wait > 0 {
-		s.backingOff = true
+	if wait, ok := r.backoff.gate(pm.UID, &s.retry); ok {
 		return ctrl.Result{RequeueAfter: wait}, false, nil
 	}
 	if wait := r.polls.waiting(pm.UID, true); wait > 0 {
@@ -34,18 +30,14 @@ func (r *PacketMachineReconciler) deleteDevice(ctx context.Context, s *machineSc
 	}
 	access, err := r.access(ctx, s)
 	if err != nil {
-		if serr, ok := errors.AsType[*setupError](err); ok {
-			s.observeTrue(cond, infrav1.DeletingDeviceReason, "cannot delete the device: "+serr.message)
-			return ctrl.Result{RequeueAfter: noCredentials}, false, nil
-		}
-		return ctrl.Result{}, false, err
+		return setupFailed(&s.facts.deletion, err)
 	}
 	dev, err := access.executor.Find(ctx, device.DeviceID(pm.Spec.ProviderID), r.deviceOwner(ctx, s))
 	if nerr, ok := notOwned(err); ok {
 		// Not the machine's to delete: the machine goes, the device stays.
 		r.Recorder.Eventf(pm, nil, corev1.EventTypeWarning, infrav1.DeviceNotOwnedReason, "DeleteDevice",
 			"Left device %s alone: %v", nerr.ID, nerr)
-		s.observeTrue(cond, infrav1.DeletingDeviceReason, fmt.Sprintf("left device %s alone: %v", nerr.ID, nerr))
+		s.facts.deletion = deviceLeftAlone{err: nerr}
 		r.Creations.Release(pm.UID)
 		return ctrl.Result{}, true, nil
 	}
@@ -53,36 +45,28 @@ func (r *PacketMachineReconciler) deleteDevice(ctx context.Context, s *machineSc
 		// Looking for the device by tag lists the project's devices: a
 		// project the platform does not know holds none of them.
 		r.Creations.Release(pm.UID)
-		r.backoff.reset(pm.UID)
 		return ctrl.Result{}, true, nil
 	}
 	if err != nil {
-		return r.deleteFailed(ctx, s, "reading the device", err)
+		return r.metalFailed(ctx, s, &s.facts.deletion, "reading the device", err)
 	}
 	step := device.PlanDelete(dev)
 	switch step.Action {
 	case device.Done:
 		r.Creations.Release(pm.UID)
-		r.backoff.reset(pm.UID)
 		return ctrl.Result{}, true, nil
 	case device.Delete:
 		err := access.executor.Run(ctx, step, dev)
 		countStep("delete", err)
 		if err != nil {
-			return r.deleteFailed(ctx, s, "deleting device "+dev.ID, err)
+			return r.metalFailed(ctx, s, &s.facts.deletion, "deleting device "+dev.ID, err)
 		}
 		ctrl.LoggerFrom(ctx).Info("Deleted the device", "device", dev.ID)
 		r.Recorder.Eventf(pm, nil, corev1.EventTypeNormal, "DeviceDeleted", "DeleteDevice", "Deleted device %s", dev.ID)
 	}
-	s.observeTrue(cond, infrav1.DeletingDeviceReason, fmt.Sprintf("waiting for device %s to be gone", dev.ID))
+	s.facts.deletion = deviceGoing{id: dev.ID}
 	r.polls.set(pm.UID, minPoll, true)
 	return ctrl.Result{RequeueAfter: minPoll}, false, nil
-}
-
-func (r *PacketMachineReconciler) deleteFailed(ctx context.Context, s *machineScope, what string, err error) (ctrl.Result, bool, error) {
-	ctrl.LoggerFrom(ctx).Info("Metal API call failed", "call", what, "error", err.Error())
-	s.observeTrue(infrav1.DeletingCondition, infrav1.DeletingDeviceReason, fmt.Sprintf("%s: %v (retrying)", what, err))
-	return ctrl.Result{RequeueAfter: r.retryAfter(s)}, false, nil
 }
 
 // removeFinalizer lets the machine go, once its device and claims are gone;

@@ -5,14 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/utils/ptr"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -31,15 +27,12 @@ import (
 // the device exists.
 func (r *PacketMachineReconciler) reconcileDevice(ctx context.Context, s *machineScope) (ctrl.Result, bool, error) {
 	pm := s.PacketMachine
-	const cond = infrav1.DeviceReadyCondition
-	if wait := r.backoff.waiting(pm.UID); wait > 0 {
-		// The last Metal call failed: its condition stands until the retry.
-		s.backingOff = true
+	if wait, ok := r.backoff.gate(pm.UID, &s.retry); ok {
 		return ctrl.Result{RequeueAfter: wait}, false, nil
 	}
 	access, err := r.access(ctx, s)
 	if err != nil {
-		return r.setupFailed(s, cond, err)
+		return setupFailed(&s.facts.device, err)
 	}
 	if wait := r.polls.waiting(pm.UID, false); wait > 0 && !endpointPending(s) {
 		// The last read said when to look again: the conditions stand.
@@ -53,20 +46,19 @@ func (r *PacketMachineReconciler) reconcileDevice(ctx context.Context, s *machin
 	if pm.Spec.ProviderID == "" {
 		pm.Spec.ProviderID = device.ProviderID(dev.ID)
 	}
-	pm.Status.Addresses = machineAddresses(s)
 
 	step := device.Plan(device.Spec{}, dev)
 	switch step.Action {
 	case device.Done:
 		r.Creations.Release(pm.UID)
-		s.observeTrue(cond, infrav1.DeviceActiveReason, fmt.Sprintf("device %s is active", dev.ID))
+		s.facts.device = deviceSeen{id: dev.ID, state: dev.State, active: true}
 		return ctrl.Result{}, true, nil
 	case device.Fail:
 		r.Creations.Release(pm.UID)
 		return r.deviceFailed(ctx, s, access, step)
 	default:
 		r.Creations.Hold(pm.UID, client.ObjectKeyFromObject(pm), dev.CreatedAt)
-		s.observeFalse(cond, infrav1.DeviceProvisioningReason, fmt.Sprintf("device %s is %s", dev.ID, dev.State))
+		s.facts.device = deviceSeen{id: dev.ID, state: dev.State}
 		return ctrl.Result{RequeueAfter: provisioningPoll(time.Since(dev.CreatedAt))}, false, nil
 	}
 }
@@ -76,7 +68,6 @@ func (r *PacketMachineReconciler) reconcileDevice(ctx context.Context, s *machin
 // there is none to go on with.
 func (r *PacketMachineReconciler) observeDevice(ctx context.Context, s *machineScope) (*device.Device, ctrl.Result, error) {
 	pm := s.PacketMachine
-	const cond = infrav1.DeviceReadyCondition
 	access := s.access
 	var dev *device.Device
 	if pm.Spec.ProviderID != "" || deviceRequested(pm) {
@@ -91,7 +82,7 @@ func (r *PacketMachineReconciler) observeDevice(ctx context.Context, s *machineS
 			return nil, r.projectNotFound(s, err), nil
 		}
 		if err != nil {
-			result, _, err := r.metalFailed(ctx, s, cond, access, "reading the device", err)
+			result, _, err := r.metalFailed(ctx, s, &s.facts.device, "reading the device", err)
 			return nil, result, err
 		}
 	}
@@ -99,8 +90,7 @@ func (r *PacketMachineReconciler) observeDevice(ctx context.Context, s *machineS
 		// The device this machine had is gone: making another would give the
 		// Machine a new server behind the same providerID.
 		r.Creations.Release(pm.UID)
-		s.observeFalse(cond, infrav1.DeviceDeletedReason, fmt.Sprintf(
-			"device %s no longer exists: delete the Machine to replace it", device.DeviceID(pm.Spec.ProviderID)))
+		s.facts.device = deviceGone{id: device.DeviceID(pm.Spec.ProviderID)}
 		return nil, ctrl.Result{}, nil
 	}
 	if device.Plan(device.Spec{}, dev).Action == device.Create {
@@ -118,12 +108,9 @@ func (r *PacketMachineReconciler) deviceNotOwned(ctx context.Context, s *machine
 	if pm.Spec.ProviderID == "" {
 		field = "the device carrying the machine's tag " + deviceTag(pm)
 	}
-	msg := fmt.Sprintf("%s: %v; the provider does nothing with it but read it, and deleting the machine leaves it alone", field, nerr)
-	if s.reasonChanges(infrav1.DeviceReadyCondition, infrav1.DeviceNotOwnedReason) {
-		r.Recorder.Eventf(pm, nil, corev1.EventTypeWarning, infrav1.DeviceNotOwnedReason, "ReadDevice", "%s", msg)
-	}
+	s.facts.device = deviceNotOwned{field: field, err: nerr}
+	warnOnChange(r.Recorder, pm, deviceReady(s.facts.device), "ReadDevice")
 	ctrl.LoggerFrom(ctx).Info("Device is not the machine's", "device", nerr.ID, "why", nerr.Why)
-	s.observeFalse(infrav1.DeviceReadyCondition, infrav1.DeviceNotOwnedReason, msg)
 	return ctrl.Result{RequeueAfter: slowPoll}
 }
 
@@ -132,11 +119,10 @@ func (r *PacketMachineReconciler) deviceNotOwned(ctx context.Context, s *machine
 // creation slot is free.
 func (r *PacketMachineReconciler) ensureDevice(ctx context.Context, s *machineScope) (*device.Device, ctrl.Result, error) {
 	pm := s.PacketMachine
-	const cond = infrav1.DeviceReadyCondition
 	access := s.access
 	place, fderr := placeDevice(pm.Spec, access.cluster, machineFailureDomain(s))
 	if fderr != nil {
-		s.observeFalse(cond, fderr.reason(), fderr.Error())
+		s.facts.device = fderr
 		return nil, ctrl.Result{RequeueAfter: slowPoll}, nil
 	}
 	s.placement = place
@@ -144,20 +130,20 @@ func (r *PacketMachineReconciler) ensureDevice(ctx context.Context, s *machineSc
 	// unusable: find out before creating it.
 	if place.metro != "" {
 		if _, err := access.executor.ResolveVLANs(ctx, place.metro, portsSpec(pm)); err != nil {
-			if verr, ok := errors.AsType[*device.VLANError](err); ok {
-				msg := vlanErrors(pm, err, verr)
+			if problems := vlanProblems(pm, err); problems != nil {
+				f := vlansMissing{problems: problems}
 				if place.failureDomain != "" {
-					msg = fmt.Sprintf("the Machine's failure domain %q places the device in metro %s: %s", place.failureDomain, place.metro, msg)
+					f.failureDomain, f.metro = place.failureDomain, place.metro
 				}
-				s.observeFalse(cond, infrav1.VLANNotFoundReason, msg)
+				s.facts.device = f
 				return nil, ctrl.Result{RequeueAfter: vlanNotFound}, nil
 			}
-			result, _, err := r.metalFailed(ctx, s, cond, access, "reading the project's VLANs", err)
+			result, _, err := r.metalFailed(ctx, s, &s.facts.device, "reading the project's VLANs", err)
 			return nil, result, err
 		}
 	}
 	if !r.Creations.Acquire(pm.UID, client.ObjectKeyFromObject(pm)) {
-		s.observeFalse(cond, infrav1.WaitingForCreationSlotReason, r.Creations.Waiting(pm.Namespace))
+		s.facts.device = waitingForSlot{waiting: r.Creations.Waiting(pm.Namespace)}
 		return nil, ctrl.Result{RequeueAfter: slotPoll}, nil
 	}
 	if !deviceRequested(pm) {
@@ -170,7 +156,7 @@ func (r *PacketMachineReconciler) ensureDevice(ctx context.Context, s *machineSc
 	dev, err := r.createDevice(ctx, s, access)
 	if err != nil {
 		r.Creations.Release(pm.UID)
-		result, _, err := r.createFailed(ctx, s, access, err)
+		result, _, err := r.createFailed(ctx, s, err)
 		return nil, result, err
 	}
 	return dev, ctrl.Result{}, nil
@@ -249,62 +235,47 @@ func (r *PacketMachineReconciler) createDevice(ctx context.Context, s *machineSc
 	return dev, nil
 }
 
-// createFailed reports a create the platform refused, naming the field the
-// refusal is about where it is known, and retries with backoff.
-func (r *PacketMachineReconciler) createFailed(ctx context.Context, s *machineScope, access *metalAccess, err error) (ctrl.Result, bool, error) {
+// createFailed records a create the platform refused, naming the field
+// the refusal is about where it is known, and retries with backoff.
+func (r *PacketMachineReconciler) createFailed(ctx context.Context, s *machineScope, err error) (ctrl.Result, bool, error) {
 	pm := s.PacketMachine
-	const cond = infrav1.DeviceReadyCondition
 	if rerr, ok := errors.AsType[*device.ReservationError](err); ok {
-		s.observeFalse(cond, infrav1.HardwareReservationUnavailableReason,
-			fmt.Sprintf("spec.hardwareReservationID %q: %v", pm.Spec.HardwareReservationID, rerr))
+		s.facts.device = reservationUnavailable{id: pm.Spec.HardwareReservationID, err: rerr}
 		return ctrl.Result{RequeueAfter: r.retryAfter(s)}, false, nil
 	}
 	if projectRefused(err) {
 		return r.projectNotFound(s, err), false, nil
 	}
 	if metal.IsUnprocessable(err) {
-		msg := fmt.Sprintf("the platform refused to create the device (plan %q, operating system %q, metro %q, facility %q, hardwareReservationID %q): %s",
-			pm.Spec.DevicePlan(), pm.Spec.DeviceOS(), s.placement.metro, s.placement.facility,
-			pm.Spec.HardwareReservationID, strings.Join(metal.ErrorMessages(err), "; "))
-		if s.reasonChanges(cond, infrav1.DeviceCreateFailedReason) {
-			r.Recorder.Eventf(pm, nil, corev1.EventTypeWarning, infrav1.DeviceCreateFailedReason, "CreateDevice", "%s", msg)
+		s.facts.device = createRefused{
+			plan: pm.Spec.DevicePlan(), os: pm.Spec.DeviceOS(), metro: s.placement.metro, facility: s.placement.facility,
+			reservation: pm.Spec.HardwareReservationID, messages: metal.ErrorMessages(err),
 		}
-		s.observeFalse(cond, infrav1.DeviceCreateFailedReason, msg)
+		warnOnChange(r.Recorder, pm, deviceReady(s.facts.device), "CreateDevice")
 		return ctrl.Result{RequeueAfter: r.retryAfter(s)}, false, nil
 	}
-	return r.metalFailed(ctx, s, cond, access, "creating the device", err)
+	return r.metalFailed(ctx, s, &s.facts.device, "creating the device", err)
 }
 
-// projectNotFound reports a project the platform refused (404, 403) and
+// projectNotFound records a project the platform refused (404, 403) and
 // retries with backoff.
 func (r *PacketMachineReconciler) projectNotFound(s *machineScope, err error) ctrl.Result {
-	s.observeFalse(infrav1.DeviceReadyCondition, infrav1.ProjectNotFoundReason, fmt.Sprintf(
-		"project %s (spec.project, or the PacketCluster's spec.projectID) does not exist or %s cannot reach it: %v",
-		s.access.project, s.access.source, err))
+	s.facts.device = projectUnreachable{project: s.access.project, source: s.access.source, err: err}
 	return ctrl.Result{RequeueAfter: r.retryAfter(s)}
 }
 
-// deviceFailed reports a device the platform failed to provision, with the
+// deviceFailed records a device the platform failed to provision, with the
 // platform's newest event as the reason. Nothing is retried: the Machine
 // must be replaced.
 func (r *PacketMachineReconciler) deviceFailed(ctx context.Context, s *machineScope, access *metalAccess, step device.Step) (ctrl.Result, bool, error) {
-	pm := s.PacketMachine
-	reason := infrav1.DeviceFailedReason
-	if step.Reason == device.ReasonDeviceDeleted {
-		reason = infrav1.DeviceDeletedReason
-	}
-	msg := step.Message
+	f := deviceFailed{deleted: step.Reason == device.ReasonDeviceDeleted, message: step.Message}
 	if step.Reason == device.ReasonDeviceFailed {
 		if events, err := access.executor.Events(ctx, s.Device.ID); err == nil {
-			if why := device.PlatformReason(events); why != "" {
-				msg += ": " + why
-			}
+			f.platformReason = device.PlatformReason(events)
 		}
 	}
-	if s.reasonChanges(infrav1.DeviceReadyCondition, reason) {
-		r.Recorder.Eventf(pm, nil, corev1.EventTypeWarning, reason, "ProvisionDevice", "%s", msg)
-	}
-	s.observeFalse(infrav1.DeviceReadyCondition, reason, msg)
+	s.facts.device = f
+	warnOnChange(r.Recorder, s.PacketMachine, deviceReady(f), "ProvisionDevice")
 	return ctrl.Result{}, false, nil
 }
 
@@ -320,49 +291,12 @@ func (r *PacketMachineReconciler) access(ctx context.Context, s *machineScope) (
 	return s.access, nil
 }
 
-// setupFailed reports a set-up problem on the condition of the phase that
-// met it; it is looked at again now and then, since a Secret created later
-// is not watched.
-func (r *PacketMachineReconciler) setupFailed(s *machineScope, conditionType string, err error) (ctrl.Result, bool, error) {
-	serr, ok := errors.AsType[*setupError](err)
-	if !ok {
-		return ctrl.Result{}, false, err
-	}
-	s.observeFalse(conditionType, serr.reason, serr.message)
-	return ctrl.Result{RequeueAfter: noCredentials}, false, nil
-}
-
-// metalFailed reports a failed Metal call on a condition and retries with
-// backoff. The error's text is the client's, which never holds the token.
-func (r *PacketMachineReconciler) metalFailed(ctx context.Context, s *machineScope, conditionType string, access *metalAccess, what string, err error) (ctrl.Result, bool, error) {
-	reason, msg := infrav1.MetalAPIErrorReason, fmt.Sprintf("%s: %v (retrying)", what, err)
-	switch {
-	case metal.IsUnauthorized(err):
-		reason, msg = infrav1.InvalidCredentialsReason, fmt.Sprintf("%s: the Metal API refused the credentials of %s: %v", what, access.source, err)
-	case errors.Is(err, device.ErrAmbiguous):
-		reason = infrav1.AmbiguousDeviceReason
-	}
+// metalFailed records a failed Metal call as the fact of the phase that
+// made it and retries with backoff.
+func (r *PacketMachineReconciler) metalFailed(ctx context.Context, s *machineScope, into *fact, what string, err error) (ctrl.Result, bool, error) {
 	ctrl.LoggerFrom(ctx).Info("Metal API call failed", "call", what, "error", err.Error())
-	s.observeFalse(conditionType, reason, msg)
+	*into = metalCallFailed{what: what, err: err, source: s.access.source}
 	return ctrl.Result{RequeueAfter: r.retryAfter(s)}, false, nil
-}
-
-// machineAddresses are the machine's addresses: the VLAN addresses, then
-// the device's own (public ones external, private ones internal), then its
-// hostname.
-func machineAddresses(s *machineScope) []clusterv1.MachineAddress {
-	out := slices.Clone(s.vlanAddresses)
-	for _, a := range s.Device.Addresses {
-		t := clusterv1.MachineInternalIP
-		if a.Public {
-			t = clusterv1.MachineExternalIP
-		}
-		out = append(out, clusterv1.MachineAddress{Type: t, Address: a.Address})
-	}
-	if h := s.Device.Hostname; h != "" {
-		out = append(out, clusterv1.MachineAddress{Type: clusterv1.MachineHostName, Address: h})
-	}
-	return out
 }
 
 // machineFailureDomain is the failure domain the Machine is placed in
@@ -387,11 +321,6 @@ func firstOf(values ...string) string {
 	return ""
 }
 
-// provisioned marks the machine provisioned for CAPI.
-func provisioned(pm *infrav1.PacketMachine) {
-	pm.Status.Initialization.Provisioned = ptr.To(true)
-}
-
 // projectRefused reports whether listing a project's devices failed for the
 // project: it does not exist (404) or the token may not see it (403). A
 // token the API does not know at all is 401, the credentials' problem.
@@ -401,9 +330,7 @@ func projectRefused(err error) bool {
 }
 
 // retryAfter records a failed Metal call of the machine and returns how long
-// to wait before the next: the backoff grows until a reconcile makes its
-// Metal calls without a failure.
+// to wait before the next.
 func (r *PacketMachineReconciler) retryAfter(s *machineScope) time.Duration {
-	s.metalFailed = true
-	return r.backoff.next(s.PacketMachine.UID)
+	return r.backoff.failed(s.PacketMachine.UID, &s.retry)
 }

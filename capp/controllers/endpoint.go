@@ -3,16 +3,12 @@ package controllers
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"slices"
 	"strconv"
-	"strings"
 
-	metalv1 "github.com/equinix/equinix-sdk-go/services/metalv1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -31,13 +27,11 @@ const EndpointTagPrefix = device.EndpointTagPrefix
 
 // endpointPlan is where a PacketCluster's endpoint comes from, decided from
 // its spec and annotations alone: reserve, the VIP of spec.vip, or else
-// the condition to report.
+// given, the fact of an endpoint the user set or that nothing can set.
 type endpointPlan struct {
 	reserve bool
 	vip     bool
-	status  bool
-	reason  string
-	message string
+	given   fact
 }
 
 // planEndpoint decides where the endpoint comes from. Once a reservation
@@ -54,20 +48,14 @@ func planEndpoint(pc *infrav1.PacketCluster) endpointPlan {
 		return endpointPlan{vip: true}
 	}
 	if ep.Host != "" {
-		return endpointPlan{status: true, reason: infrav1.ControlPlaneEndpointSetByUserReason, message: fmt.Sprintf(
-			"spec.controlPlaneEndpoint %s is set by the user", hostPort(ep.Host, cmp.Or(ep.Port, defaultAPIServerPort)))}
+		return endpointPlan{given: endpointSetByUser{endpoint: hostPort(ep.Host, cmp.Or(ep.Port, defaultAPIServerPort))}}
 	}
 	switch pc.Spec.VIPManager {
-	case infrav1.VIPManagerKubeVIP:
-		return endpointPlan{reason: infrav1.ControlPlaneEndpointRequiredReason, message: "vipManager KUBE_VIP does not reserve an address: " +
-			"set spec.vip to claim one from an IPAM pool, or spec.controlPlaneEndpoint.host to the address kube-vip announces"}
-	case infrav1.VIPManagerEMLB:
-		return endpointPlan{reason: infrav1.ControlPlaneEndpointRequiredReason, message: "vipManager EMLB: the Equinix Metal Load Balancer " +
-			"is gone with the platform; set spec.controlPlaneEndpoint.host, or use vipManager CPEM"}
+	case infrav1.VIPManagerKubeVIP, infrav1.VIPManagerEMLB:
+		return endpointPlan{given: endpointMissing{vipManager: pc.Spec.VIPManager}}
 	}
 	if pc.Spec.Metro == "" {
-		return endpointPlan{reason: infrav1.MetroRequiredReason, message: "vipManager CPEM reserves a public IPv4 address in spec.metro, " +
-			"which is empty: set spec.metro, or spec.controlPlaneEndpoint.host"}
+		return endpointPlan{given: endpointMissing{vipManager: infrav1.VIPManagerCPEM}}
 	}
 	return endpointPlan{reserve: true}
 }
@@ -79,88 +67,75 @@ func planEndpoint(pc *infrav1.PacketCluster) endpointPlan {
 // restart), so the cluster never holds two. Done once the endpoint is set.
 func (r *PacketClusterReconciler) reconcileEndpoint(ctx context.Context, s *clusterScope) (ctrl.Result, bool, error) {
 	pc := s.PacketCluster
-	const cond = infrav1.ControlPlaneEndpointReadyCondition
 	plan := planEndpoint(pc)
 	if plan.vip {
 		return r.reconcileVIP(ctx, s)
 	}
-	if wait := r.backoff.waiting(pc.UID); plan.reserve && wait > 0 {
-		// The last Metal call failed: its condition stands until the retry.
-		return ctrl.Result{RequeueAfter: wait}, false, nil
-	}
 	if !plan.reserve {
-		if !plan.status {
-			s.observeFalse(cond, plan.reason, plan.message)
+		s.facts.endpoint = plan.given
+		if _, userSet := plan.given.(endpointSetByUser); !userSet {
 			return ctrl.Result{}, false, nil
 		}
 		if pc.Spec.ControlPlaneEndpoint.Port == 0 {
 			pc.Spec.ControlPlaneEndpoint.Port = defaultAPIServerPort
 		}
-		s.observeTrue(cond, plan.reason, plan.message)
-		pc.Status.Initialization.Provisioned = ptr.To(true)
 		return ctrl.Result{}, true, nil
 	}
-
-	c, err := r.metal(ctx, s)
+	if wait, ok := r.backoff.gate(pc.UID, &s.retry); ok {
+		return ctrl.Result{RequeueAfter: wait}, false, nil
+	}
+	x, err := r.metal(ctx, s)
 	if err != nil {
-		if serr, ok := errors.AsType[*setupError](err); ok {
-			s.observeFalse(cond, serr.reason, serr.message)
-			return ctrl.Result{RequeueAfter: noCredentials}, false, nil
-		}
-		return ctrl.Result{}, false, err
+		return setupFailed(&s.facts.endpoint, err)
 	}
 	id := pc.Annotations[infrav1.EndpointReservationAnnotation]
 	if id != "" && id != infrav1.EndpointReservationPending {
-		return r.recordedReservation(ctx, s, c, id)
+		return r.recordedReservation(ctx, s, x, id)
 	}
-	return r.newReservation(ctx, s, c)
+	return r.newReservation(ctx, s, x)
 }
 
 // recordedReservation uses the reservation the annotation names, once it is
 // proven the cluster's.
-func (r *PacketClusterReconciler) recordedReservation(ctx context.Context, s *clusterScope, c *metal.Client, id string) (ctrl.Result, bool, error) {
+func (r *PacketClusterReconciler) recordedReservation(ctx context.Context, s *clusterScope, x *device.Executor, id string) (ctrl.Result, bool, error) {
 	pc := s.PacketCluster
-	const cond = infrav1.ControlPlaneEndpointReadyCondition
-	res, err := c.GetIPReservation(ctx, id)
+	ep, err := x.ReadEndpoint(ctx, id, endpointOwner(ctx, r.Client, pc))
+	if nerr, ok := notOwned(err); ok {
+		s.facts.endpoint = reservationNotOwned{id: id, err: nerr}
+		return ctrl.Result{RequeueAfter: slowPoll}, false, nil
+	}
 	switch {
 	case metal.IsNotFound(err):
-		s.observeFalse(cond, infrav1.EndpointReservationNotFoundReason, fmt.Sprintf(
-			"reservation %s of spec.controlPlaneEndpoint %s is gone from the platform: the address cannot be had back",
-			id, pc.Spec.ControlPlaneEndpoint.Host))
+		s.facts.endpoint = reservationGone{id: id, host: pc.Spec.ControlPlaneEndpoint.Host}
 		return ctrl.Result{RequeueAfter: slowPoll}, false, nil
 	case err != nil:
-		return r.endpointFailed(ctx, s, "reading reservation "+id, err)
+		return r.endpointFailed(ctx, s, &s.facts.endpoint, "reading reservation "+id, err)
 	}
-	if err := reservationOwned(ctx, r.Client, pc, res); err != nil {
-		s.observeFalse(cond, infrav1.EndpointReservationNotOwnedReason, fmt.Sprintf(
-			"metadata.annotations[%s] %q: %v; the provider neither uses nor releases it", infrav1.EndpointReservationAnnotation, id, err))
-		return ctrl.Result{RequeueAfter: slowPoll}, false, nil
-	}
-	return r.useReservation(s, res)
+	return r.useReservation(s, ep)
 }
 
 // newReservation adopts the reservation carrying the cluster's tag (a
-// reserve whose answer was lost, a restart), or reserves one.
-func (r *PacketClusterReconciler) newReservation(ctx context.Context, s *clusterScope, c *metal.Client) (ctrl.Result, bool, error) {
+// reserve whose answer was lost, a restart), or reserves one
+// (device.PlanReservation).
+func (r *PacketClusterReconciler) newReservation(ctx context.Context, s *clusterScope, x *device.Executor) (ctrl.Result, bool, error) {
 	pc := s.PacketCluster
-	const cond = infrav1.ControlPlaneEndpointReadyCondition
-	tagged, err := c.ListPublicIPv4Reservations(ctx, endpointTag(pc))
+	tagged, err := x.FindEndpoints(ctx, endpointTag(pc))
 	if err != nil {
-		return r.endpointFailed(ctx, s, "listing the project's public IPv4 reservations", err)
+		return r.endpointFailed(ctx, s, &s.facts.endpoint, "listing the project's public IPv4 reservations", err)
 	}
-	if len(tagged) > 0 {
-		keep, extra := pickReservation(tagged, pc.Spec.ControlPlaneEndpoint.Host)
-		for _, res := range extra {
-			err := c.DeleteIPReservation(ctx, res.GetId())
+	plan := device.PlanReservation(tagged, pc.Spec.ControlPlaneEndpoint.Host)
+	if !plan.Reserve {
+		for _, extra := range plan.Release {
+			err := x.ReleaseEndpoint(ctx, extra)
 			countEndpointStep("release", err)
 			if err != nil {
-				return r.endpointFailed(ctx, s, "releasing the surplus reservation "+res.GetId(), err)
+				return r.endpointFailed(ctx, s, &s.facts.endpoint, "releasing the surplus reservation "+extra.ReservationID, err)
 			}
 			r.Recorder.Eventf(pc, nil, corev1.EventTypeNormal, "EndpointReservationReleased", "ReserveEndpoint",
-				"Released surplus reservation %s (%s) carrying this cluster's tag", res.GetId(), res.GetAddress())
+				"Released surplus reservation %s (%s) carrying this cluster's tag", extra.ReservationID, extra.Address)
 		}
-		ctrl.LoggerFrom(ctx).Info("Adopted the endpoint's reservation", "reservation", keep.GetId(), "address", keep.GetAddress())
-		return r.useReservation(s, &keep)
+		ctrl.LoggerFrom(ctx).Info("Adopted the endpoint's reservation", "reservation", plan.Keep.ReservationID, "address", plan.Keep.Address)
+		return r.useReservation(s, plan.Keep)
 	}
 
 	// Whether a reservation may exist must be on record before it is
@@ -170,24 +145,20 @@ func (r *PacketClusterReconciler) newReservation(ctx context.Context, s *cluster
 			return ctrl.Result{}, false, err
 		}
 	}
-	res, err := c.ReservePublicIPv4(ctx, pc.Spec.Metro, endpointTags(pc, s.Cluster.Name))
+	ep, err := x.ReserveEndpoint(ctx, pc.Spec.Metro, endpointTags(pc, s.Cluster.Name))
 	countEndpointStep("reserve", err)
 	if err != nil {
 		if metal.IsUnprocessable(err) {
-			msg := fmt.Sprintf("the platform refused to reserve a public IPv4 address in metro %q (spec.metro): %s",
-				pc.Spec.Metro, strings.Join(metal.ErrorMessages(err), "; "))
-			if s.reasonChanges(cond, infrav1.EndpointReservationRefusedReason) {
-				r.Recorder.Eventf(pc, nil, corev1.EventTypeWarning, infrav1.EndpointReservationRefusedReason, "ReserveEndpoint", "%s", msg)
-			}
-			s.observeFalse(cond, infrav1.EndpointReservationRefusedReason, msg)
-			return ctrl.Result{RequeueAfter: r.backoff.next(pc.UID)}, false, nil
+			s.facts.endpoint = reservationRefused{metro: pc.Spec.Metro, messages: metal.ErrorMessages(err)}
+			warnOnChange(r.Recorder, pc, controlPlaneEndpointReady(s.facts.endpoint), "ReserveEndpoint")
+			return ctrl.Result{RequeueAfter: r.backoff.failed(pc.UID, &s.retry)}, false, nil
 		}
-		return r.endpointFailed(ctx, s, "reserving a public IPv4 address in metro "+pc.Spec.Metro, err)
+		return r.endpointFailed(ctx, s, &s.facts.endpoint, "reserving a public IPv4 address in metro "+pc.Spec.Metro, err)
 	}
-	ctrl.LoggerFrom(ctx).Info("Reserved the endpoint", "reservation", res.GetId(), "address", res.GetAddress())
+	ctrl.LoggerFrom(ctx).Info("Reserved the endpoint", "reservation", ep.ReservationID, "address", ep.Address)
 	r.Recorder.Eventf(pc, nil, corev1.EventTypeNormal, "EndpointReserved", "ReserveEndpoint",
-		"Reserved public IPv4 address %s (reservation %s) in metro %s", res.GetAddress(), res.GetId(), pc.Spec.Metro)
-	return r.useReservation(s, res)
+		"Reserved public IPv4 address %s (reservation %s) in metro %s", ep.Address, ep.ReservationID, pc.Spec.Metro)
+	return r.useReservation(s, ep)
 }
 
 // markPending records, before the reservation is requested, that one may
@@ -212,39 +183,26 @@ func (r *PacketClusterReconciler) markPending(ctx context.Context, pc *infrav1.P
 
 // useReservation makes the reservation the cluster's endpoint. An endpoint
 // host already set is kept: the Cluster may be using it.
-func (r *PacketClusterReconciler) useReservation(s *clusterScope, res *metalv1.IPReservation) (ctrl.Result, bool, error) {
+func (r *PacketClusterReconciler) useReservation(s *clusterScope, res device.Endpoint) (ctrl.Result, bool, error) {
 	pc := s.PacketCluster
 	ep := &pc.Spec.ControlPlaneEndpoint
-	pc.Annotations[infrav1.EndpointReservationAnnotation] = res.GetId()
+	pc.Annotations[infrav1.EndpointReservationAnnotation] = res.ReservationID
 	if ep.Host == "" {
-		ep.Host = res.GetAddress()
+		ep.Host = res.Address
 	}
 	if ep.Port == 0 {
 		ep.Port = defaultAPIServerPort
 	}
-	r.backoff.reset(pc.UID)
-	s.observeTrue(infrav1.ControlPlaneEndpointReadyCondition, infrav1.ControlPlaneEndpointReservedReason, fmt.Sprintf(
-		"spec.controlPlaneEndpoint %s is public IPv4 reservation %s (%s) in metro %s",
-		hostPort(ep.Host, ep.Port), res.GetId(), res.GetAddress(), res.Metro.GetCode()))
-	pc.Status.Initialization.Provisioned = ptr.To(true)
+	s.facts.endpoint = endpointReserved{endpoint: hostPort(ep.Host, ep.Port), id: res.ReservationID, address: res.Address, metro: res.Metro}
 	return ctrl.Result{}, true, nil
 }
 
-// endpointFailed reports a failed Metal call on ControlPlaneEndpointReady
-// and retries with backoff.
-func (r *PacketClusterReconciler) endpointFailed(ctx context.Context, s *clusterScope, what string, err error) (ctrl.Result, bool, error) {
-	pc := s.PacketCluster
-	reason, msg := infrav1.MetalAPIErrorReason, fmt.Sprintf("%s: %v (retrying)", what, err)
-	switch {
-	case projectRefused(err):
-		reason, msg = infrav1.ProjectNotFoundReason, fmt.Sprintf("%s: project %s (spec.projectID) does not exist or %s cannot reach it: %v",
-			what, pc.Spec.ProjectID, s.source, err)
-	case metal.IsUnauthorized(err):
-		reason, msg = infrav1.InvalidCredentialsReason, fmt.Sprintf("%s: the Metal API refused the credentials of %s: %v", what, s.source, err)
-	}
+// endpointFailed records a failed Metal call as the fact of the phase that
+// made it and retries with backoff.
+func (r *PacketClusterReconciler) endpointFailed(ctx context.Context, s *clusterScope, into *fact, what string, err error) (ctrl.Result, bool, error) {
 	ctrl.LoggerFrom(ctx).Info("Metal API call failed", "call", what, "error", err.Error())
-	s.observeFalse(infrav1.ControlPlaneEndpointReadyCondition, reason, msg)
-	return ctrl.Result{RequeueAfter: r.backoff.next(pc.UID)}, false, nil
+	*into = metalCallFailed{what: what, err: err, source: s.source, project: s.PacketCluster.Spec.ProjectID}
+	return ctrl.Result{RequeueAfter: r.backoff.failed(s.PacketCluster.UID, &s.retry)}, false, nil
 }
 
 // releaseEndpoint releases the reservation of the cluster's endpoint and is
@@ -254,101 +212,72 @@ func (r *PacketClusterReconciler) endpointFailed(ctx context.Context, s *cluster
 // PacketCluster here, retried with backoff: a reservation is never leaked.
 func (r *PacketClusterReconciler) releaseEndpoint(ctx context.Context, s *clusterScope) (ctrl.Result, bool, error) {
 	pc := s.PacketCluster
-	const cond = infrav1.DeletingCondition
 	if _, managed := pc.Annotations[infrav1.EndpointReservationAnnotation]; !managed {
 		return ctrl.Result{}, true, nil
 	}
-	if wait := r.backoff.waiting(pc.UID); wait > 0 {
+	if wait, ok := r.backoff.gate(pc.UID, &s.retry); ok {
 		return ctrl.Result{RequeueAfter: wait}, false, nil
 	}
-	c, err := r.metal(ctx, s)
+	x, err := r.metal(ctx, s)
 	if err != nil {
-		if serr, ok := errors.AsType[*setupError](err); ok {
-			s.observeTrue(cond, infrav1.ReleasingEndpointReason, "cannot release the endpoint's reservation: "+serr.message)
-			return ctrl.Result{RequeueAfter: noCredentials}, false, nil
-		}
-		return ctrl.Result{}, false, err
+		return setupFailed(&s.facts.deletion, err)
 	}
-	found, err := r.endpointReservations(ctx, c, pc)
+	found, err := r.endpointReservations(ctx, x, pc)
 	if err != nil {
-		return r.releaseFailed(ctx, s, "looking for the endpoint's reservation", err)
+		return r.endpointFailed(ctx, s, &s.facts.deletion, "looking for the endpoint's reservation", err)
 	}
 	for _, res := range found {
-		err := c.DeleteIPReservation(ctx, res.GetId())
+		err := x.ReleaseEndpoint(ctx, res)
 		countEndpointStep("release", err)
 		if err != nil {
-			return r.releaseFailed(ctx, s, "releasing reservation "+res.GetId(), err)
+			return r.endpointFailed(ctx, s, &s.facts.deletion, "releasing reservation "+res.ReservationID, err)
 		}
-		ctrl.LoggerFrom(ctx).Info("Released the endpoint's reservation", "reservation", res.GetId(), "address", res.GetAddress())
+		ctrl.LoggerFrom(ctx).Info("Released the endpoint's reservation", "reservation", res.ReservationID, "address", res.Address)
 		r.Recorder.Eventf(pc, nil, corev1.EventTypeNormal, "EndpointReleased", "ReleaseEndpoint",
-			"Released public IPv4 reservation %s (%s)", res.GetId(), res.GetAddress())
+			"Released public IPv4 reservation %s (%s)", res.ReservationID, res.Address)
 	}
 	if len(found) > 0 {
-		if found, err = r.endpointReservations(ctx, c, pc); err != nil {
-			return r.releaseFailed(ctx, s, "checking the endpoint's reservation is gone", err)
+		if found, err = r.endpointReservations(ctx, x, pc); err != nil {
+			return r.endpointFailed(ctx, s, &s.facts.deletion, "checking the endpoint's reservation is gone", err)
 		}
 	}
 	if len(found) > 0 {
 		ids := make([]string, len(found))
 		for i, res := range found {
-			ids[i] = res.GetId()
+			ids[i] = res.ReservationID
 		}
-		s.observeTrue(cond, infrav1.ReleasingEndpointReason, "waiting for reservation "+strings.Join(ids, ", ")+" to be gone")
+		s.facts.deletion = reservationsGoing{ids: ids}
 		return ctrl.Result{RequeueAfter: minPoll}, false, nil
 	}
 	delete(pc.Annotations, infrav1.EndpointReservationAnnotation)
-	r.backoff.reset(pc.UID)
 	return ctrl.Result{}, true, nil
-}
-
-func (r *PacketClusterReconciler) releaseFailed(ctx context.Context, s *clusterScope, what string, err error) (ctrl.Result, bool, error) {
-	ctrl.LoggerFrom(ctx).Info("Metal API call failed", "call", what, "error", err.Error())
-	s.observeTrue(infrav1.DeletingCondition, infrav1.ReleasingEndpointReason, fmt.Sprintf("%s: %v (retrying)", what, err))
-	return ctrl.Result{RequeueAfter: r.backoff.next(s.PacketCluster.UID)}, false, nil
 }
 
 // endpointReservations are the reservations the cluster holds: those
 // carrying its tag, and the one its annotation names if it is provably the
 // cluster's (another is left alone, and said so).
-func (r *PacketClusterReconciler) endpointReservations(ctx context.Context, c *metal.Client, pc *infrav1.PacketCluster) ([]metalv1.IPReservation, error) {
-	found, err := c.ListPublicIPv4Reservations(ctx, endpointTag(pc))
+func (r *PacketClusterReconciler) endpointReservations(ctx context.Context, x *device.Executor, pc *infrav1.PacketCluster) ([]device.Endpoint, error) {
+	found, err := x.FindEndpoints(ctx, endpointTag(pc))
 	if err != nil {
 		return nil, err
 	}
 	id := pc.Annotations[infrav1.EndpointReservationAnnotation]
-	if id == "" || id == infrav1.EndpointReservationPending || slices.ContainsFunc(found, func(r metalv1.IPReservation) bool { return r.GetId() == id }) {
+	if id == "" || id == infrav1.EndpointReservationPending || slices.ContainsFunc(found, func(e device.Endpoint) bool { return e.ReservationID == id }) {
 		return found, nil
 	}
-	res, err := c.GetIPReservation(ctx, id)
+	ep, err := x.ReadEndpoint(ctx, id, endpointOwner(ctx, r.Client, pc))
+	if nerr, ok := notOwned(err); ok {
+		r.Recorder.Eventf(pc, nil, corev1.EventTypeWarning, infrav1.EndpointReservationNotOwnedReason, "ReleaseEndpoint",
+			"Left reservation %s alone: %v", id, nerr)
+		return found, nil
+	}
 	switch {
 	case metal.IsNotFound(err):
 		return found, nil
 	case err != nil:
 		return nil, err
 	}
-	if err := reservationOwned(ctx, r.Client, pc, res); err != nil {
-		r.Recorder.Eventf(pc, nil, corev1.EventTypeWarning, infrav1.EndpointReservationNotOwnedReason, "ReleaseEndpoint",
-			"Left reservation %s alone: %v", id, err)
-		return found, nil
-	}
-	return append(found, *res), nil
-}
-
-// reservationOwned proves res is pc's endpoint reservation (device.Owned).
-func reservationOwned(ctx context.Context, c client.Reader, pc *infrav1.PacketCluster, res *metalv1.IPReservation) error {
-	ep := device.EndpointOf(res)
-	return device.Owned("reservation", ep.ReservationID, ep.Project, ep.Tags, device.EndpointTagPrefix, endpointOwner(ctx, c, pc))
-}
-
-// pickReservation chooses the reservation to keep among those carrying the
-// cluster's tag: the one already the endpoint's host, else the oldest.
-func pickReservation(tagged []metalv1.IPReservation, host string) (keep metalv1.IPReservation, extra []metalv1.IPReservation) {
-	sorted := slices.Clone(tagged)
-	slices.SortStableFunc(sorted, func(a, b metalv1.IPReservation) int { return a.GetCreatedAt().Compare(b.GetCreatedAt()) })
-	i := slices.IndexFunc(sorted, func(r metalv1.IPReservation) bool { return host != "" && r.GetAddress() == host })
-	i = max(i, 0)
-	keep = sorted[i]
-	return keep, slices.Delete(sorted, i, i+1)
+	return append(found, ep), nil
 }
 
 // endpointTag identifies the reservation of pc's endpoint.

@@ -3,9 +3,7 @@ package controllers
 import (
 	"strings"
 	"testing"
-	"time"
 
-	metalv1 "github.com/equinix/equinix-sdk-go/services/metalv1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
@@ -65,36 +63,17 @@ func TestPlanEndpoint(t *testing.T) {
 				pc.Annotations = map[string]string{infrav1.EndpointReservationAnnotation: tt.annotation}
 			}
 			got := planEndpoint(pc)
-			if got.reserve != tt.reserve || got.vip != tt.vip || got.reason != tt.reason || got.status != tt.wantSuccess {
-				t.Errorf("planEndpoint = %+v, want reserve %t vip %t reason %q status %t", got, tt.reserve, tt.vip, tt.reason, tt.wantSuccess)
+			var c metav1.Condition
+			if got.given != nil {
+				c = controlPlaneEndpointReady(got.given)
 			}
-			if !strings.Contains(got.message, tt.messageHas) {
-				t.Errorf("message %q does not name %q", got.message, tt.messageHas)
+			if got.reserve != tt.reserve || got.vip != tt.vip || c.Reason != tt.reason || (c.Status == metav1.ConditionTrue) != tt.wantSuccess {
+				t.Errorf("planEndpoint = %+v (%+v), want reserve %t vip %t reason %q status %t", got, c, tt.reserve, tt.vip, tt.reason, tt.wantSuccess)
+			}
+			if !strings.Contains(c.Message, tt.messageHas) {
+				t.Errorf("message %q does not name %q", c.Message, tt.messageHas)
 			}
 		})
-	}
-}
-
-func TestPickReservation(t *testing.T) {
-	at := func(minute int) *time.Time {
-		ts := time.Date(2026, 3, 1, 12, minute, 0, 0, time.UTC)
-		return &ts
-	}
-	res := func(id, addr string, minute int) metalv1.IPReservation {
-		return metalv1.IPReservation{Id: &id, Address: &addr, CreatedAt: at(minute)}
-	}
-	tagged := []metalv1.IPReservation{res("b", "198.51.100.2", 2), res("a", "198.51.100.1", 1), res("c", "198.51.100.3", 3)}
-
-	keep, extra := pickReservation(tagged, "")
-	if keep.GetId() != "a" || len(extra) != 2 {
-		t.Errorf("without a host: keep %s, extra %d; want the oldest, a, and 2 extra", keep.GetId(), len(extra))
-	}
-	keep, extra = pickReservation(tagged, "198.51.100.3")
-	if keep.GetId() != "c" || len(extra) != 2 || extra[0].GetId() == "c" || extra[1].GetId() == "c" {
-		t.Errorf("with host .3: keep %s, extra %v; want c kept", keep.GetId(), extra)
-	}
-	if len(tagged) != 3 || tagged[0].GetId() != "b" {
-		t.Error("pickReservation changed its argument")
 	}
 }
 
@@ -102,8 +81,8 @@ func TestPickReservation(t *testing.T) {
 // mirrors ControlPlaneEndpointReady, and a deletion writes only Deleting.
 func TestClusterSetConditions(t *testing.T) {
 	s := &clusterScope{PacketCluster: &infrav1.PacketCluster{ObjectMeta: metav1.ObjectMeta{Generation: 3}}}
-	s.observeFalse(infrav1.ControlPlaneEndpointReadyCondition, infrav1.ControlPlaneEndpointRequiredReason, "set it")
-	s.setConditions()
+	s.facts.endpoint = endpointMissing{vipManager: infrav1.VIPManagerEMLB}
+	s.setStatus()
 	if c := conditions.Get(s.PacketCluster, infrav1.ReadyCondition); c == nil || c.Status != metav1.ConditionFalse {
 		t.Errorf("Ready = %+v, want False", c)
 	}
@@ -111,29 +90,27 @@ func TestClusterSetConditions(t *testing.T) {
 		t.Errorf("status.observedGeneration = %d, want 3", g)
 	}
 
-	s.observations = observations{}
-	s.observeTrue(infrav1.ControlPlaneEndpointReadyCondition, infrav1.ControlPlaneEndpointReservedReason, "reserved")
-	s.setConditions()
+	s.facts = clusterFacts{endpoint: endpointReserved{id: "r"}}
+	s.setStatus()
 	if c := conditions.Get(s.PacketCluster, infrav1.ReadyCondition); c == nil || c.Status != metav1.ConditionTrue {
 		t.Errorf("Ready = %+v, want True", c)
 	}
 
 	// After an error nothing was observed: the last values stay.
-	s.observations = observations{failed: true}
-	s.setConditions()
+	s.facts, s.run = clusterFacts{}, phaseRun{failed: true}
+	s.setStatus()
 	if c := conditions.Get(s.PacketCluster, infrav1.ControlPlaneEndpointReadyCondition); c == nil || c.Reason != infrav1.ControlPlaneEndpointReservedReason {
 		t.Errorf("ControlPlaneEndpointReady after an error = %+v, want the last value kept", c)
 	}
 
-	s.observations, s.deleting = observations{}, true
-	s.observeTrue(infrav1.DeletingCondition, infrav1.ReleasingEndpointReason, "waiting")
-	s.setConditions()
+	s.facts, s.deleting = clusterFacts{deletion: reservationsGoing{ids: []string{"r"}}}, true
+	s.setStatus()
 	if c := conditions.Get(s.PacketCluster, infrav1.DeletingCondition); c == nil || c.Reason != infrav1.ReleasingEndpointReason {
 		t.Errorf("Deleting = %+v", c)
 	}
 
 	fresh := &clusterScope{PacketCluster: &infrav1.PacketCluster{}}
-	fresh.setConditions()
+	fresh.setStatus()
 	if conditions.Has(fresh.PacketCluster, infrav1.ReadyCondition) {
 		t.Error("Ready written before anything was observed")
 	}

@@ -2,12 +2,9 @@ package controllers
 
 import (
 	"context"
-	"fmt"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/cluster-api/util"
-	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
@@ -23,37 +20,30 @@ import (
 // address was seen routed, the reservation is not read again.
 func (r *PacketMachineReconciler) reconcileEndpointAddress(ctx context.Context, s *machineScope) (ctrl.Result, bool, error) {
 	pm := s.PacketMachine
-	const cond = infrav1.ControlPlaneEndpointAssignedCondition
 	id := reservedEndpoint(s.access.cluster)
 	if id == "" || !util.IsControlPlaneMachine(s.Machine) {
 		return ctrl.Result{}, true, nil
 	}
-	if c := conditions.Get(pm, cond); c != nil && c.Status == "True" {
-		s.observeTrue(cond, c.Reason, c.Message)
+	if f, ok := stillTrue(pm, infrav1.ControlPlaneEndpointAssignedCondition); ok {
+		s.facts.endpoint = f
 		return ctrl.Result{}, true, nil
 	}
 	x := s.access.executor
 	ep, err := x.ReadEndpoint(ctx, id, endpointOwner(ctx, r.Client, s.access.cluster))
 	if nerr, ok := notOwned(err); ok {
-		msg := fmt.Sprintf("PacketCluster %s metadata.annotations[%s] %q: %v; it is not routed to the device",
-			s.access.cluster.Name, infrav1.EndpointReservationAnnotation, id, nerr)
-		if s.reasonChanges(cond, infrav1.EndpointReservationNotOwnedReason) {
-			r.Recorder.Eventf(pm, nil, corev1.EventTypeWarning, infrav1.EndpointReservationNotOwnedReason, "AssignEndpoint", "%s", msg)
-		}
-		s.observeFalse(cond, infrav1.EndpointReservationNotOwnedReason, msg)
+		s.facts.endpoint = endpointNotOwned{cluster: s.access.cluster.Name, id: id, err: nerr}
+		warnOnChange(r.Recorder, pm, endpointAssigned(s.facts.endpoint), "AssignEndpoint")
 		return ctrl.Result{RequeueAfter: slowPoll}, false, nil
 	}
 	if err != nil {
-		return r.metalFailed(ctx, s, cond, s.access, "reading the endpoint's reservation "+id, err)
+		return r.metalFailed(ctx, s, &s.facts.endpoint, "reading the endpoint's reservation "+id, err)
 	}
 	switch device.PlanEndpoint(ep, s.Device.ID) {
 	case device.EndpointHere:
-		s.observeTrue(cond, infrav1.EndpointAssignedReason, fmt.Sprintf("the endpoint %s is routed to device %s", ep.Address, s.Device.ID))
+		s.facts.endpoint = endpointRouted{address: ep.Address, device: s.Device.ID}
 		return ctrl.Result{}, true, nil
 	case device.EndpointElsewhere:
-		s.observeTrue(cond, infrav1.EndpointAssignedElsewhereReason, fmt.Sprintf(
-			"the endpoint %s is routed to device %s; the cloud provider moves it between control-plane nodes",
-			ep.Address, strings.Join(ep.AssignedTo, ", ")))
+		s.facts.endpoint = endpointRouted{address: ep.Address, device: s.Device.ID, elsewhere: ep.AssignedTo}
 		return ctrl.Result{}, true, nil
 	}
 	err = x.AssignEndpoint(ctx, ep, s.Device.ID)
@@ -61,19 +51,15 @@ func (r *PacketMachineReconciler) reconcileEndpointAddress(ctx context.Context, 
 	switch {
 	case metal.IsUnprocessable(err):
 		// Another machine may have been faster; the next read tells.
-		msg := fmt.Sprintf("the platform refused to route the endpoint %s to device %s: %s",
-			ep.Address, s.Device.ID, strings.Join(metal.ErrorMessages(err), "; "))
-		if s.reasonChanges(cond, infrav1.EndpointAssignRefusedReason) {
-			r.Recorder.Eventf(pm, nil, corev1.EventTypeWarning, infrav1.EndpointAssignRefusedReason, "AssignEndpoint", "%s", msg)
-		}
-		s.observeFalse(cond, infrav1.EndpointAssignRefusedReason, msg)
+		s.facts.endpoint = endpointAssignRefused{address: ep.Address, device: s.Device.ID, messages: metal.ErrorMessages(err)}
+		warnOnChange(r.Recorder, pm, endpointAssigned(s.facts.endpoint), "AssignEndpoint")
 		return ctrl.Result{RequeueAfter: r.retryAfter(s)}, false, nil
 	case err != nil:
-		return r.metalFailed(ctx, s, cond, s.access, "routing the endpoint "+ep.Address+" to the device", err)
+		return r.metalFailed(ctx, s, &s.facts.endpoint, "routing the endpoint "+ep.Address+" to the device", err)
 	}
 	r.Recorder.Eventf(pm, nil, corev1.EventTypeNormal, infrav1.EndpointAssignedReason, "AssignEndpoint",
 		"Routed the cluster's endpoint %s to device %s", ep.Address, s.Device.ID)
-	s.observeTrue(cond, infrav1.EndpointAssignedReason, fmt.Sprintf("the endpoint %s is routed to device %s", ep.Address, s.Device.ID))
+	s.facts.endpoint = endpointRouted{address: ep.Address, device: s.Device.ID}
 	return ctrl.Result{}, true, nil
 }
 

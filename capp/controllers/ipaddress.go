@@ -67,47 +67,34 @@ type waitingClaim struct {
 }
 
 // describePool names a claim's pool for messages.
-func (c poolClaim) describePool() string {
+func describePool(pool corev1.TypedLocalObjectReference) string {
 	return fmt.Sprintf("pool %s of kind %s (apiGroup %s)",
-		message.Quote(c.pool.Name), message.Quote(c.pool.Kind), message.Quote(ptr.Deref(c.pool.APIGroup, "")))
+		message.Quote(pool.Name), message.Quote(pool.Kind), message.Quote(ptr.Deref(pool.APIGroup, "")))
 }
 
-// explainWaiting says why the claims wait, naming each one's pool, and
-// returns the condition reason and, while a claim may still get its first
-// answer, when to look again.
-func (r *PacketMachineReconciler) explainWaiting(count string, waiting []waitingClaim, reason string) (string, string, time.Duration) {
-	var parts []string
+// waitFacts are what the machine can tell of the claims that wait, and,
+// while a claim may still get its first answer, when to look again.
+func (r *PacketMachineReconciler) waitFacts(waiting []waitingClaim) ([]claimWait, time.Duration) {
+	out := make([]claimWait, len(waiting))
 	var requeue time.Duration
-	for _, w := range waiting {
-		part := fmt.Sprintf("IPAddressClaim %s waits on %s", w.name, w.describePool())
+	for i, w := range waiting {
+		f := claimWait{name: w.name, pool: w.pool, path: w.path, kindServed: true,
+			age: time.Since(w.claim.CreationTimestamp.Time)}
 		ready := conditions.Get(w.claim, ipamv1.IPAddressClaimReadyCondition)
+		f.answered = ready != nil
 		if ready != nil && ready.Status == metav1.ConditionFalse {
-			parts = append(parts, part+": "+ready.Message)
-			continue
+			f.refused, f.refusal = true, ready.Message
+		} else {
+			f.kindServed, f.suggestion = r.kindServed(w.pool)
 		}
-		served, suggestion := r.kindServed(w.pool)
-		switch {
-		case !served:
-			part += fmt.Sprintf(": the API server serves no kind %s in apiGroup %s, so no IPAM provider answers the claim; fix %s%s",
-				message.Quote(w.pool.Kind), message.Quote(ptr.Deref(w.pool.APIGroup, "")), w.path, suggestion)
-			reason = infrav1.PoolKindNotServedReason
-		case ready == nil:
-			age := time.Since(w.claim.CreationTimestamp.Time)
-			if age < claimAnswerTimeout {
-				if wait := claimAnswerTimeout - age; requeue == 0 || wait < requeue {
-					requeue = wait
-				}
-				break
-			}
-			part += fmt.Sprintf(": no IPAM provider has answered for %s: is the provider of %s installed and running, and does its watch filter include the claim?",
-				age.Round(time.Second), message.Quote(w.pool.Kind))
-			if reason != infrav1.PoolKindNotServedReason {
-				reason = infrav1.NoIPAMProviderAnswerReason
+		if f.kindServed && !f.refused && !f.answered && f.age < claimAnswerTimeout {
+			if wait := claimAnswerTimeout - f.age; requeue == 0 || wait < requeue {
+				requeue = wait
 			}
 		}
-		parts = append(parts, part)
+		out[i] = f
 	}
-	return message.Bound(fmt.Sprintf("%s; %s", count, strings.Join(parts, "; "))), reason, requeue
+	return out, requeue
 }
 
 // kindServed reports whether the API server serves the pool's kind, and
@@ -150,56 +137,37 @@ func (r *PacketMachineReconciler) reconcileIPAddresses(ctx context.Context, s *m
 	claims := poolClaims(pm)
 
 	if len(claims) > 0 && !r.ipamInstalled {
-		s.observe(infrav1.IPAddressClaimedCondition, metav1.ConditionFalse, infrav1.IPAMNotInstalledReason, ipamNotInstalledMessage)
+		s.facts.claims = ipamMissing{}
 		log.Info("Cannot claim addresses: " + ipamNotInstalledMessage)
 		return ctrl.Result{}, false, nil
 	}
 
 	got, err := r.readClaims(ctx, s, claims)
 	if meta.IsNoMatchError(err) {
-		s.observe(infrav1.IPAddressClaimedCondition, metav1.ConditionFalse, infrav1.IPAMNotInstalledReason, ipamNotInstalledMessage)
+		s.facts.claims = ipamMissing{}
 		log.Error(err, "Cannot claim addresses: "+ipamNotInstalledMessage)
 		return ctrl.Result{}, false, nil
 	}
 	if err != nil {
 		return ctrl.Result{}, false, err
 	}
-	bound, waiting, deleting, created := got.bound, got.waiting, got.deleting, got.created
-
-	count := fmt.Sprintf("%d/%d bound", len(bound), len(claims))
-	if len(deleting) > 0 {
-		r.ipAddressInvalid(s, fmt.Sprintf("%s, IPAddressClaims %s are being deleted while the machine exists: "+
-			"their addresses may be handed out again; delete the machine", count, strings.Join(deleting, ", ")))
+	count := claimCount{bound: len(got.bound), total: len(claims)}
+	if len(got.deleting) > 0 {
+		r.ipAddressInvalid(s, claimsDeleting{claimCount: count, names: got.deleting})
 		return ctrl.Result{}, false, nil
 	}
-	if len(waiting) > 0 {
-		reason := infrav1.WaitingForIPAddressReason
-		if created {
-			reason = infrav1.IPAddressClaimsBeingCreatedReason
-		}
-		text, reason, requeue := r.explainWaiting(count, waiting, reason)
-		s.observe(infrav1.IPAddressClaimedCondition, metav1.ConditionFalse, reason, text)
+	if len(got.waiting) > 0 {
+		waits, requeue := r.waitFacts(got.waiting)
+		s.facts.claims = claimsWaiting{claimCount: count, created: got.created, claims: waits}
 		return ctrl.Result{RequeueAfter: requeue}, false, nil
 	}
 
-	networks, err := machineNetworks(pm, bound)
+	networks, err := machineNetworks(pm, got.bound)
 	if err != nil {
-		r.ipAddressInvalid(s, fmt.Sprintf("%s, but unusable: %v", count, err))
+		r.ipAddressInvalid(s, addressesUnusable{claimCount: count, err: err})
 		return ctrl.Result{}, false, nil
 	}
-	if len(claims) == 0 {
-		s.observe(infrav1.IPAddressClaimedCondition, metav1.ConditionTrue, infrav1.NoIPAddressClaimsReason, "no network takes its address from a pool")
-	} else {
-		s.observe(infrav1.IPAddressClaimedCondition, metav1.ConditionTrue, infrav1.IPAddressClaimedReason, count)
-	}
-	pm.Status.Ports = networks.ports
-	if pm.Spec.ProviderID == "" {
-		// Once the device exists, reconcileDevice reports these with the
-		// device's own addresses; a reconcile that does not read the device
-		// (its reads are paced) keeps that last report.
-		pm.Status.Addresses = networks.addresses
-	}
-	s.vlanAddresses = networks.addresses
+	s.facts.claims = claimsBound{claimCount: count, networks: networks}
 	s.Networks = networks.render
 	return ctrl.Result{}, true, nil
 }
@@ -252,14 +220,12 @@ func (r *PacketMachineReconciler) readClaims(ctx context.Context, s *machineScop
 	return got, nil
 }
 
-// ipAddressInvalid reports addresses the machine cannot use, with an event
+// ipAddressInvalid records addresses the machine cannot use, with an event
 // when the condition turns so. Only a change of the claims or addresses
 // (which the watch sees) or of the machine can fix it: nothing to retry.
-func (r *PacketMachineReconciler) ipAddressInvalid(s *machineScope, message string) {
-	if conditions.GetReason(s.PacketMachine, infrav1.IPAddressClaimedCondition) != infrav1.IPAddressInvalidReason {
-		r.Recorder.Eventf(s.PacketMachine, nil, corev1.EventTypeWarning, infrav1.IPAddressInvalidReason, "ValidateIPAddresses", "%s", message)
-	}
-	s.observeFalse(infrav1.IPAddressClaimedCondition, infrav1.IPAddressInvalidReason, message)
+func (r *PacketMachineReconciler) ipAddressInvalid(s *machineScope, f fact) {
+	s.facts.claims = f
+	warnOnChange(r.Recorder, s.PacketMachine, ipAddressClaimed(f), "ValidateIPAddresses")
 }
 
 const ipamNotInstalledMessage = "the IPAddressClaim API (ipam.cluster.x-k8s.io) is not installed in this cluster: " +
@@ -325,25 +291,6 @@ func claimOwnerAnnotations(s *machineScope) map[string]string {
 	return annotations
 }
 
-// setIPAddressClaimed sets IPAddressClaimed and its v1beta2-style twin
-// IPAddressClaimsFulfilled, which shares its status and message.
-func setIPAddressClaimed(pm *infrav1.PacketMachine, status metav1.ConditionStatus, reason, message string) {
-	conditions.Set(pm, metav1.Condition{
-		Type: infrav1.IPAddressClaimedCondition, Status: status, Reason: reason, Message: message,
-	})
-	fulfilled := infrav1.IPAddressClaimsFulfilledReason
-	switch {
-	case reason == infrav1.IPAddressInvalidReason || reason == infrav1.IPAMNotInstalledReason ||
-		reason == infrav1.PoolKindNotServedReason || reason == infrav1.NoIPAMProviderAnswerReason:
-		fulfilled = reason
-	case status != metav1.ConditionTrue:
-		fulfilled = infrav1.IPAddressClaimsNotFulfilledReason
-	}
-	conditions.Set(pm, metav1.Condition{
-		Type: infrav1.IPAddressClaimsFulfilledCondition, Status: status, Reason: fulfilled, Message: message,
-	})
-}
-
 // releaseIPAddresses lets go of the machine's claims: it drops the
 // protection finalizer and deletes each claim, and reports done once none
 // is left, so the machine is not gone before its addresses are released.
@@ -375,8 +322,7 @@ func (r *PacketMachineReconciler) releaseIPAddresses(ctx context.Context, s *mac
 	}
 	if remaining > 0 {
 		ctrl.LoggerFrom(ctx).Info("Waiting for the IPAddressClaims to be released", "remaining", remaining)
-		s.observeTrue(infrav1.DeletingCondition, infrav1.ReleasingAddressesReason,
-			fmt.Sprintf("the device is gone; releasing %d IPAddressClaims", remaining))
+		s.facts.deletion = claimsReleasing{remaining: remaining}
 	}
 	return ctrl.Result{}, remaining == 0, nil
 }

@@ -64,7 +64,7 @@ func TestIPAMNotInstalled(t *testing.T) {
 			if done || err != nil {
 				t.Fatalf("reconcileIPAddresses = %v, %v; want not done, no error", done, err)
 			}
-			s.setConditions()
+			s.setStatus()
 			for _, c := range []string{infrav1.IPAddressClaimedCondition, infrav1.IPAddressClaimsFulfilledCondition} {
 				cond := conditions.Get(s.PacketMachine, c)
 				if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != infrav1.IPAMNotInstalledReason || cond.Message != ipamNotInstalledMessage {
@@ -84,7 +84,7 @@ func TestNoPoolNetworksNeedNoIPAM(t *testing.T) {
 	if !done || err != nil {
 		t.Fatalf("reconcileIPAddresses = %v, %v; want done", done, err)
 	}
-	s.setConditions()
+	s.setStatus()
 	if !conditions.IsTrue(s.PacketMachine, infrav1.IPAddressClaimedCondition) || len(s.Networks) != 1 {
 		t.Errorf("condition %+v, networks %+v", conditions.Get(s.PacketMachine, infrav1.IPAddressClaimedCondition), s.Networks)
 	}
@@ -126,7 +126,9 @@ func TestExplainWaiting(t *testing.T) {
 			[]string{`no IPAM provider has answered for 1m0s: is the provider of "InClusterIPPool" installed and running`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			text, reason, requeue := r.explainWaiting("0/1 bound", []waitingClaim{tc.claim}, infrav1.WaitingForIPAddressReason)
+			waits, requeue := r.waitFacts([]waitingClaim{tc.claim})
+			c := ipAddressClaimed(claimsWaiting{claimCount: claimCount{total: 1}, claims: waits})
+			text, reason := c.Message, c.Reason
 			if reason != tc.reason || (requeue > 0) != tc.requeue {
 				t.Errorf("reason %s, requeue %s; want %s, requeue %t", reason, requeue, tc.reason, tc.requeue)
 			}

@@ -4,11 +4,9 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"net/netip"
 	"slices"
 
-	corev1 "k8s.io/api/core/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -25,44 +23,43 @@ import (
 // pod, announcing the PacketCluster's VIP on the machine's sub-interface of
 // spec.vip.vxlan, with super-admin.conf during kubeadm init where bootstrap
 // runs it (cloudinit.NeedsSuperAdmin). Other machines add nothing. wait,
-// when not empty, is why the user-data cannot be rendered yet, for
-// BootstrapDataRendered, with its reason.
-func (r *PacketMachineReconciler) kubeVIP(ctx context.Context, s *machineScope, bootstrap []byte) (extra cloudinit.Extra, reason, wait string, err error) {
+// when not nil, is the fact (for BootstrapDataRendered) of why the
+// user-data cannot be rendered yet.
+func (r *PacketMachineReconciler) kubeVIP(ctx context.Context, s *machineScope, bootstrap []byte) (extra cloudinit.Extra, wait fact, err error) {
 	superAdmin := cloudinit.NeedsSuperAdmin(bootstrap, s.Machine.Spec.Version)
-	files, reason, wait, err := r.kubeVIPFiles(ctx, s, superAdmin)
+	files, wait, err := r.kubeVIPFiles(ctx, s, superAdmin)
 	extra.Files = files
 	if len(files) > 0 && superAdmin {
 		extra.Last = [][]string{cloudinit.KubeVIPRestoreCommand}
 	}
-	return extra, reason, wait, err
+	return extra, wait, err
 }
 
-func (r *PacketMachineReconciler) kubeVIPFiles(ctx context.Context, s *machineScope, superAdmin bool) (files []cloudinit.File, reason, wait string, err error) {
+func (r *PacketMachineReconciler) kubeVIPFiles(ctx context.Context, s *machineScope, superAdmin bool) (files []cloudinit.File, wait fact, err error) {
 	if !util.IsControlPlaneMachine(s.Machine) {
-		return nil, "", "", nil
+		return nil, nil, nil
 	}
 	pc, err := r.packetCluster(ctx, s)
 	if err != nil {
 		if serr, ok := errors.AsType[*setupError](err); ok {
-			return nil, serr.reason, serr.message, nil
+			return nil, serr, nil
 		}
-		return nil, "", "", err
+		return nil, nil, err
 	}
 	if pc.Spec.VIP == nil || pc.Spec.VIPManager != infrav1.VIPManagerKubeVIP {
-		return nil, "", "", nil
+		return nil, nil, nil
 	}
 	vxlan := int(pc.Spec.VIP.VXLAN)
 	i := slices.IndexFunc(s.Networks, func(n cloudinit.Network) bool { return n.VLAN == vxlan })
 	if i < 0 {
-		return nil, infrav1.VIPNetworkMissingReason, fmt.Sprintf("the control-plane machine has no network with vxlan %d "+
-			"(PacketCluster %s spec.vip.vxlan) in spec.ports[].networks: kube-vip announces the VIP on its sub-interface", vxlan, pc.Name), nil
+		return nil, vipNetworkMissing{cluster: pc.Name, vxlan: vxlan}, nil
 	}
 	if pc.Status.VIP == "" {
-		return nil, infrav1.WaitingForVIPReason, fmt.Sprintf("waiting for PacketCluster %s's VIP (spec.vip) to be bound", pc.Name), nil
+		return nil, waitingForClusterVIP{cluster: pc.Name}, nil
 	}
 	vip, err := netip.ParseAddr(pc.Status.VIP)
 	if err != nil {
-		return nil, infrav1.BootstrapDataInvalidReason, fmt.Sprintf("PacketCluster %s status.vip: %v", pc.Name, err), nil
+		return nil, clusterVIPInvalid{cluster: pc.Name, err: err}, nil
 	}
 	n := s.Networks[i]
 	f, err := cloudinit.KubeVIPFile(cloudinit.KubeVIP{
@@ -75,9 +72,9 @@ func (r *PacketMachineReconciler) kubeVIPFiles(ctx context.Context, s *machineSc
 		SuperAdmin: superAdmin,
 	})
 	if err != nil {
-		return nil, infrav1.BootstrapDataInvalidReason, err.Error(), nil
+		return nil, bootstrapInvalid{err: err}, nil
 	}
-	return []cloudinit.File{f}, "", "", nil
+	return []cloudinit.File{f}, nil, nil
 }
 
 // packetClusterToMachines maps a PacketCluster with spec.vip to its
@@ -116,8 +113,8 @@ func vipOf(o client.Object) string {
 
 // kubeVIPWaitEvent reports a control-plane machine missing the VIP's VLAN
 // when the condition turns so: only a new machine can fix it.
-func (r *PacketMachineReconciler) kubeVIPWaitEvent(s *machineScope, reason, message string) {
-	if reason == infrav1.VIPNetworkMissingReason && s.reasonChanges(infrav1.BootstrapDataRenderedCondition, reason) {
-		r.Recorder.Eventf(s.PacketMachine, nil, corev1.EventTypeWarning, reason, "RenderUserData", "%s", message)
+func (r *PacketMachineReconciler) kubeVIPWaitEvent(s *machineScope, wait fact) {
+	if _, ok := wait.(vipNetworkMissing); ok {
+		warnOnChange(r.Recorder, s.PacketMachine, bootstrapDataRendered(wait), "RenderUserData")
 	}
 }

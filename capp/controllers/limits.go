@@ -304,3 +304,31 @@ func (b *backoff) waiting(obj types.UID) time.Duration {
 	defer b.mu.Unlock()
 	return max(time.Until(b.until[obj]), 0)
 }
+
+// gate reports how much is left of the wait after the object's last failed
+// Metal call: while it lasts a phase makes no call, and the condition the
+// failure left stands until the retry. retry records that the reconcile
+// held back.
+func (b *backoff) gate(obj types.UID, retry *retryState) (time.Duration, bool) {
+	wait := b.waiting(obj)
+	if wait > 0 {
+		retry.backingOff = true
+	}
+	return wait, wait > 0
+}
+
+// failed records a failed Metal call of the object and returns how long to
+// wait before the next: the wait grows until a reconcile makes its calls
+// without a failure.
+func (b *backoff) failed(obj types.UID, retry *retryState) time.Duration {
+	retry.failed = true
+	return b.next(obj)
+}
+
+// settle forgets the object's failures once a reconcile made its Metal
+// calls without one (and did not hold back).
+func (b *backoff) settle(obj types.UID, retry retryState) {
+	if !retry.failed && !retry.backingOff {
+		b.reset(obj)
+	}
+}

@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"time"
 
@@ -21,54 +20,52 @@ import (
 // node reported success the events are not read again.
 func (r *PacketMachineReconciler) reconcileNodeReport(ctx context.Context, s *machineScope) (ctrl.Result, bool, error) {
 	pm := s.PacketMachine
-	const cond = infrav1.NodeNetworkConfiguredCondition
-	if c := conditions.Get(pm, cond); c != nil && c.Status == metav1.ConditionTrue {
-		s.observeTrue(cond, c.Reason, c.Message)
+	if f, ok := stillTrue(pm, infrav1.NodeNetworkConfiguredCondition); ok {
+		s.facts.node = f
 		return ctrl.Result{}, true, nil
 	}
 	if !slices.Contains(s.Device.Tags, deviceTag(pm)) {
 		// Only a device this provider created runs its network script; one
 		// adopted by its ID after an upgrade from upstream CAPP never reports.
-		s.observeTrue(cond, infrav1.NodeReportNotExpectedReason, fmt.Sprintf(
-			"device %s was not created by this provider (it lacks the tag %s): its node runs no network script to report", s.Device.ID, deviceTag(pm)))
+		s.facts.node = nodeReportNotExpected{device: s.Device.ID, tag: deviceTag(pm)}
 		return ctrl.Result{}, true, nil
 	}
 	events, err := s.access.executor.Events(ctx, s.Device.ID)
 	if err != nil {
-		return r.metalFailed(ctx, s, cond, s.access, "reading the device's events", err)
+		return r.metalFailed(ctx, s, &s.facts.node, "reading the device's events", err)
 	}
-	report := device.NodeReport(events)
-	at := report.At.UTC().Format(time.RFC3339)
-	switch report.State {
-	case device.UserStateSucceeded:
+	f := nodeReported{device: s.Device.ID, report: device.NodeReport(events), timeout: r.NodeReportTimeout}
+	f.late = time.Since(activeSince(pm)) > r.NodeReportTimeout
+	s.facts.node = f
+	switch {
+	case f.report.State == device.UserStateSucceeded:
 		nodeReports.WithLabelValues(nodeConfigured).Inc()
 		r.Recorder.Eventf(pm, nil, corev1.EventTypeNormal, infrav1.NodeNetworkConfiguredReason, "ConfigureNodeNetwork", "The node of device %s configured its network", s.Device.ID)
-		s.observeTrue(cond, infrav1.NodeNetworkConfiguredReason, fmt.Sprintf("the node reported %s at %s", report.Message, at))
 		return ctrl.Result{}, true, nil
-	case device.UserStateFailed:
-		if s.reasonChanges(cond, infrav1.NodeNetworkFailedReason) {
+	case f.report.State == device.UserStateFailed:
+		if s.reasonChanges(infrav1.NodeNetworkConfiguredCondition, infrav1.NodeNetworkFailedReason) {
 			nodeReports.WithLabelValues(nodeFailed).Inc()
-			r.Recorder.Eventf(pm, nil, corev1.EventTypeWarning, infrav1.NodeNetworkFailedReason, "ConfigureNodeNetwork", "The node of device %s reported: %s", s.Device.ID, report.Message)
+			r.Recorder.Eventf(pm, nil, corev1.EventTypeWarning, infrav1.NodeNetworkFailedReason, "ConfigureNodeNetwork", "The node of device %s reported: %s", s.Device.ID, f.report.Message)
 		}
-		s.observeFalse(cond, infrav1.NodeNetworkFailedReason, fmt.Sprintf("the node reported at %s: %s", at, report.Message))
 		return ctrl.Result{RequeueAfter: slowPoll}, false, nil
-	}
-	since := activeSince(pm)
-	if waited := time.Since(since); waited > r.NodeReportTimeout {
-		if s.reasonChanges(cond, infrav1.TimeoutReason) {
+	case f.late:
+		if s.reasonChanges(infrav1.NodeNetworkConfiguredCondition, infrav1.TimeoutReason) {
 			nodeReports.WithLabelValues(nodeTimeout).Inc()
 			r.Recorder.Eventf(pm, nil, corev1.EventTypeWarning, infrav1.TimeoutReason, "ConfigureNodeNetwork", "The node of device %s has not reported its network within %s", s.Device.ID, r.NodeReportTimeout)
 		}
-		s.observeFalse(cond, infrav1.TimeoutReason, fmt.Sprintf(
-			"the node of device %s has not reported its network configuration within %s of the device becoming active (--node-report-timeout)", s.Device.ID, r.NodeReportTimeout))
 		return ctrl.Result{RequeueAfter: slowPoll}, false, nil
 	}
-	msg := fmt.Sprintf("device %s is active; its node has not reported its network configuration yet", s.Device.ID)
-	if report.State == device.UserStateRunning {
-		msg = fmt.Sprintf("the node of device %s started configuring its network at %s", s.Device.ID, at)
-	}
-	s.observeFalse(cond, infrav1.WaitingForNodeReason, msg)
 	return ctrl.Result{RequeueAfter: reportPoll}, false, nil
+}
+
+// stillTrue returns the condition as last written when it is True: a
+// phase that need not look again records it as its fact.
+func stillTrue(pm *infrav1.PacketMachine, conditionType string) (alreadyTrue, bool) {
+	c := conditions.Get(pm, conditionType)
+	if c == nil || c.Status != metav1.ConditionTrue {
+		return alreadyTrue{}, false
+	}
+	return alreadyTrue{reason: c.Reason, message: c.Message}, true
 }
 
 // activeSince is when the machine's device was first seen active: the last

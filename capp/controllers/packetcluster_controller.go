@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
+	"github.com/metal-vrf/cluster-api-metal-vrf/capp/device"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal"
 )
 
@@ -102,7 +103,7 @@ func (r *PacketClusterReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		return ctrl.Result{}, err
 	}
 	defer func() {
-		s.setConditions()
+		s.setStatus()
 		if err := patchHelper.Patch(ctx, pc, patch.WithOwnedConditions{Conditions: clusterOwnedConditions}); err != nil {
 			reterr = kerrors.NewAggregate([]error{reterr, err})
 		}
@@ -122,7 +123,8 @@ func (r *PacketClusterReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 // the platform, then runs the phases.
 func (r *PacketClusterReconciler) reconcileNormal(ctx context.Context, s *clusterScope) (ctrl.Result, error) {
 	s.PacketCluster.Status.FailureDomains = failureDomains(s.PacketCluster)
-	return runPhases(ctx, s, &s.observations, []phase[*clusterScope]{
+	defer r.backoff.settle(s.PacketCluster.UID, s.retry)
+	return runPhases(ctx, s, &s.run, []phase[*clusterScope]{
 		r.reconcileEndpoint,
 	})
 }
@@ -131,7 +133,8 @@ func (r *PacketClusterReconciler) reconcileNormal(ctx context.Context, s *cluste
 // then lets the PacketCluster go.
 func (r *PacketClusterReconciler) reconcileDelete(ctx context.Context, s *clusterScope) (ctrl.Result, error) {
 	s.deleting = true
-	return runPhases(ctx, s, &s.observations, []phase[*clusterScope]{
+	defer r.backoff.settle(s.PacketCluster.UID, s.retry)
+	return runPhases(ctx, s, &s.run, []phase[*clusterScope]{
 		r.releaseEndpoint,
 		r.releaseVIP,
 		r.removeClusterFinalizer,
@@ -145,17 +148,17 @@ func (r *PacketClusterReconciler) removeClusterFinalizer(_ context.Context, s *c
 	return ctrl.Result{}, true, nil
 }
 
-// metal returns the cluster's Metal client in its project, reading the
-// credentials once per reconcile.
-func (r *PacketClusterReconciler) metal(ctx context.Context, s *clusterScope) (*metal.Client, error) {
-	if s.client == nil {
+// metal returns the executor of the cluster's Metal side in its project,
+// reading the credentials once per reconcile.
+func (r *PacketClusterReconciler) metal(ctx context.Context, s *clusterScope) (*device.Executor, error) {
+	if s.executor == nil {
 		pc := s.PacketCluster
 		creds := credentials{reader: r.APIReader, cache: r.Credentials, getenv: r.Getenv}
 		c, source, err := creds.client(ctx, pc.Namespace, pc)
 		if err != nil {
 			return nil, err
 		}
-		s.client, s.source = c.InProject(pc.Spec.ProjectID), source
+		s.executor, s.source = &device.Executor{API: c.InProject(pc.Spec.ProjectID)}, source
 	}
-	return s.client, nil
+	return s.executor, nil
 }

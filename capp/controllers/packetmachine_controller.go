@@ -21,6 +21,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -187,7 +188,7 @@ func (r *PacketMachineReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		return ctrl.Result{}, err
 	}
 	defer func() {
-		s.setConditions()
+		s.setStatus()
 		if err := patchHelper.Patch(ctx, pm, patch.WithOwnedConditions{Conditions: ownedConditions}); err != nil {
 			reterr = kerrors.NewAggregate([]error{reterr, err})
 		}
@@ -203,13 +204,14 @@ func (r *PacketMachineReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	return r.reconcileNormal(ctx, s)
 }
 
-// phase is one step of an object's life. It records what it observed in the
-// scope; done false stops the run, and result says when to look again.
+// phase is one step of an object's life. It records the facts it observed
+// in the scope; done false stops the run, and result says when to look
+// again.
 type phase[S any] func(context.Context, S) (result ctrl.Result, done bool, err error)
 
 // reconcileNormal runs the phases in order until one is not done.
 func (r *PacketMachineReconciler) reconcileNormal(ctx context.Context, s *machineScope) (ctrl.Result, error) {
-	defer r.resetBackoff(s)
+	defer r.backoff.settle(s.PacketMachine.UID, s.retry)
 	phases := []phase[*machineScope]{
 		r.reconcileIPAddresses,
 		r.reconcileBootstrapData,
@@ -218,12 +220,12 @@ func (r *PacketMachineReconciler) reconcileNormal(ctx context.Context, s *machin
 		r.reconcileEndpointAddress,
 		r.reconcileNodeReport,
 	}
-	result, err := runPhases(ctx, s, &s.observations, phases)
-	if s.Device != nil && !s.metalFailed && err == nil {
+	result, err := runPhases(ctx, s, &s.run, phases)
+	if s.Device != nil && !s.retry.failed && err == nil {
 		// The device was read: the next read is when the phase that
 		// stopped said to look again, or a steady poll once all is done.
 		wait := result.RequeueAfter
-		if s.stoppedAt == len(phases) {
+		if s.run.stoppedAt == len(phases) {
 			wait = steadyPoll
 		}
 		if wait > 0 {
@@ -233,37 +235,41 @@ func (r *PacketMachineReconciler) reconcileNormal(ctx context.Context, s *machin
 	return result, err
 }
 
-// resetBackoff forgets the machine's failed Metal calls once a reconcile
-// made its calls without a failure.
-func (r *PacketMachineReconciler) resetBackoff(s *machineScope) {
-	if !s.metalFailed && !s.backingOff {
-		r.backoff.reset(s.PacketMachine.UID)
-	}
-}
-
 // reconcileDelete lets the machine go in the opposite order: the device
 // first, followed until the platform has none, then the addresses it used,
 // then the machine.
 func (r *PacketMachineReconciler) reconcileDelete(ctx context.Context, s *machineScope) (ctrl.Result, error) {
 	s.deleting = true
-	defer r.resetBackoff(s)
-	return runPhases(ctx, s, &s.observations, []phase[*machineScope]{
+	defer r.backoff.settle(s.PacketMachine.UID, s.retry)
+	return runPhases(ctx, s, &s.run, []phase[*machineScope]{
 		r.deleteDevice,
 		r.releaseIPAddresses,
 		r.removeFinalizer,
 	})
 }
 
-// runPhases runs phases in order until one is not done, and records in o
+// runPhases runs phases in order until one is not done, and records in run
 // where the run stopped.
-func runPhases[S any](ctx context.Context, s S, o *observations, phases []phase[S]) (ctrl.Result, error) {
+func runPhases[S any](ctx context.Context, s S, run *phaseRun, phases []phase[S]) (ctrl.Result, error) {
 	for i, p := range phases {
 		result, done, err := p(ctx, s)
 		if err != nil || !done {
-			o.stop(i, err != nil)
+			*run = phaseRun{stoppedAt: i, failed: err != nil}
 			return result, err
 		}
 	}
-	o.stop(len(phases), false)
+	*run = phaseRun{stoppedAt: len(phases)}
 	return ctrl.Result{}, nil
+}
+
+// setupFailed records a set-up problem (err a *setupError) as the fact of
+// the phase that met it; it is looked at again now and then, since a Secret
+// created later is not watched. Any other error is returned.
+func setupFailed(into *fact, err error) (ctrl.Result, bool, error) {
+	serr, ok := errors.AsType[*setupError](err)
+	if !ok {
+		return ctrl.Result{}, false, err
+	}
+	*into = serr
+	return ctrl.Result{RequeueAfter: noCredentials}, false, nil
 }

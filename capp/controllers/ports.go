@@ -21,53 +21,45 @@ import (
 // provisioned.
 func (r *PacketMachineReconciler) reconcilePorts(ctx context.Context, s *machineScope) (ctrl.Result, bool, error) {
 	pm := s.PacketMachine
-	const cond = infrav1.VLANsAttachedCondition
 	x := s.access.executor
 	spec, err := x.ResolveVLANs(ctx, s.Device.Metro, portsSpec(pm))
 	if err != nil {
-		if verr, ok := errors.AsType[*device.VLANError](err); ok {
-			s.observeFalse(cond, infrav1.VLANNotFoundReason, vlanErrors(pm, err, verr))
+		if problems := vlanProblems(pm, err); problems != nil {
+			s.facts.ports = vlansMissing{problems: problems}
 			return ctrl.Result{RequeueAfter: vlanNotFound}, false, nil
 		}
-		return r.metalFailed(ctx, s, cond, s.access, "reading the project's VLANs", err)
+		return r.metalFailed(ctx, s, &s.facts.ports, "reading the project's VLANs", err)
 	}
 	if err := x.ReadBatches(ctx, spec, s.Device); err != nil {
-		return r.metalFailed(ctx, s, cond, s.access, "reading the ports' VLAN batches", err)
+		return r.metalFailed(ctx, s, &s.facts.ports, "reading the ports' VLAN batches", err)
 	}
 
 	step := device.Plan(spec, s.Device)
 	switch step.Action {
 	case device.Done:
-		provisioned(pm)
-		s.observeTrue(cond, infrav1.VLANsAttachedReason, attachedMessage(spec))
+		s.facts.ports = vlansAttached{spec: spec}
 		return ctrl.Result{}, true, nil
 	case device.WaitBatch:
-		s.observeFalse(cond, infrav1.VLANsAttachingReason, fmt.Sprintf("VLAN assignment batch %s of port %s is in flight", step.Batch, step.Port))
+		s.facts.ports = batchInFlight{batch: step.Batch, port: step.Port}
 		return ctrl.Result{RequeueAfter: minPoll}, false, nil
 	case device.Fail:
-		reason := infrav1.VLANAttachFailedReason
-		if step.Reason == device.ReasonPortNotFound {
-			reason = infrav1.PortNotFoundReason
-			step.Message = fmt.Sprintf("spec.ports[%d].name %q: %s", portIndex(pm, step.Port), step.Port, step.Message)
+		s.facts.ports = portFailed{
+			notFound: step.Reason == device.ReasonPortNotFound, index: portIndex(pm, step.Port), port: step.Port, message: step.Message,
 		}
-		if s.reasonChanges(cond, reason) {
-			r.Recorder.Eventf(pm, nil, corev1.EventTypeWarning, reason, "AttachVLANs", "%s", step.Message)
-		}
-		s.observeFalse(cond, reason, step.Message)
+		warnOnChange(r.Recorder, pm, vlansAttachedCondition(s.facts.ports), "AttachVLANs")
 		return ctrl.Result{}, false, nil
 	}
 
 	err = x.Run(ctx, step, s.Device)
 	countStep(stepName(step.Action), err)
 	if err != nil {
-		return r.metalFailed(ctx, s, cond, s.access, fmt.Sprintf("%s on port %s", step.Action, step.Port), err)
+		return r.metalFailed(ctx, s, &s.facts.ports, fmt.Sprintf("%s on port %s", step.Action, step.Port), err)
 	}
+	s.facts.ports = portStepSent{disbond: step.Action == device.Disbond, port: step.Port, vlans: step.VLANs}
 	if step.Action == device.Disbond {
 		r.Recorder.Eventf(pm, nil, corev1.EventTypeNormal, "PortDisbonded", "AttachVLANs", "Took port %s of device %s out of bond0", step.Port, s.Device.ID)
-		s.observeFalse(cond, infrav1.PortDisbondingReason, fmt.Sprintf("taking port %s out of bond0", step.Port))
 	} else {
 		r.Recorder.Eventf(pm, nil, corev1.EventTypeNormal, "VLANsAssigned", "AttachVLANs", "Sent VLANs %s to port %s of device %s in one batch", vxlans(step.VLANs), step.Port, s.Device.ID)
-		s.observeFalse(cond, infrav1.VLANsAttachingReason, fmt.Sprintf("attaching VLANs %s to port %s", vxlans(step.VLANs), step.Port))
 	}
 	return ctrl.Result{RequeueAfter: minPoll}, false, nil
 }
@@ -86,20 +78,23 @@ func portsSpec(pm *infrav1.PacketMachine) device.Spec {
 	return spec
 }
 
-// vlanErrors names the networks whose VLANs cannot be used, by field.
-func vlanErrors(pm *infrav1.PacketMachine, err error, first *device.VLANError) string {
-	var msgs []string
+// vlanProblems are the networks whose VLANs cannot be used, by field; nil
+// when err is no *device.VLANError (a failed call).
+func vlanProblems(pm *infrav1.PacketMachine, err error) []vlanProblem {
+	first, ok := errors.AsType[*device.VLANError](err)
+	if !ok {
+		return nil
+	}
+	var problems []vlanProblem
 	for _, e := range unwrapAll(err) {
-		verr, ok := errors.AsType[*device.VLANError](e)
-		if !ok {
-			continue
+		if verr, ok := errors.AsType[*device.VLANError](e); ok {
+			problems = append(problems, vlanProblem{field: networkField(pm, verr.VXLAN, verr.ID), err: verr})
 		}
-		msgs = append(msgs, fmt.Sprintf("%s: %v", networkField(pm, verr.VXLAN, verr.ID), verr))
 	}
-	if len(msgs) == 0 {
-		msgs = append(msgs, first.Error())
+	if len(problems) == 0 {
+		problems = append(problems, vlanProblem{err: first})
 	}
-	return strings.Join(msgs, "; ")
+	return problems
 }
 
 func unwrapAll(err error) []error {

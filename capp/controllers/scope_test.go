@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"errors"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,9 +25,9 @@ func TestSetConditions(t *testing.T) {
 		{
 			name: "a phase that waits: the later ones say what they wait for",
 			observe: func(s *machineScope) {
-				s.observeTrue(infrav1.IPAddressClaimedCondition, infrav1.IPAddressClaimedReason, "1/1 bound")
-				s.observeFalse(infrav1.BootstrapDataRenderedCondition, infrav1.WaitingForBootstrapDataReason, "waiting")
-				s.stoppedAt = 1
+				s.facts.claims = claimsBound{claimCount: claimCount{bound: 1, total: 1}}
+				s.facts.bootstrap = waitingForBootstrap{}
+				s.run.stoppedAt = 1
 			},
 			want: map[string]*want{
 				infrav1.IPAddressClaimsFulfilledCondition: {metav1.ConditionTrue, infrav1.IPAddressClaimsFulfilledReason},
@@ -40,8 +41,8 @@ func TestSetConditions(t *testing.T) {
 			name:   "a phase that failed: what was not observed keeps its last value",
 			before: map[string]string{infrav1.VLANsAttachedCondition: infrav1.VLANsAttachedReason},
 			observe: func(s *machineScope) {
-				s.observeFalse(infrav1.DeviceReadyCondition, infrav1.MetalAPIErrorReason, "503")
-				s.stoppedAt, s.failed = 2, true
+				s.facts.device = metalCallFailed{what: "reading the device", err: errors.New("503")}
+				s.run = phaseRun{stoppedAt: 2, failed: true}
 			},
 			want: map[string]*want{
 				infrav1.DeviceReadyCondition:           {metav1.ConditionFalse, infrav1.MetalAPIErrorReason},
@@ -53,9 +54,9 @@ func TestSetConditions(t *testing.T) {
 			name: "every phase done: Ready",
 			observe: func(s *machineScope) {
 				for _, c := range lifecycle {
-					s.observeTrue(c.conditionType, "Done", "")
+					*c.fact(&s.facts) = alreadyTrue{reason: "Done"}
 				}
-				s.stoppedAt = len(lifecycle)
+				s.run.stoppedAt = len(lifecycle)
 			},
 			want: map[string]*want{infrav1.ReadyCondition: {metav1.ConditionTrue, ""}},
 		},
@@ -64,7 +65,7 @@ func TestSetConditions(t *testing.T) {
 			before: map[string]string{infrav1.DeviceReadyCondition: infrav1.DeviceActiveReason},
 			observe: func(s *machineScope) {
 				s.deleting = true
-				s.observeTrue(infrav1.DeletingCondition, infrav1.DeletingDeviceReason, "waiting for device d")
+				s.facts.deletion = deviceGoing{id: "d"}
 			},
 			want: map[string]*want{
 				infrav1.DeletingCondition:    {metav1.ConditionTrue, infrav1.DeletingDeviceReason},
@@ -80,7 +81,7 @@ func TestSetConditions(t *testing.T) {
 				conditions.Set(s.PacketMachine, metav1.Condition{Type: typ, Status: metav1.ConditionTrue, Reason: reason})
 			}
 			tt.observe(s)
-			s.setConditions()
+			s.setStatus()
 			for typ, w := range tt.want {
 				got := conditions.Get(s.PacketMachine, typ)
 				switch {

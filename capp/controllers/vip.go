@@ -29,14 +29,13 @@ func VIPClaimName(cluster string) string { return cluster + "-control-plane-vip"
 // PacketCluster back when it gets bound.
 func (r *PacketClusterReconciler) reconcileVIP(ctx context.Context, s *clusterScope) (ctrl.Result, bool, error) {
 	pc := s.PacketCluster
-	const cond = infrav1.ControlPlaneEndpointReadyCondition
 	if !r.ipamInstalled {
-		s.observeFalse(cond, infrav1.IPAMNotInstalledReason, ipamNotInstalledMessage)
+		s.facts.endpoint = ipamMissing{}
 		return ctrl.Result{}, false, nil
 	}
 	claim, err := r.ensureVIPClaim(ctx, s)
 	if meta.IsNoMatchError(err) {
-		s.observeFalse(cond, infrav1.IPAMNotInstalledReason, ipamNotInstalledMessage)
+		s.facts.endpoint = ipamMissing{}
 		return ctrl.Result{}, false, nil
 	}
 	if err != nil {
@@ -46,13 +45,12 @@ func (r *PacketClusterReconciler) reconcileVIP(ctx context.Context, s *clusterSc
 	if !claim.DeletionTimestamp.IsZero() {
 		// As for a machine's claims: the IPAM provider may release the
 		// address as soon as the claim is being deleted.
-		r.vipInvalid(s, fmt.Sprintf("IPAddressClaim %s is being deleted while the cluster exists: "+
-			"its address may be handed out again", claim.Name))
+		r.vipInvalid(s, vipClaimDeleting{claim: claim.Name})
 		return ctrl.Result{}, false, nil
 	}
-	waiting := fmt.Sprintf("waiting for IPAddressClaim %s on %s %s (spec.vip.addressFromPool) to be bound", claim.Name, pool.Kind, pool.Name)
+	waiting := vipWaiting{claim: claim.Name, kind: pool.Kind, pool: pool.Name}
 	if claim.Status.AddressRef.Name == "" {
-		s.observeFalse(cond, infrav1.WaitingForVIPReason, waiting)
+		s.facts.endpoint = waiting
 		return ctrl.Result{}, false, nil
 	}
 	address := &ipamv1.IPAddress{}
@@ -60,43 +58,35 @@ func (r *PacketClusterReconciler) reconcileVIP(ctx context.Context, s *clusterSc
 		if apierrors.IsNotFound(err) {
 			// The cache has not seen the address yet; the claim's update
 			// that follows its creation wakes us again.
-			s.observeFalse(cond, infrav1.WaitingForVIPReason, waiting)
+			s.facts.endpoint = waiting
 			return ctrl.Result{}, false, nil
 		}
 		return ctrl.Result{}, false, err
 	}
 	vip, err := netip.ParseAddr(address.Spec.Address)
 	if err != nil || vip.Zone() != "" {
-		r.vipInvalid(s, fmt.Sprintf("IPAddress %s bound to IPAddressClaim %s has address %q, which is not an IP address",
-			address.Name, claim.Name, address.Spec.Address))
+		r.vipInvalid(s, vipNotAnAddress{address: address.Name, claim: claim.Name, value: address.Spec.Address})
 		return ctrl.Result{}, false, nil
 	}
 	ep := &pc.Spec.ControlPlaneEndpoint
 	if ep.Host != "" && ep.Host != vip.String() {
 		// The Cluster copies the endpoint once and keeps it: the nodes
 		// would announce an address nobody connects to.
-		r.vipInvalid(s, fmt.Sprintf("spec.controlPlaneEndpoint.host %s is not VIP %s bound to IPAddressClaim %s: "+
-			"the endpoint cannot move; recreate the cluster", ep.Host, vip, claim.Name))
+		r.vipInvalid(s, vipEndpointMismatch{host: ep.Host, vip: vip.String(), claim: claim.Name})
 		return ctrl.Result{}, false, nil
 	}
 	ep.Host = vip.String()
 	ep.Port = cmp.Or(ep.Port, defaultAPIServerPort)
-	pc.Status.VIP = vip.String()
-	s.observeTrue(cond, infrav1.VIPClaimedReason, fmt.Sprintf("spec.controlPlaneEndpoint %s is the VIP bound to IPAddressClaim %s on %s %s",
-		hostPort(ep.Host, ep.Port), claim.Name, pool.Kind, pool.Name))
-	pc.Status.Initialization.Provisioned = ptr.To(true)
+	s.facts.endpoint = vipClaimed{endpoint: hostPort(ep.Host, ep.Port), vip: vip.String(), claim: claim.Name, kind: pool.Kind, pool: pool.Name}
 	return ctrl.Result{}, true, nil
 }
 
-// vipInvalid reports a VIP the cluster cannot use, with an event when the
+// vipInvalid records a VIP the cluster cannot use, with an event when the
 // condition turns so. Only a change of the claim or its address (which the
 // watch sees) can fix it: nothing to retry.
-func (r *PacketClusterReconciler) vipInvalid(s *clusterScope, message string) {
-	const cond = infrav1.ControlPlaneEndpointReadyCondition
-	if s.reasonChanges(cond, infrav1.VIPAddressInvalidReason) {
-		r.Recorder.Eventf(s.PacketCluster, nil, corev1.EventTypeWarning, infrav1.VIPAddressInvalidReason, "ClaimVIP", "%s", message)
-	}
-	s.observeFalse(cond, infrav1.VIPAddressInvalidReason, message)
+func (r *PacketClusterReconciler) vipInvalid(s *clusterScope, f fact) {
+	s.facts.endpoint = f
+	warnOnChange(r.Recorder, s.PacketCluster, controlPlaneEndpointReady(f), "ClaimVIP")
 }
 
 // ensureVIPClaim returns the claim of spec.vip, creating it if it does not
@@ -169,6 +159,6 @@ func (r *PacketClusterReconciler) releaseVIP(ctx context.Context, s *clusterScop
 	}
 	// The claim's deletion, once its IPAM provider has let the address go,
 	// wakes the PacketCluster through the watch.
-	s.observeTrue(infrav1.DeletingCondition, infrav1.ReleasingVIPReason, "waiting for IPAddressClaim "+claim.Name+" to be gone")
+	s.facts.deletion = vipClaimGoing{claim: claim.Name}
 	return ctrl.Result{}, false, nil
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"slices"
+	"time"
 
 	metalv1 "github.com/equinix/equinix-sdk-go/services/metalv1"
 )
@@ -14,7 +15,9 @@ type Endpoint struct {
 	ReservationID string
 	Address       string
 	Project       string
+	Metro         string
 	Tags          []string
+	CreatedAt     time.Time
 	// AssignedTo are the IDs of the devices the address is routed to.
 	AssignedTo []string
 }
@@ -55,14 +58,17 @@ func (x Executor) ReadEndpoint(ctx context.Context, id string, owner Owner) (End
 	if err != nil {
 		return Endpoint{}, err
 	}
-	ep := EndpointOf(res)
+	ep := endpointOf(res)
 	return ep, Owned("reservation", ep.ReservationID, ep.Project, ep.Tags, EndpointTagPrefix, owner)
 }
 
-// EndpointOf is a reservation as plain types.
-func EndpointOf(res *metalv1.IPReservation) Endpoint {
+// endpointOf is a reservation as plain types.
+func endpointOf(res *metalv1.IPReservation) Endpoint {
 	project := res.GetProject()
-	ep := Endpoint{ReservationID: res.GetId(), Address: res.GetAddress(), Project: cmp.Or(project.GetId(), hrefID(project.GetHref())), Tags: res.GetTags()}
+	ep := Endpoint{
+		ReservationID: res.GetId(), Address: res.GetAddress(), Project: cmp.Or(project.GetId(), hrefID(project.GetHref())),
+		Metro: res.Metro.GetCode(), Tags: res.GetTags(), CreatedAt: res.GetCreatedAt(),
+	}
 	for _, a := range res.GetAssignments() {
 		ep.AssignedTo = append(ep.AssignedTo, hrefID(a.AssignedTo.GetHref()))
 	}
@@ -73,4 +79,55 @@ func EndpointOf(res *metalv1.IPReservation) Endpoint {
 func (x Executor) AssignEndpoint(ctx context.Context, ep Endpoint, deviceID string) error {
 	_, err := x.API.AssignIPAddress(ctx, deviceID, ep.Address+"/32")
 	return err
+}
+
+// ReservationPlan is what a cluster does with the reservations carrying
+// its tag: keep one as its endpoint and release the others, or reserve one
+// when there is none.
+type ReservationPlan struct {
+	Reserve bool
+	Keep    Endpoint
+	Release []Endpoint
+}
+
+// PlanReservation decides, from the reservations carrying the cluster's
+// tag, which to keep: the one already the endpoint's host, else the
+// oldest; the others (a reserve whose answer was lost and was asked again)
+// are released, so the cluster never holds two.
+func PlanReservation(tagged []Endpoint, host string) ReservationPlan {
+	if len(tagged) == 0 {
+		return ReservationPlan{Reserve: true}
+	}
+	sorted := slices.Clone(tagged)
+	slices.SortStableFunc(sorted, func(a, b Endpoint) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	i := max(slices.IndexFunc(sorted, func(e Endpoint) bool { return host != "" && e.Address == host }), 0)
+	keep := sorted[i]
+	return ReservationPlan{Keep: keep, Release: slices.Delete(sorted, i, i+1)}
+}
+
+// FindEndpoints lists the project's public IPv4 reservations carrying tag.
+func (x Executor) FindEndpoints(ctx context.Context, tag string) ([]Endpoint, error) {
+	found, err := x.API.ListPublicIPv4Reservations(ctx, tag)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Endpoint, len(found))
+	for i := range found {
+		out[i] = endpointOf(&found[i])
+	}
+	return out, nil
+}
+
+// ReserveEndpoint reserves a public IPv4 address in metro, tagged.
+func (x Executor) ReserveEndpoint(ctx context.Context, metro string, tags []string) (Endpoint, error) {
+	res, err := x.API.ReservePublicIPv4(ctx, metro, tags)
+	if err != nil {
+		return Endpoint{}, err
+	}
+	return endpointOf(res), nil
+}
+
+// ReleaseEndpoint releases the reservation.
+func (x Executor) ReleaseEndpoint(ctx context.Context, ep Endpoint) error {
+	return x.API.DeleteIPReservation(ctx, ep.ReservationID)
 }

@@ -14,7 +14,8 @@ import (
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal"
 )
 
-// API is the part of the Metal API a machine uses: *metal.Client has it.
+// API is the part of the Metal API machines and clusters use: *metal.Client
+// has it.
 type API interface {
 	CreateDevice(ctx context.Context, req metal.DeviceRequest) (*metalv1.Device, error)
 	GetDevice(ctx context.Context, id string) (*metalv1.Device, error)
@@ -28,6 +29,9 @@ type API interface {
 	ListVLANAssignmentBatches(ctx context.Context, portID string) ([]metalv1.PortVlanAssignmentBatch, error)
 	GetIPReservation(ctx context.Context, id string) (*metalv1.IPReservation, error)
 	AssignIPAddress(ctx context.Context, deviceID, address string) (*metalv1.IPAssignment, error)
+	ListPublicIPv4Reservations(ctx context.Context, tag string) ([]metalv1.IPReservation, error)
+	ReservePublicIPv4(ctx context.Context, metro string, tags []string) (*metalv1.IPReservation, error)
+	DeleteIPReservation(ctx context.Context, id string) error
 }
 
 var _ API = (*metal.Client)(nil)

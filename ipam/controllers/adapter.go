@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"sigs.k8s.io/cluster-api-ipam-provider-in-cluster/pkg/ipamutil"
 	ipampredicates "sigs.k8s.io/cluster-api-ipam-provider-in-cluster/pkg/predicates"
 
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
@@ -29,12 +28,10 @@ import (
 // they wait on, so freeing an address wakes exactly those claims.
 const unboundClaimsByPool = "metal-vrf.ipam/unbound-claims-by-pool"
 
-// ProviderAdapter is what is particular to our pools in the claim lifecycle
+// poolAdapter is what is particular to our pools in the claim lifecycle
 // that claimReconciler drives (finalizers, owner references, the IPAddress
-// object, addressRef): the claim's watches, and a claimHandler per claim. It
-// is an ipamutil.ProviderAdapter, so ipamutil.ClaimReconciler could drive it
-// too, at the cost of one more claim write per binding.
-type ProviderAdapter struct {
+// object, addressRef): the claim's watches, and a claimHandler per claim.
+type poolAdapter struct {
 	client      client.Client
 	reader      client.Reader
 	recorder    events.EventRecorder
@@ -43,13 +40,11 @@ type ProviderAdapter struct {
 	releases    *releases
 }
 
-var _ ipamutil.ProviderAdapter = &ProviderAdapter{}
-
 // SetupWithManager adds the claim watches: claims of our pool kinds, their
 // IPAddresses, and the two wake-ups for claims that wait for an address (a
 // pool whose spec or resolved sources changed or that unpaused, and an
 // address that was released).
-func (a *ProviderAdapter) SetupWithManager(_ context.Context, b *ctrl.Builder) error {
+func (a *poolAdapter) setupWithManager(b *ctrl.Builder) {
 	ourKinds := func(refersTo func(metav1.GroupKind) predicate.Funcs) predicate.Predicate {
 		return predicate.Or(
 			refersTo(metav1.GroupKind{Group: v1alpha1.GroupVersion.Group, Kind: v1alpha1.MetalVRFIPPoolKind}),
@@ -65,16 +60,15 @@ func (a *ProviderAdapter) SetupWithManager(_ context.Context, b *ctrl.Builder) e
 		Watches(&v1alpha1.GlobalMetalVRFIPPool{}, wakeWaiting, poolChanged).
 		WatchesRawSource(a.releases.claimSource(wakeWaiting)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: a.concurrency})
-	return nil
 }
 
-// ClaimHandlerFor returns the handler for one claim.
-func (a *ProviderAdapter) ClaimHandlerFor(_ client.Client, claim *ipamv1.IPAddressClaim) ipamutil.ClaimHandler {
-	return &claimHandler{ProviderAdapter: a, claim: claim}
+// handlerFor returns the handler for one claim.
+func (a *poolAdapter) handlerFor(claim *ipamv1.IPAddressClaim) *claimHandler {
+	return &claimHandler{poolAdapter: a, claim: claim}
 }
 
 // unboundClaimsOf maps a pool to the claims waiting on it.
-func (a *ProviderAdapter) unboundClaimsOf(ctx context.Context, obj client.Object) []reconcile.Request {
+func (a *poolAdapter) unboundClaimsOf(ctx context.Context, obj client.Object) []reconcile.Request {
 	pool, ok := obj.(v1alpha1.Pool)
 	if !ok {
 		return nil

@@ -47,18 +47,16 @@ const releaseRetryDelay = 5 * time.Second
 // finds the pool, hands out the address through the registry, and keeps the
 // claim's Ready condition saying where the claim stands.
 type claimHandler struct {
-	*ProviderAdapter
+	*poolAdapter
 	claim *ipamv1.IPAddressClaim
 	pool  v1alpha1.Pool
 }
 
-var _ ipamutil.ClaimHandler = &claimHandler{}
-
-// FetchPool reads the claim's pool from the cache.
-func (h *claimHandler) FetchPool(ctx context.Context) (client.Object, *ctrl.Result, error) {
+// fetchPool reads the claim's pool from the cache.
+func (h *claimHandler) fetchPool(ctx context.Context) (v1alpha1.Pool, error) {
 	key, ok := poolref.For(h.claim.Spec.PoolRef, h.claim.Namespace)
 	if !ok {
-		return nil, nil, reconcile.TerminalError(fmt.Errorf("claim names pool kind %q, which this provider does not serve", h.claim.Spec.PoolRef.Kind))
+		return nil, reconcile.TerminalError(fmt.Errorf("claim names pool kind %q, which this provider does not serve", h.claim.Spec.PoolRef.Kind))
 	}
 	pool, _ := poolref.New(key.Kind)
 	if err := h.client.Get(ctx, key.ObjectKey(), pool); err != nil {
@@ -66,30 +64,27 @@ func (h *claimHandler) FetchPool(ctx context.Context) (client.Object, *ctrl.Resu
 			// The pool watch picks the claim up again when the pool appears.
 			h.setNotReady(ipamv1.IPAddressClaimReadyPoolNotReadyReason, "%s %q not found", key.Kind, key.Name)
 		}
-		return nil, nil, err
+		return nil, err
 	}
 	pool.GetObjectKind().SetGroupVersionKind(v1alpha1.GroupVersion.WithKind(key.Kind))
 	h.pool = pool
-	return pool, nil, nil
+	return pool, nil
 }
 
-// EnsureAddress fills the claim's IPAddress. An IPAddress that already exists
-// keeps its address; otherwise the registry hands out the lowest free one.
+// allocate has the registry hand out the claim's address, the lowest free
+// one of the pool (or the one the claim or the pool's pre-allocations ask
+// for), and fills the new IPAddress with it.
 //
 // A claim the pool cannot serve now (exhausted, or a spec that does not
 // resolve) fails with a terminal error: that stops the reconciler from
 // creating an empty IPAddress and stops controller-runtime from retrying in
 // a loop. The claim is picked up again when an address of the pool is
-// released or the pool changes (see ProviderAdapter.SetupWithManager).
-func (h *claimHandler) EnsureAddress(ctx context.Context, address *ipamv1.IPAddress) (*ctrl.Result, error) {
-	if address.Spec.Address != "" {
-		return nil, h.adopt(ctx, address)
-	}
-
+// released or the pool changes (see poolAdapter.setupWithManager).
+func (h *claimHandler) allocate(ctx context.Context, address *ipamv1.IPAddress) error {
 	if !h.pool.GetDeletionTimestamp().IsZero() {
 		err := fmt.Errorf("%s %q is being deleted", poolref.KindOf(h.pool), h.pool.GetName())
 		h.setNotReady(ipamv1.IPAddressClaimReadyPoolNotReadyReason, "%v", err)
-		return nil, reconcile.TerminalError(err)
+		return reconcile.TerminalError(err)
 	}
 
 	requested, err := h.requestedAddress()
@@ -98,7 +93,7 @@ func (h *claimHandler) EnsureAddress(ctx context.Context, address *ipamv1.IPAddr
 	}
 	if err != nil {
 		h.setNotReady(ipamv1.IPAddressClaimReadyAllocationFailedReason, "%v", err)
-		return nil, reconcile.TerminalError(err)
+		return reconcile.TerminalError(err)
 	}
 	ip, subnet, err := h.registry.Acquire(ctx, h.pool, h.claimID(), requested)
 	switch {
@@ -108,20 +103,20 @@ func (h *claimHandler) EnsureAddress(ctx context.Context, address *ipamv1.IPAddr
 		h.recorder.Eventf(h.claim, nil, corev1.EventTypeWarning, ipamv1.IPAddressClaimReadyPoolExhaustedReason, "Allocate",
 			"%s %q has no free address", poolref.KindOf(h.pool), h.pool.GetName())
 		allocationsTotal.WithLabelValues(poolref.KindOf(h.pool), "exhausted").Inc()
-		return nil, reconcile.TerminalError(err)
+		return reconcile.TerminalError(err)
 	case errors.Is(err, registry.ErrFenced):
 		// Not the claim's problem: this process may not allocate now.
-		return nil, err
+		return err
 	case errors.Is(err, registry.ErrRequestedUnavailable):
 		h.requestedUnavailable(requested, err)
-		return nil, reconcile.TerminalError(err)
+		return reconcile.TerminalError(err)
 	case errors.Is(err, registry.ErrPoolNotReady):
 		h.setNotReady(ipamv1.IPAddressClaimReadyPoolNotReadyReason, "%s %q cannot serve claims: %s", poolref.KindOf(h.pool), h.pool.GetName(), h.notReadyBecause(err))
-		return nil, reconcile.TerminalError(err)
+		return reconcile.TerminalError(err)
 	case err != nil:
 		h.setNotReady(ipamv1.IPAddressClaimReadyAllocationFailedReason, "%v", err)
 		allocationsTotal.WithLabelValues(poolref.KindOf(h.pool), "failed").Inc()
-		return nil, err
+		return err
 	}
 
 	address.Spec.Address = ip.String()
@@ -132,7 +127,7 @@ func (h *claimHandler) EnsureAddress(ctx context.Context, address *ipamv1.IPAddr
 	annotateDNSServers(address, poolspace.DNSServers(h.pool.PoolSpec(), ip))
 	allocationsTotal.WithLabelValues(poolref.KindOf(h.pool), "allocated").Inc()
 	h.setBound(address.Spec.Address)
-	return nil, nil
+	return nil
 }
 
 // adopt binds the claim to the IPAddress it already has, recording its
@@ -271,14 +266,14 @@ func (h *claimHandler) requestedAddress() (netip.Addr, error) {
 	return ip, nil
 }
 
-// ReleaseAddress deletes the claim's IPAddress itself and frees the address
+// releaseAddress deletes the claim's IPAddress itself and frees the address
 // only once the API server confirms it is gone, so an address never has two
 // IPAddresses at once. The reconciler then only drops the claim's finalizer.
 //
 // With a reuse grace period the claim, and so its IPAddress, stays until the
 // period has passed since the claim's deletion: the hold lives in the API
 // server and survives restarts.
-func (h *claimHandler) ReleaseAddress(ctx context.Context) (*ctrl.Result, error) {
+func (h *claimHandler) releaseAddress(ctx context.Context) (*ctrl.Result, error) {
 	key, ok := poolref.For(h.claim.Spec.PoolRef, h.claim.Namespace)
 	if !ok {
 		return nil, nil

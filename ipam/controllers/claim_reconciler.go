@@ -31,6 +31,7 @@ import (
 
 	"sigs.k8s.io/cluster-api-ipam-provider-in-cluster/pkg/ipamutil"
 
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolref"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/message"
 )
@@ -46,8 +47,10 @@ const addressVisibleTimeout = 5 * time.Second
 // claimReconciler drives the CAPI IPAM contract for the claims of our pools:
 // finalizer, IPAddress, status.addressRef and the Ready condition, release on
 // deletion. What is particular to our pools (finding the pool, handing out
-// and taking back addresses, the claim's watches) is the ProviderAdapter's
-// and its ipamutil.ClaimHandler's, as with ipamutil.ClaimReconciler.
+// and taking back addresses, the claim's watches) is the poolAdapter's and
+// its claimHandler's, called directly: reconcileNormal shows where an
+// address is allocated (docs/contributing.md says why this is not
+// ipamutil.ClaimReconciler behind ipamutil's interfaces).
 //
 // It keeps ipamutil.ClaimReconciler's contract: the same finalizers, the
 // IPAddress of ipamutil.NewIPAddress owned by its claim (controller) and its
@@ -67,13 +70,13 @@ const addressVisibleTimeout = 5 * time.Second
 //     reconcile goes on to allocate instead of waiting for the watch to bring
 //     the claim back.
 //
-// The claim handler's ReleaseAddress removes the IPAddress itself before it
-// frees the address (see claimHandler.ReleaseAddress), so a deleted claim
+// The claim handler's releaseAddress removes the IPAddress itself before it
+// frees the address (see claimHandler.releaseAddress), so a deleted claim
 // only has its finalizer left to drop.
 type claimReconciler struct {
 	client           client.Client
 	scheme           *runtime.Scheme
-	adapter          ipamutil.ProviderAdapter
+	adapter          *poolAdapter
 	watchFilterValue string
 }
 
@@ -85,9 +88,7 @@ func (r *claimReconciler) setupWithManager(ctx context.Context, mgr ctrl.Manager
 		WithEventFilter(predicates.ResourceNotPaused(mgr.GetScheme(), ctrl.LoggerFrom(ctx))).
 		WithEventFilter(r.shardEvents()).
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.claimsOfCluster), builder.WithPredicates(clusterUnpaused()))
-	if err := r.adapter.SetupWithManager(ctx, b); err != nil {
-		return err
-	}
+	r.adapter.setupWithManager(b)
 	return b.Complete(r)
 }
 
@@ -118,8 +119,8 @@ func (r *claimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ct
 		}
 	}()
 
-	claimHandler := r.adapter.ClaimHandlerFor(r.client, claim)
-	pool, res, err := claimHandler.FetchPool(ctx)
+	claimHandler := r.adapter.handlerFor(claim)
+	pool, err := claimHandler.fetchPool(ctx)
 	switch {
 	case apierrors.IsNotFound(err) && deleting:
 		return r.reconcileDelete(ctx, claim, claimHandler)
@@ -128,8 +129,6 @@ func (r *claimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ct
 		return ctrl.Result{}, nil
 	case err != nil:
 		return ctrl.Result{}, fmt.Errorf("fetching the pool: %w", err)
-	case res != nil:
-		return *res, nil
 	}
 	if annotations.HasPaused(pool) {
 		ctrl.LoggerFrom(ctx).V(1).Info("The claim's pool is paused")
@@ -141,42 +140,71 @@ func (r *claimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ct
 	return r.reconcileNormal(ctx, claim, pool, claimHandler)
 }
 
-// reconcileNormal has the handler fill the claim's IPAddress, creates or
-// updates it, and points the claim at it.
-func (r *claimReconciler) reconcileNormal(ctx context.Context, claim *ipamv1.IPAddressClaim, pool client.Object, claimHandler ipamutil.ClaimHandler) (ctrl.Result, error) {
+// reconcileNormal binds the claim: an IPAddress it already has keeps its
+// address (adopt); otherwise the pool hands out an address (allocate),
+// which its new IPAddress carries. Then the claim points at it.
+func (r *claimReconciler) reconcileNormal(ctx context.Context, claim *ipamv1.IPAddressClaim, pool v1alpha1.Pool, claimHandler *claimHandler) (ctrl.Result, error) {
 	address := ipamutil.NewIPAddress(claim, pool)
-	var res *ctrl.Result
-	op, err := controllerutil.CreateOrPatch(ctx, r.client, &address, func() error {
-		var err error
-		if res, err = claimHandler.EnsureAddress(ctx, &address); err != nil {
-			return err
+	err := r.client.Get(ctx, client.ObjectKeyFromObject(&address), &address)
+	switch {
+	case apierrors.IsNotFound(err):
+		if err := claimHandler.allocate(ctx, &address); err != nil {
+			return ctrl.Result{}, fmt.Errorf("allocating the address of IPAddress %s: %w", address.Name, err)
 		}
-		return r.ownAddress(&address, claim, pool)
-	})
-	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("creating or updating IPAddress %s: %w", address.Name, err)
-	}
-	if res != nil {
-		return *res, nil
-	}
-
-	if op == controllerutil.OperationResultCreated {
-		// The next reconcile of this claim, which the claim's own status
-		// write triggers, must find the new IPAddress in the cache: otherwise
-		// it would try to create it again and fail. An IPAddress that
-		// already existed was just read from the cache.
-		key := client.ObjectKeyFromObject(&address)
-		err = wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, addressVisibleTimeout, true, func(ctx context.Context) (bool, error) {
-			err := r.client.Get(ctx, key, &ipamv1.IPAddress{})
-			return err == nil, client.IgnoreNotFound(err)
-		})
-		if err != nil {
-			return ctrl.Result{}, fmt.Errorf("waiting for IPAddress %s to reach the cache: %w", address.Name, err)
+		if err := r.ownAddress(&address, claim, pool); err != nil {
+			return ctrl.Result{}, err
+		}
+		if err := r.client.Create(ctx, &address); err != nil {
+			return ctrl.Result{}, fmt.Errorf("creating IPAddress %s: %w", address.Name, err)
+		}
+		if err := r.awaitCached(ctx, &address); err != nil {
+			return ctrl.Result{}, err
 		}
 		ctrl.LoggerFrom(ctx).Info("Bound the claim", "IPAddress", address.Name, "address", address.Spec.Address, "pool", klog.KObj(pool))
+	case err != nil:
+		return ctrl.Result{}, fmt.Errorf("reading IPAddress %s: %w", address.Name, err)
+	default:
+		if err := r.adopt(ctx, claim, pool, claimHandler, &address); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	claim.Status.AddressRef = ipamv1.IPAddressReference{Name: address.Name}
 	return ctrl.Result{}, nil
+}
+
+// adopt binds the claim to the IPAddress it already has, and writes the
+// IPAddress only if that changed it (owners, labels, DNS servers).
+func (r *claimReconciler) adopt(ctx context.Context, claim *ipamv1.IPAddressClaim, pool v1alpha1.Pool, claimHandler *claimHandler, address *ipamv1.IPAddress) error {
+	before := address.DeepCopy()
+	if err := claimHandler.adopt(ctx, address); err != nil {
+		return fmt.Errorf("adopting IPAddress %s: %w", address.Name, err)
+	}
+	if err := r.ownAddress(address, claim, pool); err != nil {
+		return err
+	}
+	if equality.Semantic.DeepEqual(before, address) {
+		return nil
+	}
+	if err := r.client.Patch(ctx, address, client.MergeFrom(before)); err != nil {
+		return fmt.Errorf("updating IPAddress %s: %w", address.Name, err)
+	}
+	return nil
+}
+
+// awaitCached waits for a new IPAddress to reach the cache: the next
+// reconcile of its claim, which the claim's own status write triggers,
+// must find it there, or it would try to create it again and fail. An
+// IPAddress that already existed was just read from the cache.
+func (r *claimReconciler) awaitCached(ctx context.Context, address *ipamv1.IPAddress) error {
+	key := client.ObjectKeyFromObject(address)
+	err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, addressVisibleTimeout, true, func(ctx context.Context) (bool, error) {
+		err := r.client.Get(ctx, key, &ipamv1.IPAddress{})
+		return err == nil, client.IgnoreNotFound(err)
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for IPAddress %s to reach the cache: %w", address.Name, err)
+	}
+	return nil
 }
 
 // reconcileDelete releases the claim's address and lets the claim go, once
@@ -184,14 +212,14 @@ func (r *claimReconciler) reconcileNormal(ctx context.Context, claim *ipamv1.IPA
 // PacketMachine's ip-claim-protection) says its consumer still uses the
 // address, which must not go to another claim until it lets go. Its removal
 // is an update of the claim, which brings the claim back here.
-func (r *claimReconciler) reconcileDelete(ctx context.Context, claim *ipamv1.IPAddressClaim, claimHandler ipamutil.ClaimHandler) (ctrl.Result, error) {
+func (r *claimReconciler) reconcileDelete(ctx context.Context, claim *ipamv1.IPAddressClaim, claimHandler *claimHandler) (ctrl.Result, error) {
 	if others := slices.DeleteFunc(slices.Clone(claim.Finalizers), func(f string) bool {
 		return f == ipamutil.ReleaseAddressFinalizer
 	}); len(others) > 0 {
 		ctrl.LoggerFrom(ctx).V(1).Info("Keeping the address while other finalizers protect the claim", "finalizers", others)
 		return ctrl.Result{}, nil
 	}
-	res, err := claimHandler.ReleaseAddress(ctx)
+	res, err := claimHandler.releaseAddress(ctx)
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("releasing the address: %w", err)
 	}

@@ -1,7 +1,6 @@
 // Package controllers holds the IPAM provider's controllers: the claim
-// reconciler and the claim handler it calls (an ipamutil.ClaimHandler),
-// which allocates through ipam/internal/registry; the pool reconciler that
-// resolves pool sources (Metal VRFs, PacketCluster networks), keeps pool
+// reconciler and the claim handler it calls, which allocates through
+// ipam/internal/registry; the pool reconciler that resolves pool sources (Metal VRFs, PacketCluster networks), keeps pool
 // status, deletion protection and where a global pool allocates; and the
 // IPAddress reconciler that releases what a claim left behind.
 package controllers
@@ -94,7 +93,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) (*reg
 		return nil, err
 	}
 	reg := registry.New(records.New(mgr.GetClient(), mgr.GetAPIReader(), opts.AllocationNamespace, opts.Identity), opts.Fence, cluster)
-	adapter := &ProviderAdapter{
+	adapter := &poolAdapter{
 		client:      mgr.GetClient(),
 		reader:      mgr.GetAPIReader(),
 		recorder:    mgr.GetEventRecorder("metal-vrf-ipam"),
