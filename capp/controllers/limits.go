@@ -261,6 +261,15 @@ func provisioningPoll(age time.Duration) time.Duration {
 	return min(max(age/4, minPoll), maxPoll)
 }
 
+// nodeReportPoll is how long to wait before reading the device's events
+// again while its node has not reported: a quarter of the time since the
+// device became active, between reportPoll and slowPoll. A node that
+// boots quickly is seen quickly; one that is slow, or never reports, costs
+// a read a minute instead of one every reportPoll until the timeout.
+func nodeReportPoll(activeFor time.Duration) time.Duration {
+	return min(max(activeFor/4, reportPoll), slowPoll)
+}
+
 // backoff spaces the retries of an object's failed Metal calls: minPoll,
 // doubling up to retryMax, reset once a call succeeds. A reconcile that an
 // unrelated event brings early (a claim's update, the object's own status

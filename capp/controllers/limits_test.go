@@ -189,6 +189,19 @@ func TestProvisioningPoll(t *testing.T) {
 	}
 }
 
+func TestNodeReportPoll(t *testing.T) {
+	for _, tt := range []struct{ activeFor, want time.Duration }{
+		{0, reportPoll},
+		{time.Minute, reportPoll},
+		{2 * time.Minute, 30 * time.Second},
+		{10 * time.Minute, slowPoll},
+	} {
+		if got := nodeReportPoll(tt.activeFor); got != tt.want {
+			t.Errorf("nodeReportPoll(%s) = %s, want %s", tt.activeFor, got, tt.want)
+		}
+	}
+}
+
 func TestBackoff(t *testing.T) {
 	b := newBackoff()
 	if w := b.waiting("m"); w != 0 {

@@ -35,7 +35,8 @@ func (r *PacketMachineReconciler) reconcileNodeReport(ctx context.Context, s *ma
 		return r.metalFailed(ctx, s, &s.facts.node, "reading the device's events", err)
 	}
 	f := nodeReported{device: s.Device.ID, report: device.NodeReport(events), timeout: r.NodeReportTimeout}
-	f.late = time.Since(activeSince(pm)) > r.NodeReportTimeout
+	activeFor := time.Since(activeSince(pm))
+	f.late = activeFor > r.NodeReportTimeout
 	s.facts.node = f
 	switch {
 	case f.report.State == device.UserStateSucceeded:
@@ -55,7 +56,7 @@ func (r *PacketMachineReconciler) reconcileNodeReport(ctx context.Context, s *ma
 		}
 		return ctrl.Result{RequeueAfter: slowPoll}, false, nil
 	}
-	return ctrl.Result{RequeueAfter: reportPoll}, false, nil
+	return ctrl.Result{RequeueAfter: nodeReportPoll(activeFor)}, false, nil
 }
 
 // stillTrue returns the condition as last written when it is True: a
