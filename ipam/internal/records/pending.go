@@ -27,8 +27,7 @@ func (s *Store) ClaimRecords(ctx context.Context, domain string, claim registry.
 	var records []registry.Record
 	for i := range list.Items {
 		rec, ok := recordOf(&list.Items[i])
-		if ok && list.Items[i].Annotations[v1alpha1.AllocationDomainAnnotation] == domain &&
-			rec.Holder.Claim.UID == claim.UID && rec.Holder.Claim.NamespacedName == claim.NamespacedName {
+		if ok && list.Items[i].Annotations[v1alpha1.AllocationDomainAnnotation] == domain && sameClaim(rec.Holder.Claim, claim) {
 			records = append(records, rec)
 		}
 	}
@@ -55,7 +54,7 @@ func (s *Store) Confirm(ctx context.Context, domain string, r registry.Record) e
 	for {
 		err := s.Reserve(ctx, domain, r)
 		var taken *registry.TakenError
-		if !errors.As(err, &taken) || taken.Holder.Claim.UID != r.Holder.Claim.UID || taken.Holder.Retired {
+		if !errors.As(err, &taken) || !sameClaim(taken.Holder.Claim, r.Holder.Claim) || taken.Holder.Retired {
 			return err
 		}
 		existing := &coordinationv1.Lease{}
@@ -87,8 +86,8 @@ func (s *Store) Expire(ctx context.Context, domain string, r registry.Record) (b
 		return false, nil
 	case err != nil:
 		return false, err
-	case recordClaimUID(existing) != r.Holder.Claim.UID || existing.Labels[v1alpha1.AllocationRetiredLabel] == "true" ||
-		!recordedAt(existing).Equal(r.Recorded):
+	}
+	if rec, ok := recordOf(existing); !ok || !sameClaim(rec.Holder.Claim, r.Holder.Claim) || rec.Holder.Retired || !rec.Recorded.Equal(r.Recorded) {
 		return false, nil
 	}
 	err = s.client.Delete(ctx, existing, client.Preconditions{UID: &existing.UID, ResourceVersion: &existing.ResourceVersion})
@@ -97,6 +96,11 @@ func (s *Store) Expire(ctx context.Context, domain string, r registry.Record) (b
 	}
 	return err == nil, err
 }
+
+// sameClaim reports whether a and b are one claim: a UID is whatever an
+// owner reference says, so a claim of another namespace or name with the
+// same UID is another claim.
+func sameClaim(a, b registry.Claim) bool { return a.UID == b.UID && a.NamespacedName == b.NamespacedName }
 
 // recordedAt is when a record was created or last confirmed.
 func recordedAt(obj *coordinationv1.Lease) time.Time {

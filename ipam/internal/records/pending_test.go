@@ -2,6 +2,7 @@ package records_test
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"testing"
 	"time"
@@ -57,9 +58,18 @@ func TestExpireKeepsAConfirmedRecord(t *testing.T) {
 	if expired, err := store.Expire(ctx, domain, stale); err != nil || expired {
 		t.Fatalf("a record confirmed after it was read was expired: %v, %v", expired, err)
 	}
-	other := registry.Claim{NamespacedName: types.NamespacedName{Namespace: ns, Name: "other"}, UID: "other-uid"}
-	if err := store.Confirm(ctx, domain, registry.Record{Address: rec.Address, Holder: registry.Holder{Pool: pool, Claim: other}}); err == nil {
-		t.Fatal("another claim confirmed the claim's record")
+	for _, other := range []registry.Claim{
+		{NamespacedName: types.NamespacedName{Namespace: ns, Name: "other"}, UID: "other-uid"},
+		// An owner reference of another namespace forged with the claim's UID.
+		{NamespacedName: types.NamespacedName{Namespace: "forger", Name: claim.Name}, UID: claim.UID},
+	} {
+		forged := registry.Record{Address: rec.Address, Holder: registry.Holder{Pool: pool, Claim: other}, Recorded: confirmed.Recorded}
+		if err := store.Confirm(ctx, domain, forged); !errors.Is(err, registry.ErrTaken) {
+			t.Fatalf("claim %s confirmed the record of %s: %v", other.NamespacedName, claim.NamespacedName, err)
+		}
+		if expired, err := store.Expire(ctx, domain, forged); err != nil || expired {
+			t.Fatalf("claim %s expired the record of %s: %v, %v", other.NamespacedName, claim.NamespacedName, expired, err)
+		}
 	}
 
 	address := &ipamv1.IPAddress{

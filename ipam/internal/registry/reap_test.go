@@ -56,7 +56,7 @@ func (s *memStore) Expire(_ context.Context, domain string, r Record) (bool, err
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	existing, ok := s.records[domain][r.Address]
-	if !ok || existing.Holder.Claim.UID != r.Holder.Claim.UID || existing.Holder.Retired || !existing.Recorded.Equal(r.Recorded) {
+	if !ok || !existing.Holder.Claim.same(r.Holder.Claim) || existing.Holder.Retired || !existing.Recorded.Equal(r.Recorded) {
 		return false, nil
 	}
 	delete(s.records[domain], r.Address)
