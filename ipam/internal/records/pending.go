@@ -100,7 +100,9 @@ func (s *Store) Expire(ctx context.Context, domain string, r registry.Record) (b
 // sameClaim reports whether a and b are one claim: a UID is whatever an
 // owner reference says, so a claim of another namespace or name with the
 // same UID is another claim.
-func sameClaim(a, b registry.Claim) bool { return a.UID == b.UID && a.NamespacedName == b.NamespacedName }
+func sameClaim(a, b registry.Claim) bool {
+	return a.UID == b.UID && a.NamespacedName == b.NamespacedName
+}
 
 // recordedAt is when a record was created or last confirmed.
 func recordedAt(obj *coordinationv1.Lease) time.Time {
