@@ -10,6 +10,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/controllers"
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/registry"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/manager"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/managerutil"
 )
@@ -24,6 +25,8 @@ func main() {
 		"How often pools read their sources (Equinix Metal VRFs, PacketCluster networks) again when no change triggers it.")
 	fs.StringVar(&opts.AllocationNamespace, "allocation-namespace", "",
 		"Namespace of the allocation records (a Lease per address in use); empty uses --leader-election-namespace, else the manager's own namespace.")
+	fs.DurationVar(&opts.PendingRecordGrace, "pending-record-grace", registry.DefaultPendingGrace,
+		"How long after it was last confirmed the allocation record of an IPAddress that was admitted but not created is deleted.")
 	managerutil.Main(func(ctx context.Context, cfg *rest.Config) (ctrl.Manager, error) {
 		return manager.New(ctx, cfg, opts)
 	})

@@ -20,8 +20,15 @@ var (
 		Name: "metal_vrf_ipam_pool_addresses",
 		Help: "Addresses of a pool by state (total, used, free, out_of_range, retired).",
 	}, []string{"kind", "namespace", "name", "state"})
+
+	// recordsReapedTotal counts the records of IPAddresses whose creation
+	// failed that were deleted (see registry.Reap), by pool kind.
+	recordsReapedTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "metal_vrf_ipam_reaped_records_total",
+		Help: "Allocation records of IPAddresses that were admitted but never created, deleted after the grace period, by pool kind.",
+	}, []string{"kind"})
 )
 
 func init() {
-	metrics.Registry.MustRegister(allocationsTotal, poolAddresses)
+	metrics.Registry.MustRegister(allocationsTotal, poolAddresses, recordsReapedTotal)
 }

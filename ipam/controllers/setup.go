@@ -54,6 +54,10 @@ type Options struct {
 	// Identity names this process (its leader election identity) on the
 	// allocation records it creates.
 	Identity string
+	// PendingGrace is how long after it was last confirmed the record of an
+	// IPAddress that was not created is reaped; registry.DefaultPendingGrace
+	// when zero. Tests shorten it.
+	PendingGrace time.Duration
 }
 
 // DefaultSourceResyncPeriod is how often pool sources are read again by default.
@@ -93,6 +97,9 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) (*reg
 		return nil, err
 	}
 	reg := registry.New(records.New(mgr.GetClient(), mgr.GetAPIReader(), opts.AllocationNamespace, opts.Identity), opts.Fence, cluster)
+	if opts.PendingGrace > 0 {
+		reg.SetPendingGrace(opts.PendingGrace)
+	}
 	adapter := &poolAdapter{
 		client:      mgr.GetClient(),
 		reader:      mgr.GetAPIReader(),
@@ -130,6 +137,10 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) (*reg
 	}
 	if err := addresses.setupWithManager(ctx, mgr, opts); err != nil {
 		return nil, fmt.Errorf("setting up the IPAddress controller: %w", err)
+	}
+	reaper := &recordsReaper{client: mgr.GetClient(), registry: reg, releases: adapter.releases, recorder: adapter.recorder}
+	if err := reaper.setupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("setting up the pending records controller: %w", err)
 	}
 	return reg, nil
 }

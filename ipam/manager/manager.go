@@ -48,6 +48,10 @@ type Options struct {
 	// AllocationNamespace holds one record (a Lease) per address in use;
 	// empty means the leader election namespace, else the manager's own.
 	AllocationNamespace string
+	// PendingRecordGrace is how long after it was last confirmed the record
+	// of an IPAddress that was not created is reaped; 0 means
+	// registry.DefaultPendingGrace.
+	PendingRecordGrace time.Duration
 }
 
 // Scheme returns the types the provider reads and writes.
@@ -111,6 +115,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		AllocationNamespace: allocations,
 		Fence:               fenceCheck,
 		Identity:            identity,
+		PendingGrace:        opts.PendingRecordGrace,
 	})
 	if err != nil {
 		return nil, err

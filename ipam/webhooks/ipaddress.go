@@ -82,6 +82,8 @@ func (v *addressRecorder) Handle(ctx context.Context, req admission.Request) adm
 	switch {
 	case errors.Is(err, registry.ErrConflict):
 		return admission.Denied(field.Invalid(field.NewPath("spec", "address"), address.Spec.Address, err.Error()).Error())
+	case errors.Is(err, registry.ErrTooManyPending):
+		return admission.Denied(field.Invalid(field.NewPath("spec", "claimRef", "name"), address.Spec.ClaimRef.Name, err.Error()).Error())
 	case errors.Is(err, registry.ErrPoolNotReady):
 		return admission.Denied(field.Invalid(field.NewPath("spec", "poolRef"), key.String(), err.Error()+"; retry once it is").Error())
 	}

@@ -507,7 +507,7 @@ func recordOf(obj *coordinationv1.Lease) (registry.Record, bool) {
 	}
 	retired := obj.Labels[v1alpha1.AllocationRetiredLabel] == "true"
 	uid := recordClaimUID(obj)
-	return registry.Record{Address: ip, Holder: registry.Holder{
+	return registry.Record{Address: ip, Recorded: recordedAt(obj), Holder: registry.Holder{
 		Pool: pool,
 		Claim: registry.Claim{
 			NamespacedName: types.NamespacedName{Namespace: namespace, Name: name},

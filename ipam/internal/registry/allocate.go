@@ -24,24 +24,57 @@ func (r *Registry) Acquire(ctx context.Context, pool v1alpha1.Pool, claim Claim,
 			subnet cidr.Subnet
 			holds  bool
 		)
+		var confirmed bool
 		err := r.withPool(ctx, pool, func(p *poolState) error {
 			ps = p
 			var err error
 			if ip, holds = p.byClaim[claim]; holds {
+				confirmed = !p.domain.allocates || p.confirmedRecently(claim, ip, r.now(), r.grace)
 				subnet, err = p.subnetOf(ip)
 				return err
 			}
 			ip, err = p.takeFree(requested, claim)
 			return err
 		})
-		if err != nil || holds {
+		if err != nil || (holds && confirmed) {
 			return ip, subnet, err
+		}
+		if holds {
+			// Its IPAddress is created again (an earlier creation failed):
+			// the record must outlive the creation (see Reap).
+			retry, err := r.reconfirm(ctx, ps, claim, ip)
+			if !retry {
+				return ip, subnet, err
+			}
+			continue
 		}
 		subnet, retry, err := r.record(ctx, ps, claim, ip, requested)
 		if !retry {
 			return ip, subnet, err
 		}
 	}
+}
+
+// reconfirm confirms the record of ip, the address the claim holds, before
+// its IPAddress is created again. retry says that another claim has it
+// now (its record was reaped meanwhile): the claim must take another.
+func (r *Registry) reconfirm(ctx context.Context, ps *poolState, claim Claim, ip netip.Addr) (retry bool, err error) {
+	d := ps.domain
+	owner, mine, err := r.confirm(ctx, d.key, ip, Holder{Pool: ps.key, Claim: claim})
+	if err != nil {
+		return false, fmt.Errorf("recording address %s: %w", ip, err)
+	}
+	d.locked(func() {
+		if mine {
+			ps.markConfirmed(claim, ip, r.now())
+			return
+		}
+		d.held[ip] = owner
+		if ps.byClaim[claim] == ip {
+			delete(ps.byClaim, claim)
+		}
+	})
+	return !mine, nil
 }
 
 // takeFree takes an address for the claim in memory: the requested one, or
@@ -90,6 +123,7 @@ func (r *Registry) record(ctx context.Context, ps *poolState, claim Claim, ip, r
 			left = true
 		default:
 			ps.byClaim[claim] = ip
+			ps.markConfirmed(claim, ip, r.now())
 			subnet, err = ps.subnetOf(ip)
 		}
 	})
@@ -196,6 +230,7 @@ func (r *Registry) Release(ctx context.Context, key poolref.Key, claim Claim) ([
 	d := ps.domain
 	d.locked(func() {
 		delete(ps.byClaim, claim)
+		delete(ps.confirmed, claim)
 		for ip, h := range d.held {
 			if h.Claim.same(claim) && !h.Retired {
 				gained = append(gained, d.give(ip)...)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -77,6 +78,15 @@ type poolState struct {
 	spaceErr error
 	// byClaim maps the pool's claims to their addresses; nil until seeded.
 	byClaim map[Claim]netip.Addr
+	// confirmed says when this process last created or confirmed the
+	// record of a claim's address in byClaim (see confirmedRecently).
+	confirmed map[Claim]confirmation
+}
+
+// confirmation is when the record of an address was last written.
+type confirmation struct {
+	address netip.Addr
+	at      time.Time
 }
 
 // take records that h holds ip, and marks it taken in every pool of the

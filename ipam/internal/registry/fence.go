@@ -26,7 +26,10 @@ func (r *Registry) admitInStore(ctx context.Context, pool v1alpha1.Pool, claim C
 		return errVRFUnread
 	}
 	holder := Holder{Pool: poolref.KeyOf(pool), Claim: claim}
-	owner, mine, err := r.reserve(ctx, key, ip, holder)
+	if err := r.bound(ctx, key, holder.Pool, claim, ip, netip.Addr{}); err != nil {
+		return err
+	}
+	owner, mine, err := r.confirm(ctx, key, ip, holder)
 	switch {
 	case err != nil:
 		return err

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -38,6 +39,8 @@ type memStore struct {
 	// addresses are the IPAddresses, by claim; domainOf maps a pool to its domain.
 	addresses map[types.NamespacedName]ipAddress
 	domainOf  map[poolref.Key]string
+	// now, when set, stamps the records written (Record.Recorded).
+	now func() time.Time
 }
 
 type ipAddress struct {
@@ -70,6 +73,9 @@ func (s *memStore) Reserve(_ context.Context, domain string, r Record) error {
 	}
 	if existing, ok := s.records[domain][r.Address]; ok {
 		return &TakenError{Address: r.Address, Holder: existing.Holder}
+	}
+	if s.now != nil {
+		r.Recorded = s.now()
 	}
 	s.records[domain][r.Address] = r
 	return nil

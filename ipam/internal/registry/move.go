@@ -26,34 +26,41 @@ import (
 // Unlike Adopt it gives back no other address of the claim: the IPAddress
 // is not created yet, and its creation may still fail (another replica
 // created the claim's IPAddress first, with the address it holds). An
-// address recorded for a creation that failed stays the claim's until the
-// claim is released.
+// address recorded for a creation that failed is pending until Reap
+// deletes its record; a claim with MaxPending of them is refused more with
+// a *PendingError. A record the claim has already is confirmed (see Reap).
 func (r *Registry) Admit(ctx context.Context, pool v1alpha1.Pool, claim Claim, ip netip.Addr) error {
 	if r.fenced() != nil {
 		return r.admitInStore(ctx, pool, claim, ip)
 	}
 	var (
 		ps    *poolState
-		known bool
+		kept  netip.Addr
+		fresh bool
 	)
 	err := r.with(ctx, pool, false, func(p *poolState) error {
 		ps = p
 		if !p.domain.allocates {
 			return errVRFUnread
 		}
-		h, ok := p.domain.held[ip]
-		known = ok && h.Claim.same(claim) && !h.Retired
+		// The claim's own address, recorded here lately: the manager's own
+		// IPAddress, where the webhook is called for it too.
+		kept = p.byClaim[claim]
+		fresh = kept == ip && p.confirmedRecently(claim, ip, r.now(), r.grace)
 		return nil
 	})
 	if errors.Is(err, errUnseeded) {
 		return r.admitInStore(ctx, pool, claim, ip)
 	}
-	if err != nil || known {
+	if err != nil || fresh {
 		return err
 	}
 	d := ps.domain
+	if err := r.bound(ctx, d.key, ps.key, claim, ip, kept); err != nil {
+		return err
+	}
 	holder := Holder{Pool: ps.key, Claim: claim}
-	owner, mine, err := r.reserve(ctx, d.key, ip, holder)
+	owner, mine, err := r.confirm(ctx, d.key, ip, holder)
 	if err != nil {
 		return fmt.Errorf("recording address %s: %w", ip, err)
 	}
@@ -112,6 +119,7 @@ func (r *Registry) Retire(ctx context.Context, pool v1alpha1.Pool, claim Claim, 
 		d.take(ip, holder)
 		if ps.byClaim[claim] == ip {
 			delete(ps.byClaim, claim)
+			delete(ps.confirmed, claim)
 		}
 	})
 	return nil

@@ -32,7 +32,9 @@
 //     an address.
 //   - IPAddresses made by others (clusterctl move, a restore) are recorded
 //     before they are created (Admit, from the IPAddress webhook), so no
-//     claim is served an address they hold, whatever the order.
+//     claim is served an address they hold, whatever the order. The records
+//     of those whose creation failed are reaped, and a claim has only so
+//     many at once (see Reap).
 //   - A GlobalMetalVRFIPPool hands out addresses in the one management
 //     cluster its annotation names (see allocatesHere); its copies elsewhere
 //     only keep what their claims hold.
@@ -43,6 +45,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
@@ -58,6 +61,10 @@ type Registry struct {
 	fence func() error
 	// cluster identifies the management cluster this process runs in.
 	cluster string
+	// grace, now and onPending are Reap's (see SetPendingGrace, OnPending).
+	grace     time.Duration
+	now       func() time.Time
+	onPending func(pool poolref.Key, claim Claim)
 
 	// mu guards the fields below, and domain.members and poolState.latest.
 	// It is never held while a domain is locked or the store is called.
@@ -70,7 +77,10 @@ type Registry struct {
 // cluster. fence, when not nil, is asked before every allocation; an error
 // from it refuses the allocation.
 func New(store Store, fence func() error, cluster string) *Registry {
-	return &Registry{store: store, fence: fence, cluster: cluster, pools: map[poolref.Key]*poolState{}, domains: map[string]*domain{}}
+	return &Registry{
+		store: store, fence: fence, cluster: cluster, grace: DefaultPendingGrace, now: time.Now, onPending: func(poolref.Key, Claim) {},
+		pools: map[poolref.Key]*poolState{}, domains: map[string]*domain{},
+	}
 }
 
 // withPool runs fn on the pool's state with its domain locked, seeded, and

@@ -14,7 +14,17 @@ import (
 // owner is the holder of the record. err is any other failure of the
 // store. It calls the store: the caller holds no lock.
 func (r *Registry) reserve(ctx context.Context, domain string, ip netip.Addr, holder Holder) (owner Holder, mine bool, err error) {
-	err = r.store.Reserve(ctx, domain, Record{Address: ip, Holder: holder})
+	return outcome(holder, r.store.Reserve(ctx, domain, Record{Address: ip, Holder: holder}))
+}
+
+// confirm is reserve through Store.Confirm: a record holder's claim has
+// already is marked recorded now.
+func (r *Registry) confirm(ctx context.Context, domain string, ip netip.Addr, holder Holder) (owner Holder, mine bool, err error) {
+	return outcome(holder, r.store.Confirm(ctx, domain, Record{Address: ip, Holder: holder}))
+}
+
+// outcome reads what the store answered to a write of holder's record.
+func outcome(holder Holder, err error) (owner Holder, mine bool, _ error) {
 	var taken *TakenError
 	switch {
 	case err == nil:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -32,6 +33,9 @@ type Holder struct {
 type Record struct {
 	Address netip.Addr
 	Holder  Holder
+	// Recorded is when the record was created or last confirmed (see
+	// Store.Confirm), by the API server's clock; zero when not known.
+	Recorded time.Time
 }
 
 // Store is the API server's side of the registry: one record per address in
@@ -60,6 +64,21 @@ type Store interface {
 	Addresses(ctx context.Context, domain string) ([]Record, error)
 	// PoolAddresses lists the IPAddresses of one pool, read live.
 	PoolAddresses(ctx context.Context, pool poolref.Key) ([]Record, error)
+
+	// ClaimRecords lists the records of a claim in a domain, read live.
+	ClaimRecords(ctx context.Context, domain string, claim Claim) ([]Record, error)
+	// ClaimAddresses lists the addresses of the IPAddresses whose
+	// spec.claimRef names the claim, whatever their owner reference says,
+	// read live.
+	ClaimAddresses(ctx context.Context, claim Claim) ([]netip.Addr, error)
+	// Confirm creates the record of an address, or marks the claim's
+	// record of it recorded now. When another claim's record holds the
+	// address it fails with a *TakenError naming its holder.
+	Confirm(ctx context.Context, domain string, r Record) error
+	// Expire deletes the record of r's address if r's claim holds it, it is
+	// not retired, and it was not confirmed since r.Recorded; it reports
+	// whether it deleted it.
+	Expire(ctx context.Context, domain string, r Record) (bool, error)
 }
 
 // TakenError says that an address already has a record, and whose.
@@ -88,4 +107,7 @@ var (
 	ErrTaken = errors.New("address already recorded")
 	// ErrFenced: this process may not allocate now (see Registry.fence).
 	ErrFenced = errors.New("allocation fenced")
+	// ErrTooManyPending: a claim has as many addresses recorded for
+	// IPAddresses that do not exist as it may (see PendingError).
+	ErrTooManyPending = errors.New("too many addresses recorded for IPAddresses that do not exist")
 )

@@ -165,18 +165,27 @@ func deleteAndWait(obj client.Object) {
 // summed over pool kinds, from the in-process metrics registry.
 func allocationOutcomes(outcome string) float64 {
 	GinkgoHelper()
+	return counterSum("metal_vrf_ipam_allocations_total", func(labels map[string]string) bool { return labels["outcome"] == outcome })
+}
+
+// counterSum sums the series of the counter name whose labels match, from
+// the in-process metrics registry.
+func counterSum(name string, match func(labels map[string]string) bool) float64 {
+	GinkgoHelper()
 	families, err := metrics.Registry.Gather()
 	Expect(err).NotTo(HaveOccurred())
 	var sum float64
 	for _, family := range families {
-		if family.GetName() != "metal_vrf_ipam_allocations_total" {
+		if family.GetName() != name {
 			continue
 		}
 		for _, m := range family.GetMetric() {
+			labels := map[string]string{}
 			for _, label := range m.GetLabel() {
-				if label.GetName() == "outcome" && label.GetValue() == outcome {
-					sum += m.GetCounter().GetValue()
-				}
+				labels[label.GetName()] = label.GetValue()
+			}
+			if match(labels) {
+				sum += m.GetCounter().GetValue()
 			}
 		}
 	}

@@ -1,0 +1,114 @@
+package records
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/registry"
+)
+
+// ClaimRecords lists the records of a claim in a domain.
+func (s *Store) ClaimRecords(ctx context.Context, domain string, claim registry.Claim) ([]registry.Record, error) {
+	var list coordinationv1.LeaseList
+	if err := s.reader.List(ctx, &list, client.InNamespace(s.namespace), client.MatchingLabels{
+		v1alpha1.AllocationDomainLabel: domainHash(domain), v1alpha1.AllocationClaimUIDLabel: uidLabel(claim.UID),
+	}); err != nil {
+		return nil, err
+	}
+	var records []registry.Record
+	for i := range list.Items {
+		rec, ok := recordOf(&list.Items[i])
+		if ok && list.Items[i].Annotations[v1alpha1.AllocationDomainAnnotation] == domain && sameClaim(rec.Holder.Claim, claim) {
+			records = append(records, rec)
+		}
+	}
+	return records, nil
+}
+
+// ClaimAddresses lists the addresses of the IPAddresses of the claim's
+// namespace whose spec.claimRef names it.
+func (s *Store) ClaimAddresses(ctx context.Context, claim registry.Claim) ([]netip.Addr, error) {
+	var addresses []netip.Addr
+	err := pages(ctx, s.reader, func() *ipamv1.IPAddressList { return &ipamv1.IPAddressList{} }, func(l *ipamv1.IPAddressList) {
+		for _, address := range l.Items {
+			if ip, err := netip.ParseAddr(address.Spec.Address); err == nil && address.Spec.ClaimRef.Name == claim.Name {
+				addresses = append(addresses, ip)
+			}
+		}
+	}, client.InNamespace(claim.Namespace))
+	return addresses, err
+}
+
+// Confirm creates the record of r's address, or, when r's claim holds it
+// already, marks it recorded now (its renewTime).
+func (s *Store) Confirm(ctx context.Context, domain string, r registry.Record) error {
+	for {
+		err := s.Reserve(ctx, domain, r)
+		var taken *registry.TakenError
+		if !errors.As(err, &taken) || !sameClaim(taken.Holder.Claim, r.Holder.Claim) || taken.Holder.Retired {
+			return err
+		}
+		existing := &coordinationv1.Lease{}
+		err = s.reader.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: name(domain, r.Address)}, existing)
+		switch {
+		case apierrors.IsNotFound(err):
+			continue // expired meanwhile: record it again
+		case err != nil:
+			return err
+		}
+		patch := client.MergeFromWithOptions(existing.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		existing.Spec.RenewTime = &metav1.MicroTime{Time: s.now()}
+		err = s.client.Patch(ctx, existing, patch)
+		if !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return err
+		}
+		// Expired or changed meanwhile: look again.
+	}
+}
+
+// Expire deletes the record of r's address if r's claim holds it, it is not
+// retired, and it was not confirmed since r.Recorded: the delete is made on
+// the resourceVersion read, so a confirmation in between keeps it.
+func (s *Store) Expire(ctx context.Context, domain string, r registry.Record) (bool, error) {
+	existing := &coordinationv1.Lease{}
+	err := s.reader.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: name(domain, r.Address)}, existing)
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	if rec, ok := recordOf(existing); !ok || !sameClaim(rec.Holder.Claim, r.Holder.Claim) || rec.Holder.Retired || !rec.Recorded.Equal(r.Recorded) {
+		return false, nil
+	}
+	err = s.client.Delete(ctx, existing, client.Preconditions{UID: &existing.UID, ResourceVersion: &existing.ResourceVersion})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// sameClaim reports whether a and b are one claim: a UID is whatever an
+// owner reference says, so a claim of another namespace or name with the
+// same UID is another claim.
+func sameClaim(a, b registry.Claim) bool {
+	return a.UID == b.UID && a.NamespacedName == b.NamespacedName
+}
+
+// recordedAt is when a record was created or last confirmed.
+func recordedAt(obj *coordinationv1.Lease) time.Time {
+	at := obj.CreationTimestamp.Time
+	if renewed := obj.Spec.RenewTime; renewed != nil && renewed.After(at) {
+		at = renewed.Time
+	}
+	return at
+}

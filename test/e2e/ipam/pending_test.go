@@ -1,0 +1,123 @@
+package ipam
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
+)
+
+// The IPAddress webhook records an address before the API server creates
+// its IPAddress; here a ResourceQuota refuses the creations after it (the
+// API server checks quotas after the validating webhooks; a
+// ValidatingAdmissionPolicy would refuse them before the webhook is
+// called).
+var _ = Describe("Records of IPAddresses that were never created", func() {
+	const grace = 10 * time.Second
+
+	BeforeEach(func() {
+		// A manager that reaps within seconds, instead of the suite's.
+		stopIPAM()
+		DeferCleanup(func() {
+			var err error
+			stopIPAM, err = env.StartIPAM(ctx, ipamOptions())
+			Expect(err).NotTo(HaveOccurred())
+		})
+		opts := ipamOptions()
+		opts.PendingRecordGrace = grace
+		stop, err := env.StartIPAM(ctx, opts)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(stop)
+	})
+
+	It("are reaped after the grace period, and a claim has at most four at once", func() {
+		ns := newNamespace()
+		pool := createPool(ns, "pool", poolSpec(28, "10.66.0.1", "10.66.0.0/28"))
+
+		By("a quota that lets the namespace have one IPAddress: the claim's")
+		ipAddresses := corev1.ResourceName("count/ipaddresses.ipam.cluster.x-k8s.io")
+		quota := &corev1.ResourceQuota{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "one-ipaddress"},
+			Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{ipAddresses: resource.MustParse("1")}},
+		}
+		Expect(k8s.Create(ctx, quota)).To(Succeed())
+		// No quota controller runs on envtest: the status it would write.
+		quota.Status = corev1.ResourceQuotaStatus{Hard: quota.Spec.Hard, Used: corev1.ResourceList{ipAddresses: resource.MustParse("0")}}
+		Expect(k8s.Status().Update(ctx, quota)).To(Succeed())
+		claim := createClaim(ns, "target", v1alpha1.MetalVRFIPPoolKind, pool.Name)
+		Expect(boundAddress(claim).Spec.Address).To(Equal("10.66.0.2"))
+
+		squat := func(ip string) *ipamv1.IPAddress {
+			return &ipamv1.IPAddress{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "squat-" + ip, OwnerReferences: []metav1.OwnerReference{
+					{APIVersion: ipamv1.GroupVersion.String(), Kind: "IPAddressClaim", Name: claim.Name, UID: claim.UID, Controller: ptr.To(true)},
+				}},
+				Spec: ipamv1.IPAddressSpec{
+					ClaimRef: ipamv1.IPAddressClaimReference{Name: claim.Name},
+					PoolRef:  ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: v1alpha1.MetalVRFIPPoolKind, Name: pool.Name},
+					Address:  ip, Prefix: ptr.To(int32(28)), Gateway: "10.66.0.1",
+				},
+			}
+		}
+		recordsOfClaim := func() []string {
+			records, err := env.AllocationRecords(ctx, ns)
+			Expect(err).NotTo(HaveOccurred())
+			var held []string
+			for ip, name := range records {
+				if name == claim.Name {
+					held = append(held, ip)
+				}
+			}
+			return held
+		}
+		reapedBefore := reapedRecords()
+
+		By("IPAddresses of the claim that the webhook records and the quota refuses, until the webhook refuses one")
+		// Were the machine so slow that the first records are reaped
+		// before the fifth is admitted, the next ones take their place.
+		var refusedByQuota int
+		var bound error
+		for i := 3; i <= 14 && bound == nil; i++ {
+			ip := fmt.Sprintf("10.66.0.%d", i)
+			err := k8s.Create(ctx, squat(ip))
+			Expect(err).To(HaveOccurred(), "the quota let IPAddress %s be created", ip)
+			if !strings.Contains(err.Error(), "exceeded quota") {
+				bound = err
+				break
+			}
+			refusedByQuota++
+			Expect(recordsOfClaim()).To(ContainElement(ip), "the webhook did not record %s before the quota refused it", ip)
+		}
+		Expect(bound).To(HaveOccurred(), "the claim was made to hold %d addresses no IPAddress names", refusedByQuota)
+		Expect(refusedByQuota).To(BeNumerically(">=", 4))
+		Expect(bound.Error()).To(And(
+			ContainSubstring("spec.claimRef.name"), ContainSubstring(fmt.Sprintf("claim %s/%s has 4 addresses", ns, claim.Name)),
+			ContainSubstring("recorded for IPAddresses that were not created"),
+		))
+
+		By("the records are reaped after the grace period; the claim keeps its own")
+		Eventually(recordsOfClaim).WithTimeout(2*time.Minute + grace).Should(ConsistOf("10.66.0.2"))
+		Expect(reapedRecords() - reapedBefore).To(BeNumerically(">=", refusedByQuota))
+
+		By("a later claim is served a reaped address")
+		Expect(k8s.Delete(ctx, quota)).To(Succeed())
+		later := createClaim(ns, "later", v1alpha1.MetalVRFIPPoolKind, pool.Name)
+		Expect(boundAddress(later).Spec.Address).To(Equal("10.66.0.3"))
+	})
+})
+
+// reapedRecords reads the provider's count of reaped records, summed over
+// pool kinds, from the in-process metrics registry.
+func reapedRecords() float64 {
+	GinkgoHelper()
+	return counterSum("metal_vrf_ipam_reaped_records_total", func(map[string]string) bool { return true })
+}
