@@ -2,7 +2,6 @@ package controllers
 
 import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	"sigs.k8s.io/cluster-api/util/conditions"
 
 	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/capp/device"
@@ -26,10 +25,4 @@ type clusterScope struct {
 	run      phaseRun
 	retry    retryState
 	deleting bool
-}
-
-// reasonChanges reports whether the condition's reason, as last written,
-// differs from reason: events are emitted on such changes only.
-func (s *clusterScope) reasonChanges(conditionType, reason string) bool {
-	return conditions.GetReason(s.PacketCluster, conditionType) != reason
 }

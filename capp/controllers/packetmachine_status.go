@@ -222,7 +222,7 @@ func ipAddressClaimed(f fact) metav1.Condition {
 		if f.total == 0 {
 			return trueCondition(t, infrav1.NoIPAddressClaimsReason, "no network takes its address from a pool")
 		}
-		return trueCondition(t, infrav1.IPAddressClaimedReason, f.claimCount.String())
+		return trueCondition(t, infrav1.IPAddressClaimedReason, f.String())
 	}
 	return commonCondition(t, f)
 }

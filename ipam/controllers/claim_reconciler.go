@@ -137,39 +137,39 @@ func (r *claimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ct
 	if deleting {
 		return r.reconcileDelete(ctx, claim, claimHandler)
 	}
-	return r.reconcileNormal(ctx, claim, pool, claimHandler)
+	return ctrl.Result{}, r.reconcileNormal(ctx, claim, pool, claimHandler)
 }
 
 // reconcileNormal binds the claim: an IPAddress it already has keeps its
 // address (adopt); otherwise the pool hands out an address (allocate),
 // which its new IPAddress carries. Then the claim points at it.
-func (r *claimReconciler) reconcileNormal(ctx context.Context, claim *ipamv1.IPAddressClaim, pool v1alpha1.Pool, claimHandler *claimHandler) (ctrl.Result, error) {
+func (r *claimReconciler) reconcileNormal(ctx context.Context, claim *ipamv1.IPAddressClaim, pool v1alpha1.Pool, claimHandler *claimHandler) error {
 	address := ipamutil.NewIPAddress(claim, pool)
 	err := r.client.Get(ctx, client.ObjectKeyFromObject(&address), &address)
 	switch {
 	case apierrors.IsNotFound(err):
 		if err := claimHandler.allocate(ctx, &address); err != nil {
-			return ctrl.Result{}, fmt.Errorf("allocating the address of IPAddress %s: %w", address.Name, err)
+			return fmt.Errorf("allocating the address of IPAddress %s: %w", address.Name, err)
 		}
 		if err := r.ownAddress(&address, claim, pool); err != nil {
-			return ctrl.Result{}, err
+			return err
 		}
 		if err := r.client.Create(ctx, &address); err != nil {
-			return ctrl.Result{}, fmt.Errorf("creating IPAddress %s: %w", address.Name, err)
+			return fmt.Errorf("creating IPAddress %s: %w", address.Name, err)
 		}
 		if err := r.awaitCached(ctx, &address); err != nil {
-			return ctrl.Result{}, err
+			return err
 		}
 		ctrl.LoggerFrom(ctx).Info("Bound the claim", "IPAddress", address.Name, "address", address.Spec.Address, "pool", klog.KObj(pool))
 	case err != nil:
-		return ctrl.Result{}, fmt.Errorf("reading IPAddress %s: %w", address.Name, err)
+		return fmt.Errorf("reading IPAddress %s: %w", address.Name, err)
 	default:
 		if err := r.adopt(ctx, claim, pool, claimHandler, &address); err != nil {
-			return ctrl.Result{}, err
+			return err
 		}
 	}
 	claim.Status.AddressRef = ipamv1.IPAddressReference{Name: address.Name}
-	return ctrl.Result{}, nil
+	return nil
 }
 
 // adopt binds the claim to the IPAddress it already has, and writes the
