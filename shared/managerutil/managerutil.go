@@ -132,8 +132,12 @@ func (o Options) ManagerOptions(scheme *runtime.Scheme, leaderElectionID string)
 			*d.field = ptr.To(d.value)
 		}
 	}
+	// The managers never read managed fields, which are often the larger
+	// part of a small object such as an IPAddress: the cache keeps objects
+	// without them (an update that omits them leaves the server's alone).
+	opts.Cache = cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
 	if o.Namespace != "" {
-		opts.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{o.Namespace: {}}}
+		opts.Cache.DefaultNamespaces = map[string]cache.Config{o.Namespace: {}}
 	}
 	return opts, tlsOpts, nil
 }

@@ -172,7 +172,19 @@ func (s *Store) current(ctx context.Context) (*snapshot, error) {
 		return nil, err
 	}
 	s.snap = snap
+	// A snapshot holds every record and IPAddress of the cluster: let it go
+	// once no seed may use it, rather than keep it until the next failover.
+	time.AfterFunc(snapshotTTL, func() { s.forget(snap) })
 	return snap, nil
+}
+
+// forget drops snap if it is still the current snapshot.
+func (s *Store) forget(snap *snapshot) {
+	s.loading.Lock()
+	defer s.loading.Unlock()
+	if s.snap == snap {
+		s.snap = nil
+	}
 }
 
 // read lists every record, claim, pool and IPAddress, a page at a time.
