@@ -53,35 +53,6 @@ type Store struct {
 	now     func() time.Time
 }
 
-// snapshotTTL is how long seeds share one read of the cluster: long enough
-// for every domain seeded after a failover, short enough that what it
-// misses (see snapshot) stays small.
-const snapshotTTL = 30 * time.Second
-
-// pageSize is the page of every list the seeding reads.
-const pageSize = 500
-
-// snapshot is one paged read of every record, claim, pool and IPAddress,
-// shared by the seeds of all domains while it is fresh: after a failover
-// every domain seeds at once, and reading each kind once keeps the cost at
-// objects, not pools × objects. What it can miss does not matter to
-// seeding: a record created since still refuses a second record of its
-// address (Reserve), which is what keeps an address from being handed out
-// twice, the registry's memory being only a cache of the records; an
-// IPAddress created since has its record already (the registry and the
-// IPAddress webhook record an address before it is handed out); a pool
-// created since holds only such IPAddresses; a claim created since is read
-// live before its record is taken for an orphan (see Records).
-type snapshot struct {
-	at      time.Time
-	claims  map[types.UID]bool
-	domains map[poolref.Key]string
-	// records by the hash of their domain (AllocationDomainLabel).
-	records map[string][]coordinationv1.Lease
-	// addresses by their pool.
-	addresses map[poolref.Key][]ipamv1.IPAddress
-}
-
 var _ registry.Store = &Store{}
 
 // New returns the store keeping its records in namespace, writing through
@@ -156,103 +127,6 @@ func (s *Store) claimGone(ctx context.Context, c registry.Claim) (bool, error) {
 		return false, err
 	}
 	return claim.UID != c.UID, nil
-}
-
-// current returns the snapshot, read again when it is older than
-// snapshotTTL. The lock is held across the read on purpose: the seeds that
-// wait for it then share its result instead of each reading the cluster.
-func (s *Store) current(ctx context.Context) (*snapshot, error) {
-	s.loading.Lock()
-	defer s.loading.Unlock()
-	if s.snap != nil && s.now().Sub(s.snap.at) < snapshotTTL {
-		return s.snap, nil
-	}
-	snap, err := s.read(ctx)
-	if err != nil {
-		return nil, err
-	}
-	s.snap = snap
-	// A snapshot holds every record and IPAddress of the cluster: let it go
-	// once no seed may use it, rather than keep it until the next failover.
-	time.AfterFunc(snapshotTTL, func() { s.forget(snap) })
-	return snap, nil
-}
-
-// forget drops snap if it is still the current snapshot.
-func (s *Store) forget(snap *snapshot) {
-	s.loading.Lock()
-	defer s.loading.Unlock()
-	if s.snap == snap {
-		s.snap = nil
-	}
-}
-
-// read lists every record, claim, pool and IPAddress, a page at a time.
-// The records come first: a claim is read after its record, so that a
-// record whose claim the read does not show is an orphan's or a claim's
-// made since (see Records).
-func (s *Store) read(ctx context.Context) (*snapshot, error) {
-	snap := &snapshot{
-		at: s.now(), claims: map[types.UID]bool{}, domains: map[poolref.Key]string{},
-		records: map[string][]coordinationv1.Lease{}, addresses: map[poolref.Key][]ipamv1.IPAddress{},
-	}
-	err := pages(ctx, s.reader, func() *coordinationv1.LeaseList { return &coordinationv1.LeaseList{} },
-		func(l *coordinationv1.LeaseList) {
-			for _, item := range l.Items {
-				if hash, ok := item.Labels[v1alpha1.AllocationDomainLabel]; ok {
-					snap.records[hash] = append(snap.records[hash], item)
-				}
-			}
-		}, client.InNamespace(s.namespace), client.HasLabels{v1alpha1.AllocationDomainLabel})
-	if err != nil {
-		return nil, err
-	}
-	err = pages(ctx, s.reader, func() *ipamv1.IPAddressClaimList { return &ipamv1.IPAddressClaimList{} },
-		func(l *ipamv1.IPAddressClaimList) {
-			for i := range l.Items {
-				snap.claims[l.Items[i].UID] = true
-			}
-		})
-	if err != nil {
-		return nil, err
-	}
-	for _, kind := range []string{v1alpha1.MetalVRFIPPoolKind, v1alpha1.GlobalMetalVRFIPPoolKind} {
-		err := pages(ctx, s.reader, func() client.ObjectList { return poolref.NewList(kind) }, func(l client.ObjectList) {
-			for _, pool := range pools(l) {
-				snap.domains[poolref.KeyOf(pool)] = registry.DomainOf(pool)
-			}
-		})
-		if err != nil {
-			return nil, err
-		}
-	}
-	err = pages(ctx, s.reader, func() *ipamv1.IPAddressList { return &ipamv1.IPAddressList{} },
-		func(l *ipamv1.IPAddressList) {
-			for _, address := range l.Items {
-				if key, ok := poolref.For(address.Spec.PoolRef, address.Namespace); ok {
-					snap.addresses[key] = append(snap.addresses[key], address)
-				}
-			}
-		})
-	if err != nil {
-		return nil, err
-	}
-	return snap, nil
-}
-
-// pages lists with newList a page at a time, handing each page to each.
-func pages[L client.ObjectList](ctx context.Context, reader client.Reader, newList func() L, each func(L), opts ...client.ListOption) error {
-	next := ""
-	for {
-		list := newList()
-		if err := reader.List(ctx, list, append(opts, client.Limit(pageSize), client.Continue(next))...); err != nil {
-			return err
-		}
-		each(list)
-		if next = list.GetContinue(); next == "" {
-			return nil
-		}
-	}
 }
 
 // Reserve creates the record of r, or returns a *registry.TakenError
