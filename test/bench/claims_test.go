@@ -10,6 +10,8 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/metrics"
 	"slices"
 	"strconv"
 	"strings"
@@ -168,8 +170,8 @@ var scaleWaves = []wave{
 // within minutes). Each wave reports its p50 and p99 in both pools and the
 // full pool's p50 as a multiple of the empty one's (x-empty-p50). Our
 // manager runs in this process: its resident memory after the waves (rss-MB)
-// is the process's, which also holds the benchmark's client and its watch
-// of one pool's claims.
+// and its live heap (live-heap-MB) are the process's, which also holds the
+// benchmark's client and its watch of one pool's claims.
 func BenchmarkClaimLatencyAtScale(b *testing.B) {
 	setup(b)
 	for _, p := range providers {
@@ -190,6 +192,7 @@ func BenchmarkClaimLatencyAtScale(b *testing.B) {
 				}
 				if rss, ok := residentMB(); ok && p.name == ourName {
 					b.ReportMetric(rss, "rss-MB")
+					b.ReportMetric(liveHeapMB(), "live-heap-MB")
 				}
 			}
 			b.StartTimer()
@@ -583,6 +586,17 @@ func envCPU() (time.Duration, bool) {
 		total += time.Duration(utime+stime) * time.Second / clockTicks
 	}
 	return total, total > 0
+}
+
+// liveHeapMB is what this process's heap holds after a collection, in MiB:
+// what the manager keeps, without the garbage that the runtime has not
+// collected yet or the memory it has not given back to the system, which
+// both count in its resident memory.
+func liveHeapMB() float64 {
+	runtime.GC()
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(sample)
+	return float64(sample[0].Value.Uint64()) / (1 << 20)
 }
 
 // residentMB is this process's resident memory (VmRSS), in MiB.
