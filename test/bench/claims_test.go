@@ -180,7 +180,7 @@ func BenchmarkClaimLatencyAtScale(b *testing.B) {
 			defer cancel()
 			b.StopTimer()
 			for range b.N {
-				empty, full, err := measureScale(ctx, b, p)
+				empty, full, mem, err := measureScale(ctx, b, p)
 				if err != nil {
 					b.Fatalf("%s: %v (manager logs are in %s)", p.name, err, logDir)
 				}
@@ -190,9 +190,9 @@ func BenchmarkClaimLatencyAtScale(b *testing.B) {
 					b.ReportMetric(float64(full[i].percentile(99))/float64(time.Millisecond), w.name+"-full-p99-ms")
 					b.ReportMetric(float64(full[i].percentile(50))/float64(empty[i].percentile(50)), w.name+"-x-empty-p50")
 				}
-				if rss, ok := residentMB(); ok && p.name == ourName {
-					b.ReportMetric(rss, "rss-MB")
-					b.ReportMetric(liveHeapMB(), "live-heap-MB")
+				if p.name == ourName {
+					b.ReportMetric(mem.rss, "rss-MB")
+					b.ReportMetric(mem.liveHeap, "live-heap-MB")
 				}
 			}
 			b.StartTimer()
@@ -202,33 +202,35 @@ func BenchmarkClaimLatencyAtScale(b *testing.B) {
 
 // measureScale starts an environment running only p's manager with an empty
 // pool and one holding scaleInUse addresses, binds each wave of scaleWaves
-// in the empty pool then in the full one, and verifies both.
-func measureScale(ctx context.Context, b *testing.B, p provider) (empty, full []result, err error) {
+// in the empty pool then in the full one, verifies both, and reads this
+// process's memory while the manager still runs.
+func measureScale(ctx context.Context, b *testing.B, p provider) (empty, full []result, mem memory, err error) {
 	env, err := startAlone(p, false)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, mem, err
 	}
 	defer env.stop()
 	fullPool, err := newScenario(ctx, env, p, scaleInUse)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, mem, err
 	}
 	emptyPool, err := newScenario(ctx, env, p, 0)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, mem, err
 	}
 	empty, full = make([]result, len(scaleWaves)), make([]result, len(scaleWaves))
 	claims := 0
 	for i, w := range scaleWaves {
 		if empty[i], err = emptyPool.measureWave(ctx, b, w); err != nil {
-			return nil, nil, err
+			return nil, nil, mem, err
 		}
 		if full[i], err = fullPool.measureWave(ctx, b, w); err != nil {
-			return nil, nil, err
+			return nil, nil, mem, err
 		}
 		claims += w.n
 	}
-	return empty, full, errors.Join(emptyPool.verify(ctx, claims, 0), fullPool.verify(ctx, claims, scaleInUse))
+	err = errors.Join(emptyPool.verify(ctx, claims, 0), fullPool.verify(ctx, claims, scaleInUse))
+	return empty, full, readMemory(), err
 }
 
 // wave is a set of claims named name-NNNNN, created by creators goroutines;
@@ -588,15 +590,17 @@ func envCPU() (time.Duration, bool) {
 	return total, total > 0
 }
 
-// liveHeapMB is what this process's heap holds after a collection, in MiB:
-// what the manager keeps, without the garbage that the runtime has not
-// collected yet or the memory it has not given back to the system, which
-// both count in its resident memory.
-func liveHeapMB() float64 {
+// memory is this process's memory, in MiB: resident (VmRSS), and what its
+// heap holds after a collection, which leaves out the garbage not collected
+// yet and the memory the runtime has not given back to the system.
+type memory struct{ rss, liveHeap float64 }
+
+func readMemory() memory {
+	rss, _ := residentMB()
 	runtime.GC()
 	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
 	metrics.Read(sample)
-	return float64(sample[0].Value.Uint64()) / (1 << 20)
+	return memory{rss: rss, liveHeap: float64(sample[0].Value.Uint64()) / (1 << 20)}
 }
 
 // residentMB is this process's resident memory (VmRSS), in MiB.
