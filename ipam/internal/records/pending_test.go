@@ -14,7 +14,6 @@ import (
 
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolref"
-	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/records"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/registry"
 )
 
@@ -23,12 +22,7 @@ import (
 // confirmed since is. The claim's records and IPAddresses are read live.
 func TestExpireKeepsAConfirmedRecord(t *testing.T) {
 	ctx := context.Background()
-	env := start(t)
-	ns, err := env.NewNamespace(ctx, "records")
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := records.New(env.Client, env.Client, ns, "test")
+	env, ns, store := startStore(ctx, t)
 	pool := poolref.Key{Kind: v1alpha1.MetalVRFIPPoolKind, Namespace: ns, Name: "pool"}
 	domain := "pool/" + pool.String()
 	claim := registry.Claim{NamespacedName: types.NamespacedName{Namespace: ns, Name: "claim"}, UID: "claim-uid"}

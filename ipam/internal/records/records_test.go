@@ -32,18 +32,25 @@ func start(tb testing.TB) *testenv.Environment {
 	return env
 }
 
+// startStore starts an API server and returns it with a namespace of its
+// own and a store keeping its records there.
+func startStore(ctx context.Context, t *testing.T) (*testenv.Environment, string, *records.Store) {
+	t.Helper()
+	env := start(t)
+	ns, err := env.NewNamespace(ctx, "records")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env, ns, records.New(env.Client, env.Client, ns, "test")
+}
+
 // TestRetiredRecordsOutliveTheirPoolInTheVRF: against a real API server, a
 // deleted pool's retired record stays while another pool of its VRF
 // exists (it could hand the address out), and goes with the VRF's last
 // pool.
 func TestRetiredRecordsOutliveTheirPoolInTheVRF(t *testing.T) {
 	ctx := context.Background()
-	env := start(t)
-	ns, err := env.NewNamespace(ctx, "records")
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := records.New(env.Client, env.Client, ns, "test")
+	env, ns, store := startStore(ctx, t)
 
 	var pools []*v1alpha1.MetalVRFIPPool
 	for _, name := range []string{"first", "second"} {
