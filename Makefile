@@ -322,16 +322,28 @@ $(CLUSTER_TOOLS):
 # that clusterctl init installs (built from test/tools/capi-providers, the
 # pinned Cluster API) and the Pods' sandbox (test/cluster/pause), named for
 # the test's registry.
-CLUSTER_IMAGES := $(addprefix $(CLUSTER_OUT)/base-images/,core.tar bootstrap-kubeadm.tar control-plane-kubeadm.tar pause.tar)
+CAPI_IMAGES := $(addprefix $(CLUSTER_OUT)/base-images/,core.tar bootstrap-kubeadm.tar control-plane-kubeadm.tar)
+# cert-manager's controller and CA injector, built from its module by
+# test/tools/cert-manager and named as cert-manager names its images, for
+# clusterctl to install from test/cluster/cert-manager.yaml.
+CERT_MANAGER_IMAGES := $(addprefix $(CLUSTER_OUT)/base-images/,cert-manager-controller.tar cert-manager-cainjector.tar)
+CERT_MANAGER_VERSION := $(shell sed -n 's/^\tgithub.com\/cert-manager\/cert-manager \(v[0-9.]*\).*/\1/p' test/tools/cert-manager/go.mod)
+CLUSTER_IMAGES := $(CAPI_IMAGES) $(CERT_MANAGER_IMAGES) $(CLUSTER_OUT)/base-images/pause.tar
 # <image>: <its main package in Cluster API> <the image name its components give>
 capi-image.core := core cluster-api-controller
 capi-image.bootstrap-kubeadm := bootstrap/kubeadm kubeadm-bootstrap-controller
 capi-image.control-plane-kubeadm := controlplane/kubeadm kubeadm-control-plane-controller
-$(filter-out %/pause.tar,$(CLUSTER_IMAGES)): $(CLUSTER_OUT)/base-images/%.tar: test/tools/capi-providers/go.mod $(IMAGEBUILD)
+$(CAPI_IMAGES): $(CLUSTER_OUT)/base-images/%.tar: test/tools/capi-providers/go.mod $(IMAGEBUILD)
 	@mkdir -p $(@D)
 	cd test/tools/capi-providers && CGO_ENABLED=0 go build $(IMAGE_GOFLAGS) -o $(CLUSTER_OUT)/bin/$* sigs.k8s.io/cluster-api/$(word 1,$(capi-image.$*))
 	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(IMAGEBUILD) build --ref $(CLUSTER_REGISTRY)/cluster-api/$(word 2,$(capi-image.$*)):$(CAPI_VERSION) \
 		--entrypoint /manager --binary linux/amd64=$(CLUSTER_OUT)/bin/$* --out $@
+
+$(CERT_MANAGER_IMAGES): $(CLUSTER_OUT)/base-images/cert-manager-%.tar: test/tools/cert-manager/go.mod test/tools/cert-manager/%/main.go $(IMAGEBUILD)
+	@mkdir -p $(@D)
+	cd test/tools/cert-manager && CGO_ENABLED=0 go build $(IMAGE_GOFLAGS) -o $(CLUSTER_OUT)/bin/cert-manager-$* ./$*
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(IMAGEBUILD) build --ref $(CLUSTER_REGISTRY)/cert-manager/cert-manager-$*:$(CERT_MANAGER_VERSION) \
+		--entrypoint /$* --binary linux/amd64=$(CLUSTER_OUT)/bin/cert-manager-$* --out $@
 
 $(CLUSTER_OUT)/base-images/pause.tar: test/cluster/pause/main.go $(IMAGEBUILD)
 	@mkdir -p $(@D)

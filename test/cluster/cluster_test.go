@@ -42,7 +42,7 @@ const stopFile = "stop"
 
 // The providers' namespaces, as `clusterctl init` installs them.
 var providerNamespaces = []string{
-	"capi-system", "capi-kubeadm-bootstrap-system", "capi-kubeadm-control-plane-system",
+	certManagerNamespace, "capi-system", "capi-kubeadm-bootstrap-system", "capi-kubeadm-control-plane-system",
 	"ipam-metal-vrf-system", "cluster-api-provider-packet-system",
 }
 
@@ -228,16 +228,6 @@ func testInside(t *testing.T, dir string) {
 	})
 	startSimulator(ctx, t, k8s)
 
-	if err := testenv.InstallCertManagerCRDs(cfg); err != nil {
-		t.Fatal(err)
-	}
-	// The stand-in stops before the control plane does (cleanups run last
-	// first), so it never talks to a server that is gone.
-	issuing, stopIssuing := context.WithCancel(ctx)
-	issued := make(chan struct{})
-	go func() { defer close(issued); issueCertificates(issuing, t, k8s, newAuthority(t, "webhook-ca")) }()
-	t.Cleanup(func() { stopIssuing(); <-issued })
-
 	configPath := writeRepository(t, root, dir)
 	home := filepath.Join(dir, "home")
 	ctlEnv := []string{"HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, ".config"),
@@ -257,6 +247,7 @@ func testInside(t *testing.T, dir string) {
 	})
 	t.Logf("BENCHMARK clusterctl init to every Deployment Available: %s", time.Since(start).Round(time.Second))
 
+	t.Run("the webhooks' certificates are cert-manager's", func(t *testing.T) { checkCertificates(ctx, t, k8s) })
 	t.Run("webhooks refuse through their Services", func(t *testing.T) { checkWebhooks(ctx, t, k8s) })
 	t.Run("leader election Leases are held by Pods", func(t *testing.T) { checkLeases(ctx, t, k8s) })
 	t.Run("metrics are served", func(t *testing.T) { checkMetrics(ctx, t, k8s, cfg) })
@@ -302,8 +293,8 @@ func pushImages(ctx context.Context, t *testing.T) {
 	archives, _ := filepath.Glob(filepath.Join(os.Getenv("CLUSTER_IMAGES"), "*.tar"))
 	ours, _ := filepath.Glob(filepath.Join(os.Getenv("CLUSTER_RELEASE"), "images", "*.tar"))
 	archives = append(archives, ours...)
-	if len(archives) < 5 {
-		t.Fatalf("want the pause, Cluster API and our images in $CLUSTER_IMAGES and $CLUSTER_RELEASE/images, found %v", archives)
+	if len(archives) < 7 {
+		t.Fatalf("want the pause, cert-manager, Cluster API and our images in $CLUSTER_IMAGES and $CLUSTER_RELEASE/images, found %v", archives)
 	}
 	for _, archive := range archives {
 		waitFor(ctx, t, time.Minute, "pushing "+filepath.Base(archive), func() error {
@@ -345,8 +336,13 @@ func writeRepository(t *testing.T, root, dir string) string {
 			t.Fatal(err)
 		}
 	}
+	certManager := writeCertManager(t, root, repo)
 	var overrides strings.Builder
+	fmt.Fprintf(&overrides, "cert-manager:\n  url: file://%s\n  version: %s\n", certManager, testenv.CertManagerVersion)
 	overrides.WriteString("images:\n")
+	// The Makefile built cert-manager's images from its module as
+	// <registry>/cert-manager/<the image name cert-manager gives>.
+	fmt.Fprintf(&overrides, "  cert-manager:\n    repository: %s/cert-manager\n", registry)
 	// The Makefile built them as <registry>/cluster-api/<the image name the
 	// components give>:<Cluster API's version>.
 	for _, provider := range []string{"cluster-api", "bootstrap-kubeadm", "control-plane-kubeadm"} {

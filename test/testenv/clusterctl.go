@@ -23,7 +23,7 @@ const (
 	// v1.14.2 installs (CertManagerDefaultVersion), checked against the
 	// module's go.sum hash.
 	certManagerModule  = "github.com/cert-manager/cert-manager"
-	certManagerVersion = "v1.21.1"
+	CertManagerVersion = "v1.21.1"
 	certManagerSum     = "h1:0LttV37Q5c2CBNoHkjuI8sLKTXWZDC2SwQkxrBMKV9w="
 
 	// The version the project's providers are published as in a local
@@ -53,6 +53,35 @@ func InstallCertManagerCRDs(cfg *rest.Config) error {
 	return nil
 }
 
+// CertManagerCRDs returns every CRD of cert-manager's module, as one YAML
+// stream: the first part of the cert-manager components a clusterctl
+// repository serves.
+func CertManagerCRDs() ([]byte, error) {
+	dir, err := certManagerDir()
+	if err != nil {
+		return nil, err
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "deploy", "crds", "*cert-manager.io_*.yaml"))
+	if err != nil || len(files) == 0 {
+		return nil, fmt.Errorf("no CRDs in cert-manager's module at %s (%v)", dir, err)
+	}
+	var crds bytes.Buffer
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return nil, err
+		}
+		if !bytes.HasPrefix(data, []byte("---")) {
+			crds.WriteString("---\n")
+		}
+		crds.Write(data)
+		if !bytes.HasSuffix(data, []byte("\n")) {
+			crds.WriteString("\n")
+		}
+	}
+	return crds.Bytes(), nil
+}
+
 // certManagerDir returns where the Go toolchain keeps cert-manager's module
 // (downloading it from the module proxy on the first run).
 func certManagerDir() (string, error) {
@@ -62,7 +91,7 @@ func certManagerDir() (string, error) {
 	}
 	defer os.RemoveAll(dir)
 	out, err := RunTool(dir, append(os.Environ(), "GOFLAGS=", "GOWORK=off"),
-		"go", "mod", "download", "-json", certManagerModule+"@"+certManagerVersion)
+		"go", "mod", "download", "-json", certManagerModule+"@"+CertManagerVersion)
 	if err != nil {
 		return "", err
 	}
@@ -71,7 +100,7 @@ func certManagerDir() (string, error) {
 		return "", err
 	}
 	if mod.Sum != certManagerSum {
-		return "", fmt.Errorf("%s@%s has hash %s, want %s", certManagerModule, certManagerVersion, mod.Sum, certManagerSum)
+		return "", fmt.Errorf("%s@%s has hash %s, want %s", certManagerModule, CertManagerVersion, mod.Sum, certManagerSum)
 	}
 	return mod.Dir, nil
 }

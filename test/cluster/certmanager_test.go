@@ -1,0 +1,192 @@
+package cluster_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/metal-vrf/cluster-api-metal-vrf/test/testenv"
+)
+
+// certManagerNamespace is where cert-manager.yaml installs cert-manager.
+const certManagerNamespace = "cert-manager"
+
+// writeCertManager writes cert-manager's components into the local
+// clusterctl repository, where the configuration's `cert-manager: url:`
+// points clusterctl: cert-manager's CRDs from its module, then the
+// controller and CA injector of cert-manager.yaml. It returns the file.
+func writeCertManager(t *testing.T, root, repo string) string {
+	crds, err := testenv.CertManagerCRDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	components, err := os.ReadFile(filepath.Join(root, "test", "cluster", "cert-manager.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(repo, "cert-manager", testenv.CertManagerVersion)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "cert-manager.yaml")
+	if err := os.WriteFile(file, append(append(crds, "---\n"...), components...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
+// checkCertificates checks that cert-manager issued the providers' webhook
+// certificates and injected their CA: every Certificate is Ready, its
+// Secret was written by cert-manager's issuing controller (which names the
+// issuer on it), its certificate is signed by the CA the Secret carries, and
+// every webhook configuration and CRD that asks for that Certificate's CA
+// holds exactly it. No other process in the cluster issues certificates or
+// writes CA bundles.
+func checkCertificates(ctx context.Context, t *testing.T, k8s client.Client) {
+	var issued, injected int
+	waitFor(ctx, t, 2*time.Minute, "cert-manager issued every Certificate and injected its CA", func() (err error) {
+		issued, injected, err = certificatesIssued(ctx, k8s)
+		return err
+	})
+	t.Logf("%d Certificates issued by cert-manager, %d CA bundles injected by its CA injector", issued, injected)
+}
+
+func certificatesIssued(ctx context.Context, k8s client.Client) (issued, injected int, err error) {
+	certs := &unstructured.UnstructuredList{}
+	certs.SetAPIVersion("cert-manager.io/v1")
+	certs.SetKind("CertificateList")
+	if err := k8s.List(ctx, certs); err != nil {
+		return 0, 0, err
+	}
+	bundles, err := injectedCAs(ctx, k8s)
+	if err != nil {
+		return 0, 0, err
+	}
+	var errs []error
+	for _, c := range certs.Items {
+		name := c.GetNamespace() + "/" + c.GetName()
+		if !certificateReady(c) {
+			errs = append(errs, fmt.Errorf("Certificate %s is not Ready: %v", name, c.Object["status"]))
+			continue
+		}
+		secretName, _, _ := unstructured.NestedString(c.Object, "spec", "secretName")
+		secret := &corev1.Secret{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: c.GetNamespace(), Name: secretName}, secret); err != nil {
+			errs = append(errs, fmt.Errorf("Certificate %s: %w", name, err))
+			continue
+		}
+		if secret.Annotations["cert-manager.io/issuer-name"] == "" || secret.Annotations["cert-manager.io/certificate-name"] != c.GetName() {
+			errs = append(errs, fmt.Errorf("Secret %s of Certificate %s was not written by cert-manager's issuing controller: annotations %v", secretName, name, secret.Annotations))
+		}
+		if err := signedBy(secret.Data["tls.crt"], secret.Data["ca.crt"]); err != nil {
+			errs = append(errs, fmt.Errorf("Secret %s of Certificate %s: %w", secretName, name, err))
+		}
+		for _, where := range bundles[name] {
+			if !bytes.Equal(where.ca, secret.Data["ca.crt"]) {
+				errs = append(errs, fmt.Errorf("%s asks for the CA of %s but holds another", where.object, name))
+			}
+			injected++
+		}
+		issued++
+	}
+	if injected == 0 {
+		errs = append(errs, fmt.Errorf("no webhook configuration or CRD holds a CA injected from a Certificate (Certificates: %d)", len(certs.Items)))
+	}
+	return issued, injected, errors.Join(errs...)
+}
+
+func certificateReady(c unstructured.Unstructured) bool {
+	conditions, _, _ := unstructured.NestedSlice(c.Object, "status", "conditions")
+	for _, cond := range conditions {
+		m, _ := cond.(map[string]any)
+		if m["type"] == "Ready" && m["status"] == "True" {
+			return true
+		}
+	}
+	return false
+}
+
+// signedBy verifies the leaf certificate against the CA.
+func signedBy(leafPEM, caPEM []byte) error {
+	block, _ := pem.Decode(leafPEM)
+	if block == nil {
+		return fmt.Errorf("tls.crt holds no certificate")
+	}
+	leaf, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return err
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(caPEM) {
+		return fmt.Errorf("ca.crt holds no certificate")
+	}
+	_, err = leaf.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
+	return err
+}
+
+type injection struct {
+	object string
+	ca     []byte
+}
+
+// injectedCAs returns, by the Certificate named in their
+// cert-manager.io/inject-ca-from annotation, the CA bundles the webhook
+// configurations and the CRDs' conversion webhooks hold.
+func injectedCAs(ctx context.Context, k8s client.Client) (map[string][]injection, error) {
+	const annotation = "cert-manager.io/inject-ca-from"
+	out := map[string][]injection{}
+	validating := &admissionregistrationv1.ValidatingWebhookConfigurationList{}
+	mutating := &admissionregistrationv1.MutatingWebhookConfigurationList{}
+	if err := k8s.List(ctx, validating); err != nil {
+		return nil, err
+	}
+	if err := k8s.List(ctx, mutating); err != nil {
+		return nil, err
+	}
+	for _, w := range validating.Items {
+		for _, hook := range w.Webhooks {
+			if from := w.Annotations[annotation]; from != "" {
+				out[from] = append(out[from], injection{"ValidatingWebhookConfiguration " + w.Name + " " + hook.Name, hook.ClientConfig.CABundle})
+			}
+		}
+	}
+	for _, w := range mutating.Items {
+		for _, hook := range w.Webhooks {
+			if from := w.Annotations[annotation]; from != "" {
+				out[from] = append(out[from], injection{"MutatingWebhookConfiguration " + w.Name + " " + hook.Name, hook.ClientConfig.CABundle})
+			}
+		}
+	}
+	crds := &unstructured.UnstructuredList{}
+	crds.SetAPIVersion("apiextensions.k8s.io/v1")
+	crds.SetKind("CustomResourceDefinitionList")
+	if err := k8s.List(ctx, crds); err != nil {
+		return nil, err
+	}
+	for _, crd := range crds.Items {
+		from := crd.GetAnnotations()[annotation]
+		bundle, ok, _ := unstructured.NestedString(crd.Object, "spec", "conversion", "webhook", "clientConfig", "caBundle")
+		if from == "" || !ok {
+			continue
+		}
+		ca, err := base64.StdEncoding.DecodeString(bundle)
+		if err != nil {
+			return nil, fmt.Errorf("CRD %s: caBundle: %w", crd.GetName(), err)
+		}
+		out[from] = append(out[from], injection{"CRD " + crd.GetName(), ca})
+	}
+	return out, nil
+}
