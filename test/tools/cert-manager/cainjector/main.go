@@ -28,6 +28,7 @@ import (
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	"github.com/cert-manager/cert-manager/pkg/controller/cainjector"
 	logf "github.com/cert-manager/cert-manager/pkg/logs"
+	"github.com/cert-manager/cert-manager/pkg/util"
 )
 
 func main() {
@@ -53,7 +54,8 @@ func run(ctx context.Context, leaderElectionNamespace, metricsAddress string) er
 	utilruntime.Must(apiextensionsv1.AddToScheme(scheme))
 	utilruntime.Must(apiregistrationv1.AddToScheme(scheme))
 
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+	// The user agent names the field manager of the injector's writes.
+	mgr, err := ctrl.NewManager(util.RestConfigWithUserAgent(ctrl.GetConfigOrDie(), "cainjector"), ctrl.Options{
 		Scheme:                  scheme,
 		LeaderElection:          true,
 		LeaderElectionNamespace: leaderElectionNamespace,

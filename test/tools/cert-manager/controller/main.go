@@ -55,6 +55,7 @@ const (
 
 func main() {
 	logf.InitLogs()
+	kubeconfig := flag.String("kubeconfig", "", "a kubeconfig file; the Pod's ServiceAccount when empty")
 	clusterResourceNamespace := flag.String("cluster-resource-namespace", "kube-system", "where the Secrets of ClusterIssuers live")
 	leaderElectionNamespace := flag.String("leader-election-namespace", "kube-system", "the namespace of the leader election Lease")
 	metricsAddress := flag.String("metrics-listen-address", ":9402", "where Prometheus metrics are served")
@@ -63,14 +64,15 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx = logf.NewContext(ctx, klog.Background(), "controller")
-	if err := run(ctx, *clusterResourceNamespace, *leaderElectionNamespace, *metricsAddress); err != nil {
+	if err := run(ctx, *kubeconfig, *clusterResourceNamespace, *leaderElectionNamespace, *metricsAddress); err != nil {
 		logf.FromContext(ctx).Error(err, "controller stopped")
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, clusterResourceNamespace, leaderElectionNamespace, metricsAddress string) error {
+func run(ctx context.Context, kubeconfig, clusterResourceNamespace, leaderElectionNamespace, metricsAddress string) error {
 	factory, err := controllerpkg.NewContextFactory(ctx, controllerpkg.ContextOptions{
+		Kubeconfig:         kubeconfig,
 		KubernetesAPIQPS:   20,
 		KubernetesAPIBurst: 50,
 		IssuerOptions:      controllerpkg.IssuerOptions{ClusterResourceNamespace: clusterResourceNamespace},
