@@ -42,9 +42,13 @@ const stopFile = "stop"
 
 // The providers' namespaces, as `clusterctl init` installs them.
 var providerNamespaces = []string{
-	certManagerNamespace, "capi-system", "capi-kubeadm-bootstrap-system", "capi-kubeadm-control-plane-system",
+	"capi-system", "capi-kubeadm-bootstrap-system", "capi-kubeadm-control-plane-system",
 	"ipam-metal-vrf-system", "cluster-api-provider-packet-system",
 }
+
+// installedNamespaces are every namespace `clusterctl init` installs into:
+// cert-manager's and the providers'.
+var installedNamespaces = append([]string{certManagerNamespace}, providerNamespaces...)
 
 func TestCluster(t *testing.T) {
 	if os.Getenv("REQUIRE_CLUSTER") == "" {
@@ -273,7 +277,7 @@ func testInside(t *testing.T, dir string) {
 // the simulator's Pods (the kubelet writes them under /var/log/pods, the
 // test's own tmpfs).
 func dumpPodLogs(t *testing.T) {
-	for _, ns := range append(providerNamespaces, simNamespace) {
+	for _, ns := range append(installedNamespaces, simNamespace) {
 		logs, _ := filepath.Glob(filepath.Join("/var/log/pods", ns+"_*", "*", "*.log"))
 		for _, log := range logs {
 			data, err := os.ReadFile(log)
@@ -365,7 +369,7 @@ var stuckReasons = map[string]bool{
 }
 
 func deploymentsAvailable(ctx context.Context, k8s client.Client) error {
-	for _, ns := range providerNamespaces {
+	for _, ns := range installedNamespaces {
 		list := &appsv1.DeploymentList{}
 		if err := k8s.List(ctx, list, client.InNamespace(ns)); err != nil {
 			return err
@@ -390,7 +394,7 @@ func deploymentsAvailable(ctx context.Context, k8s client.Client) error {
 // waiting: its image cannot be pulled from the local registry, it keeps
 // crashing, or its configuration is refused.
 func stuck(ctx context.Context, k8s client.Client) error {
-	for _, ns := range append(providerNamespaces, simNamespace) {
+	for _, ns := range append(installedNamespaces, simNamespace) {
 		pods := &corev1.PodList{}
 		if err := k8s.List(ctx, pods, client.InNamespace(ns)); err != nil {
 			return err
