@@ -27,8 +27,15 @@ var (
 		Name: "metal_vrf_ipam_reaped_records_total",
 		Help: "Allocation records of IPAddresses that were admitted but never created, deleted after the grace period, by pool kind.",
 	}, []string{"kind"})
+
+	// seedSkippedTotal counts the objects seeding could not use (see
+	// records.Skip), by their kind (IPAddress, Lease) and the reason.
+	seedSkippedTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "metal_vrf_ipam_seed_skipped_objects_total",
+		Help: "Objects that seeding an allocation domain could not use as they are and went on without, by kind (IPAddress, Lease) and reason.",
+	}, []string{"kind", "reason"})
 )
 
 func init() {
-	metrics.Registry.MustRegister(allocationsTotal, poolAddresses, recordsReapedTotal)
+	metrics.Registry.MustRegister(allocationsTotal, poolAddresses, recordsReapedTotal, seedSkippedTotal)
 }

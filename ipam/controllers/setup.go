@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
@@ -96,14 +97,17 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) (*reg
 	if err != nil {
 		return nil, err
 	}
-	reg := registry.New(records.New(mgr.GetClient(), mgr.GetAPIReader(), opts.AllocationNamespace, opts.Identity), opts.Fence, cluster)
+	recorder := mgr.GetEventRecorder("metal-vrf-ipam")
+	store := records.New(mgr.GetClient(), mgr.GetAPIReader(), opts.AllocationNamespace, opts.Identity)
+	store.OnSkip(seedSkipped(recorder))
+	reg := registry.New(store, opts.Fence, cluster)
 	if opts.PendingGrace > 0 {
 		reg.SetPendingGrace(opts.PendingGrace)
 	}
 	adapter := &poolAdapter{
 		client:      mgr.GetClient(),
 		reader:      mgr.GetAPIReader(),
-		recorder:    mgr.GetEventRecorder("metal-vrf-ipam"),
+		recorder:    recorder,
 		registry:    reg,
 		concurrency: opts.Concurrency,
 		releases:    newReleases(v1alpha1.MetalVRFIPPoolKind, v1alpha1.GlobalMetalVRFIPPoolKind),
@@ -143,6 +147,16 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) (*reg
 		return nil, fmt.Errorf("setting up the pending records controller: %w", err)
 	}
 	return reg, nil
+}
+
+// seedSkipped tells of an object seeding could not use where its owner
+// looks, a Warning event on it, and counts it. The recorder sends events
+// in the background: seeding, which holds its domain's lock, does not wait.
+func seedSkipped(recorder events.EventRecorder) func(records.Skip) {
+	return func(skip records.Skip) {
+		recorder.Eventf(skip.Object, nil, corev1.EventTypeWarning, skip.Reason, "Seed", "%s", skip.Message)
+		seedSkippedTotal.WithLabelValues(skip.Kind, skip.Reason).Inc()
+	}
 }
 
 // addIndexes adds the cache's indexes of unbound claims by pool and of pools

@@ -26,8 +26,8 @@ func (s *Store) ClaimRecords(ctx context.Context, domain string, claim registry.
 	}
 	var records []registry.Record
 	for i := range list.Items {
-		rec, ok := recordOf(&list.Items[i])
-		if ok && list.Items[i].Annotations[v1alpha1.AllocationDomainAnnotation] == domain && sameClaim(rec.Holder.Claim, claim) {
+		rec, err := recordOf(&list.Items[i])
+		if err == nil && list.Items[i].Annotations[v1alpha1.AllocationDomainAnnotation] == domain && sameClaim(rec.Holder.Claim, claim) {
 			records = append(records, rec)
 		}
 	}
@@ -87,7 +87,7 @@ func (s *Store) Expire(ctx context.Context, domain string, r registry.Record) (b
 	case err != nil:
 		return false, err
 	}
-	if rec, ok := recordOf(existing); !ok || !sameClaim(rec.Holder.Claim, r.Holder.Claim) || rec.Holder.Retired || !rec.Recorded.Equal(r.Recorded) {
+	if rec, err := recordOf(existing); err != nil || !sameClaim(rec.Holder.Claim, r.Holder.Claim) || rec.Holder.Retired || !rec.Recorded.Equal(r.Recorded) {
 		return false, nil
 	}
 	err = s.client.Delete(ctx, existing, client.Preconditions{UID: &existing.UID, ResourceVersion: &existing.ResourceVersion})

@@ -16,6 +16,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/netip"
 	"strings"
 	"sync"
@@ -32,6 +33,7 @@ import (
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolref"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/registry"
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/message"
 )
 
 // Store is the registry.Store of the API server.
@@ -51,6 +53,8 @@ type Store struct {
 	loading sync.Mutex
 	snap    *snapshot
 	now     func() time.Time
+	// skipped is told of each object seeding cannot use (see OnSkip).
+	skipped func(Skip)
 }
 
 var _ registry.Store = &Store{}
@@ -84,7 +88,9 @@ func domainHash(domain string) string {
 // Records lists the records of a domain. Records whose claim no longer
 // exists are deleted on the way: they are left by a process that stopped
 // between recording an address and creating its IPAddress, and the claim's
-// release, which would have deleted them, has run already.
+// release, which would have deleted them, has run already. A record that
+// does not read as one was reported and left out when the snapshot was
+// read (see usableRecord).
 func (s *Store) Records(ctx context.Context, domain string) ([]registry.Record, error) {
 	snap, err := s.current(ctx)
 	if err != nil {
@@ -94,8 +100,8 @@ func (s *Store) Records(ctx context.Context, domain string) ([]registry.Record, 
 	records := make([]registry.Record, 0, len(items))
 	for i := range items {
 		item := &items[i]
-		rec, ok := recordOf(item)
-		if !ok || item.Annotations[v1alpha1.AllocationDomainAnnotation] != domain {
+		rec, err := recordOf(item)
+		if err != nil || item.Annotations[v1alpha1.AllocationDomainAnnotation] != domain {
 			continue
 		}
 		if !rec.Holder.Retired && !snap.claims[rec.Holder.Claim.UID] {
@@ -118,15 +124,26 @@ func (s *Store) Records(ctx context.Context, domain string) ([]registry.Record, 
 // claimGone reads the claim live: a record is only made for a claim that
 // exists, so a claim missing now, after its record was read, was deleted.
 func (s *Store) claimGone(ctx context.Context, c registry.Claim) (bool, error) {
-	claim := &ipamv1.IPAddressClaim{}
-	err := s.reader.Get(ctx, c.NamespacedName, claim)
-	switch {
-	case apierrors.IsNotFound(err):
-		return true, nil
-	case err != nil:
+	uid, found, err := s.liveClaimUID(ctx, c.NamespacedName)
+	if err != nil {
 		return false, err
 	}
-	return claim.UID != c.UID, nil
+	return !found || uid != c.UID, nil
+}
+
+// liveClaimUID reads the UID of the claim of that name live; found is false
+// when there is none. A name no claim can have is not asked for: the
+// request would fail before it is sent, every time seeding is retried.
+func (s *Store) liveClaimUID(ctx context.Context, key types.NamespacedName) (uid types.UID, found bool, err error) {
+	if !claimNameValid(key) {
+		return "", false, nil
+	}
+	claim := &ipamv1.IPAddressClaim{}
+	err = s.reader.Get(ctx, key, claim)
+	if apierrors.IsNotFound(err) {
+		return "", false, nil
+	}
+	return claim.UID, err == nil, err
 }
 
 // Reserve creates the record of r, or returns a *registry.TakenError
@@ -165,6 +182,7 @@ func (s *Store) Reserve(ctx context.Context, domain string, r registry.Record) e
 		if err != nil {
 			return err
 		}
+		// One that does not read as a record holds the address all the same.
 		rec, _ := recordOf(existing)
 		return &registry.TakenError{Address: r.Address, Holder: rec.Holder}
 	}
@@ -322,17 +340,19 @@ func (s *Store) members(ctx context.Context, domain string) (map[poolref.Key]boo
 	return members, nil
 }
 
-// addresses are the IPAddresses of pool, as records.
+// addresses are the IPAddresses of pool, as records. Those without an
+// address were reported and left out when the snapshot was read (see
+// usableAddress).
 func (s *Store) addresses(ctx context.Context, pool poolref.Key, addresses []ipamv1.IPAddress) ([]registry.Record, error) {
 	records := make([]registry.Record, 0, len(addresses))
 	for i := range addresses {
 		address := &addresses[i]
 		ip, err := netip.ParseAddr(address.Spec.Address)
 		if err != nil {
-			continue // CAPI's webhook validates addresses; nothing to hold here.
+			continue
 		}
-		claim := registry.Claim{NamespacedName: types.NamespacedName{Namespace: address.Namespace, Name: address.Spec.ClaimRef.Name}}
-		if claim.UID, err = s.claimUID(ctx, address); err != nil {
+		claim, err := s.claimOf(ctx, address)
+		if err != nil {
 			return nil, err
 		}
 		records = append(records, registry.Record{Address: ip, Holder: registry.Holder{Pool: pool, Claim: claim}})
@@ -340,18 +360,23 @@ func (s *Store) addresses(ctx context.Context, pool poolref.Key, addresses []ipa
 	return records, nil
 }
 
-// claimUID is the UID of the IPAddress's claim, from its owner reference,
-// or else from the claim itself.
-func (s *Store) claimUID(ctx context.Context, address *ipamv1.IPAddress) (types.UID, error) {
-	if uid, ok := ClaimUID(address); ok {
-		return uid, nil
+// claimOf is the claim holding the IPAddress's address: the one its owner
+// reference names, else the claim itself, read live. An error reading it
+// fails the seeding, which is retried: only a name no claim can have is an
+// error of the object, and it is not asked for (see ownClaim).
+func (s *Store) claimOf(ctx context.Context, address *ipamv1.IPAddress) (registry.Claim, error) {
+	claim := AddressClaim(address)
+	if !claimNameValid(claim.NamespacedName) {
+		return ownClaim(address), nil
 	}
-	claim := &ipamv1.IPAddressClaim{}
-	err := s.reader.Get(ctx, client.ObjectKey{Namespace: address.Namespace, Name: address.Spec.ClaimRef.Name}, claim)
-	if apierrors.IsNotFound(err) {
-		return AddressClaim(address).UID, nil
+	if _, ok := ClaimUID(address); ok {
+		return claim, nil
 	}
-	return claim.UID, err
+	uid, found, err := s.liveClaimUID(ctx, claim.NamespacedName)
+	if found {
+		claim.UID = uid
+	}
+	return claim, err
 }
 
 // AddressClaim is the claim an IPAddress was handed out to: its UID comes
@@ -361,7 +386,7 @@ func (s *Store) claimUID(ctx context.Context, address *ipamv1.IPAddress) (types.
 func AddressClaim(address *ipamv1.IPAddress) registry.Claim {
 	uid, ok := ClaimUID(address)
 	if !ok {
-		uid = types.UID("ipaddress-" + string(address.UID))
+		uid = ownUID(address)
 	}
 	return registry.Claim{NamespacedName: types.NamespacedName{Namespace: address.Namespace, Name: address.Spec.ClaimRef.Name}, UID: uid}
 }
@@ -377,19 +402,22 @@ func ClaimUID(address *ipamv1.IPAddress) (types.UID, bool) {
 	return "", false
 }
 
-// recordOf reads a record; false for a Lease that is not one.
-func recordOf(obj *coordinationv1.Lease) (registry.Record, bool) {
+// recordOf reads a record, or says why a Lease is not one.
+func recordOf(obj *coordinationv1.Lease) (registry.Record, error) {
+	annotation := func(key, want string) error {
+		return fmt.Errorf("annotation %s %s is not %s", key, message.Quote(obj.Annotations[key]), want)
+	}
 	ip, err := netip.ParseAddr(obj.Annotations[v1alpha1.AllocationAddressAnnotation])
 	if err != nil {
-		return registry.Record{}, false
+		return registry.Record{}, annotation(v1alpha1.AllocationAddressAnnotation, "an IP address")
 	}
 	pool, ok := poolref.Parse(obj.Annotations[v1alpha1.AllocationPoolAnnotation])
 	if !ok {
-		return registry.Record{}, false
+		return registry.Record{}, annotation(v1alpha1.AllocationPoolAnnotation, "a pool")
 	}
 	namespace, name, ok := strings.Cut(obj.Annotations[v1alpha1.AllocationClaimAnnotation], "/")
 	if !ok {
-		return registry.Record{}, false
+		return registry.Record{}, annotation(v1alpha1.AllocationClaimAnnotation, "<namespace>/<name>")
 	}
 	retired := obj.Labels[v1alpha1.AllocationRetiredLabel] == "true"
 	uid := recordClaimUID(obj)
@@ -400,7 +428,7 @@ func recordOf(obj *coordinationv1.Lease) (registry.Record, bool) {
 			UID:            uid,
 		},
 		Retired: retired,
-	}}, true
+	}}, nil
 }
 
 // pools returns the items of a pool list.

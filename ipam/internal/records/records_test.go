@@ -4,11 +4,15 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
@@ -207,5 +211,71 @@ func TestSeedingReadsEachKindOnce(t *testing.T) {
 		if n := reader.lists[kind]; n != 1 {
 			t.Errorf("%d domains seeded with %d lists of %s, want 1", poolCount, n, kind)
 		}
+	}
+}
+
+// timingOut fails every Get as an API server that does not answer in time.
+type timingOut struct{ client.Reader }
+
+func (timingOut) Get(context.Context, client.ObjectKey, client.Object, ...client.GetOption) error {
+	return apierrors.NewTimeoutError("no answer in time", 1)
+}
+
+// TestSeedingFailsOnAnAPIErrorNotOnABadObject: against a real API server,
+// reading a claim that fails for a while fails the seeding, which is
+// retried; an IPAddress whose spec.claimRef.name no claim can have is not
+// read for, keeps its address, and is reported.
+func TestSeedingFailsOnAnAPIErrorNotOnABadObject(t *testing.T) {
+	ctx := context.Background()
+	env, ns, _ := startStore(ctx, t)
+	pool := &v1alpha1.MetalVRFIPPool{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pool"},
+		Spec:       v1alpha1.MetalVRFIPPoolSpec{Addresses: []string{"10.8.0.0/24"}, Prefix: ptr.To[int32](24)},
+	}
+	if err := env.Client.Create(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	domain := registry.DomainOf(pool)
+	// Neither has an owner reference: its claim is read live. They are
+	// written in version v1beta1, whose schema, unlike v1beta2's, checks
+	// no name's format.
+	for _, a := range []struct{ name, claim, address string }{
+		{"unowned", "unowned", "10.8.0.2"}, {"stray", "no/such claim", "10.8.0.3"},
+	} {
+		address := &unstructured.Unstructured{Object: map[string]any{
+			"metadata": map[string]any{"namespace": ns, "name": a.name},
+			"spec": map[string]any{
+				"claimRef": map[string]any{"name": a.claim},
+				"poolRef":  map[string]any{"apiGroup": v1alpha1.GroupVersion.Group, "kind": v1alpha1.MetalVRFIPPoolKind, "name": pool.Name},
+				"address":  a.address, "prefix": int64(24),
+			},
+		}}
+		address.SetGroupVersionKind(schema.GroupVersionKind{Group: ipamv1.GroupVersion.Group, Version: "v1beta1", Kind: "IPAddress"})
+		if err := env.Client.Create(ctx, address); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	store := records.New(env.Client, timingOut{env.Client}, ns, "test")
+	if _, err := store.Addresses(ctx, domain); !apierrors.IsTimeout(err) {
+		t.Fatalf("seeding with the claim of IPAddress unowned unread: %v, want the timeout", err)
+	}
+
+	if err := env.Client.Delete(ctx, &ipamv1.IPAddress{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "unowned"}}); err != nil {
+		t.Fatal(err)
+	}
+	store = records.New(env.Client, timingOut{env.Client}, ns, "test")
+	var skips []records.Skip
+	store.OnSkip(func(skip records.Skip) { skips = append(skips, skip) })
+	addresses, err := store.Addresses(ctx, domain)
+	if err != nil {
+		t.Fatalf("seeding failed for IPAddress stray: %v", err)
+	}
+	if len(addresses) != 1 || addresses[0].Address != netip.MustParseAddr("10.8.0.3") ||
+		addresses[0].Holder.Claim.Name != "stray" || !strings.HasPrefix(string(addresses[0].Holder.Claim.UID), "ipaddress-") {
+		t.Errorf("addresses in use %+v, want 10.8.0.3 held for IPAddress stray itself", addresses)
+	}
+	if len(skips) != 1 || skips[0].Object.GetName() != "stray" || skips[0].Reason != records.UnidentifiedClaimReason {
+		t.Errorf("skips %+v, want IPAddress stray's, for %s", skips, records.UnidentifiedClaimReason)
 	}
 }

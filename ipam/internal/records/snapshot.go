@@ -75,7 +75,8 @@ func (s *Store) forget(snap *snapshot) {
 // read lists every record, claim, pool and IPAddress, a page at a time.
 // The records come first: a claim is read after its record, so that a
 // record whose claim the read does not show is an orphan's or a claim's
-// made since (see Records).
+// made since (see Records). Each object seeding cannot use is reported
+// here, once per read however many domains seed from it.
 func (s *Store) read(ctx context.Context) (*snapshot, error) {
 	snap := &snapshot{
 		at: s.now(), claims: map[types.UID]bool{}, domains: map[poolref.Key]string{},
@@ -83,9 +84,10 @@ func (s *Store) read(ctx context.Context) (*snapshot, error) {
 	}
 	err := pages(ctx, s.reader, func() *coordinationv1.LeaseList { return &coordinationv1.LeaseList{} },
 		func(l *coordinationv1.LeaseList) {
-			for _, item := range l.Items {
-				if hash, ok := item.Labels[v1alpha1.AllocationDomainLabel]; ok {
-					snap.records[hash] = append(snap.records[hash], item)
+			for i := range l.Items {
+				item := &l.Items[i]
+				if hash, ok := item.Labels[v1alpha1.AllocationDomainLabel]; ok && s.usableRecord(item) {
+					snap.records[hash] = append(snap.records[hash], *item)
 				}
 			}
 		}, client.InNamespace(s.namespace), client.HasLabels{v1alpha1.AllocationDomainLabel})
@@ -113,9 +115,10 @@ func (s *Store) read(ctx context.Context) (*snapshot, error) {
 	}
 	err = pages(ctx, s.reader, func() *ipamv1.IPAddressList { return &ipamv1.IPAddressList{} },
 		func(l *ipamv1.IPAddressList) {
-			for _, address := range l.Items {
-				if key, ok := poolref.For(address.Spec.PoolRef, address.Namespace); ok {
-					snap.addresses[key] = append(snap.addresses[key], address)
+			for i := range l.Items {
+				address := &l.Items[i]
+				if key, ok := poolref.For(address.Spec.PoolRef, address.Namespace); ok && s.usableAddress(address) {
+					snap.addresses[key] = append(snap.addresses[key], *address)
 				}
 			}
 		})

@@ -105,6 +105,17 @@ func (m *metalServer) reset(edit func(*sim.SeedFile)) {
 	m.sim.Store(s)
 }
 
+// useNewVRF gives the current test a VRF of its own (demoVRF), served by a
+// simulator of its own (metalAPI) seeded with the example seed.
+func useNewVRF() {
+	GinkgoHelper()
+	vrfsIssued++
+	demoVRF = fmt.Sprintf("d5a2c0de-0000-4000-8000-%012d", 0xf000+vrfsIssued)
+	metalAPI = startMetalAPI()
+	DeferCleanup(metalAPI.Close)
+	metalAPI.reset(nil)
+}
+
 // credentialsSecret is the name of the credentials Secret of the VRF pools.
 const credentialsSecret = "metal"
 
@@ -181,11 +192,7 @@ func expectInGatewaySubnet(address *ipamv1.IPAddress) netip.Prefix {
 var _ = Describe("Pools sourced from an Equinix Metal VRF", func() {
 	var ns string
 	BeforeEach(func() {
-		vrfsIssued++
-		demoVRF = fmt.Sprintf("d5a2c0de-0000-4000-8000-%012d", 0xf000+vrfsIssued)
-		metalAPI = startMetalAPI()
-		DeferCleanup(metalAPI.Close)
-		metalAPI.reset(nil)
+		useNewVRF()
 		ns = newNamespace()
 	})
 
