@@ -72,9 +72,7 @@ func (v *vm) boot(kernelArgs ...string) {
 	ctx, cancel := context.WithTimeout(context.Background(), bootTimeout)
 	defer cancel()
 	args := []string{
-		// KVM where the machine offers it (a boot in seconds), else qemu
-		// falls back to software emulation (70-80 s) and says so.
-		"-machine", "pc", "-accel", "kvm", "-accel", "tcg", "-m", "768", "-smp", "1",
+		"-machine", "pc", "-accel", accelerator(), "-m", "768", "-smp", "1",
 		"-display", "none", "-monitor", "none", "-serial", "file:" + console, "-no-reboot",
 		"-kernel", filepath.Join(imageDir, "vmlinuz"), "-initrd", filepath.Join(imageDir, "initrd.img"),
 		"-append", strings.Join(append([]string{"root=/dev/vda", "rw", "console=ttyS0", "net.ifnames=0"}, kernelArgs...), " "),
@@ -88,7 +86,7 @@ func (v *vm) boot(kernelArgs ...string) {
 	}
 	start := time.Now()
 	out, err := exec.CommandContext(ctx, "qemu-system-x86_64", args...).CombinedOutput()
-	v.t.Logf("boot %d of device %s took %s", v.boots, v.deviceID, time.Since(start).Round(time.Second))
+	v.t.Logf("boot %d of device %s took %s (qemu -accel %s)", v.boots, v.deviceID, time.Since(start).Round(time.Second), accelerator())
 	if err != nil || ctx.Err() != nil {
 		v.t.Fatalf("qemu: %v (%v): %s\nconsole:\n%s\ncloud-init's output:\n%s", err, ctx.Err(), out, tail(readFileOr(console), 30), tail(v.cloudInitLog(), 60))
 	}
