@@ -240,6 +240,19 @@ images: $(IMAGEBUILD) ## Build the OCI images (ipam-manager, capp-manager, metal
 
 # PUSH_FLAGS=--insecure for a registry that speaks plain HTTP.
 PUSH_FLAGS ?=
+# Two builds of the images of one commit, into two folders, must be
+# byte-identical: every timestamp, order and path inside is fixed. Both
+# platforms are built, so a change that breaks the arm64 build fails too.
+.PHONY: test-images
+test-images: $(IMAGEBUILD) ## Build the images twice for $(PLATFORMS) and check the archives are byte-identical.
+	rm -rf $(RELEASE_DIR)/reproduce
+	$(MAKE) images RELEASE_DIR=$(RELEASE_DIR)/reproduce/first
+	$(MAKE) images RELEASE_DIR=$(RELEASE_DIR)/reproduce/second
+	cd $(RELEASE_DIR)/reproduce && for archive in first/images/*.tar; do \
+		cmp "$$archive" "second/images/$${archive#first/images/}" || { echo "$$archive differs between two builds of one commit"; exit 1; }; \
+		sha256sum "$$archive"; \
+	done
+
 .PHONY: push
 push: $(IMAGEBUILD) ## Push the images from out/images to $(REGISTRY) as $(TAG) (run `make images` with the same REGISTRY and TAG first).
 	$(IMAGEBUILD) push --archive $(IMAGES_DIR)/ipam.tar --ref $(IPAM_IMAGE) $(PUSH_FLAGS)
