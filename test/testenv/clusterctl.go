@@ -62,8 +62,11 @@ func CertManagerCRDs() ([]byte, error) {
 		return nil, err
 	}
 	files, err := filepath.Glob(filepath.Join(dir, "deploy", "crds", "*cert-manager.io_*.yaml"))
-	if err != nil || len(files) == 0 {
-		return nil, fmt.Errorf("no CRDs in cert-manager's module at %s (%v)", dir, err)
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("no CRDs in cert-manager's module at %s", dir)
 	}
 	var crds bytes.Buffer
 	for _, file := range files {
