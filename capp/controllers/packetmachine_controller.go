@@ -26,13 +26,11 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
-	"sigs.k8s.io/cluster-api/util/patch"
 	"sigs.k8s.io/cluster-api/util/predicates"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -157,7 +155,7 @@ func (r *PacketMachineReconciler) SetupWithManager(ctx context.Context, mgr ctrl
 }
 
 // Reconcile brings a PacketMachine one step closer to its spec.
-func (r *PacketMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+func (r *PacketMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	pm := &infrav1.PacketMachine{}
 	if err := r.Client.Get(ctx, req.NamespacedName, pm); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -182,26 +180,16 @@ func (r *PacketMachineReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		ctx = ctrl.LoggerInto(ctx, log)
 	}
 	s := &machineScope{PacketMachine: pm, Machine: machine, Cluster: cluster}
-
-	patchHelper, err := patch.NewHelper(pm, r.Client)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	defer func() {
-		s.setStatus()
-		if err := patchHelper.Patch(ctx, pm, patch.WithOwnedConditions{Conditions: ownedConditions}); err != nil {
-			reterr = kerrors.NewAggregate([]error{reterr, err})
+	return patched(ctx, r.Client, pm, ownedConditions, s.setStatus, func() (ctrl.Result, error) {
+		if !pm.DeletionTimestamp.IsZero() {
+			return r.reconcileDelete(ctx, s)
 		}
-	}()
-
-	if !pm.DeletionTimestamp.IsZero() {
-		return r.reconcileDelete(ctx, s)
-	}
-	if machine == nil || cluster == nil {
-		log.Info("Waiting for the Machine controller to set the owner reference and the cluster-name label")
-		return ctrl.Result{}, nil
-	}
-	return r.reconcileNormal(ctx, s)
+		if machine == nil || cluster == nil {
+			log.Info("Waiting for the Machine controller to set the owner reference and the cluster-name label")
+			return ctrl.Result{}, nil
+		}
+		return r.reconcileNormal(ctx, s)
+	})
 }
 
 // phase is one step of an object's life. It records the facts it observed
