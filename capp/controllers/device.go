@@ -26,11 +26,8 @@ import (
 // out. It sets spec.providerID as soon as the device exists.
 func (r *PacketMachineReconciler) reconcileDevice(ctx context.Context, s *machineScope) (ctrl.Result, bool, error) {
 	pm := s.PacketMachine
-	if wait, ok := r.backoff.gate(pm.UID, &s.retry); ok {
-		return ctrl.Result{RequeueAfter: wait}, false, nil
-	}
-	if _, err := r.access(ctx, s); err != nil {
-		return setupFailed(&s.facts.device, err)
+	if _, result, ok, err := openMetal(r.backoff, pm.UID, &s.retry, &s.facts.device, func() (*metalAccess, error) { return r.access(ctx, s) }); !ok {
+		return result, false, err
 	}
 	if wait := r.polls.waiting(pm.UID, false); wait > 0 && !endpointPending(s) {
 		// The last read said when to look again: the conditions stand.

@@ -26,6 +26,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -248,6 +249,22 @@ func runPhases[S any](ctx context.Context, s S, run *phaseRun, phases []phase[S]
 	}
 	*run = phaseRun{stoppedAt: len(phases)}
 	return ctrl.Result{}, nil
+}
+
+// openMetal begins a phase that calls the Metal API: it makes no call
+// while the backoff after the object's last failed one lasts (the
+// conditions that failure left stand), then opens the access (open), a
+// set-up problem becoming the phase's fact (into). ok false ends the phase
+// with result and err.
+func openMetal[A any](b *backoff, obj types.UID, retry *retryState, into *fact, open func() (A, error)) (access A, result ctrl.Result, ok bool, err error) {
+	if wait, held := b.gate(obj, retry); held {
+		return access, ctrl.Result{RequeueAfter: wait}, false, nil
+	}
+	if access, err = open(); err != nil {
+		result, _, err = setupFailed(into, err)
+		return access, result, false, err
+	}
+	return access, ctrl.Result{}, true, nil
 }
 
 // setupFailed records a set-up problem (err a *setupError) as the fact of
