@@ -111,7 +111,7 @@ func (r *PacketClusterReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 // the platform, then runs the phases.
 func (r *PacketClusterReconciler) reconcileNormal(ctx context.Context, s *clusterScope) (ctrl.Result, error) {
 	s.PacketCluster.Status.FailureDomains = failureDomains(s.PacketCluster)
-	defer r.backoff.settle(s.PacketCluster.UID, s.retry)
+	defer r.backoff.settle(s.PacketCluster.UID, &s.retry)
 	return runPhases(ctx, s, &s.run, []phase[*clusterScope]{
 		r.reconcileEndpoint,
 	})
@@ -121,7 +121,7 @@ func (r *PacketClusterReconciler) reconcileNormal(ctx context.Context, s *cluste
 // then lets the PacketCluster go.
 func (r *PacketClusterReconciler) reconcileDelete(ctx context.Context, s *clusterScope) (ctrl.Result, error) {
 	s.deleting = true
-	defer r.backoff.settle(s.PacketCluster.UID, s.retry)
+	defer r.backoff.settle(s.PacketCluster.UID, &s.retry)
 	return runPhases(ctx, s, &s.run, []phase[*clusterScope]{
 		r.releaseEndpoint,
 		r.releaseVIP,

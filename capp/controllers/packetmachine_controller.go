@@ -200,7 +200,7 @@ type phase[S any] func(context.Context, S) (result ctrl.Result, done bool, err e
 
 // reconcileNormal runs the phases in order until one is not done.
 func (r *PacketMachineReconciler) reconcileNormal(ctx context.Context, s *machineScope) (ctrl.Result, error) {
-	defer r.backoff.settle(s.PacketMachine.UID, s.retry)
+	defer r.backoff.settle(s.PacketMachine.UID, &s.retry)
 	phases := []phase[*machineScope]{
 		r.reconcileIPAddresses,
 		r.reconcileBootstrapData,
@@ -229,7 +229,7 @@ func (r *PacketMachineReconciler) reconcileNormal(ctx context.Context, s *machin
 // then the machine.
 func (r *PacketMachineReconciler) reconcileDelete(ctx context.Context, s *machineScope) (ctrl.Result, error) {
 	s.deleting = true
-	defer r.backoff.settle(s.PacketMachine.UID, s.retry)
+	defer r.backoff.settle(s.PacketMachine.UID, &s.retry)
 	return runPhases(ctx, s, &s.run, []phase[*machineScope]{
 		r.deleteDevice,
 		r.releaseIPAddresses,
