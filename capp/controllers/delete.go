@@ -22,15 +22,14 @@ func (r *PacketMachineReconciler) deleteDevice(ctx context.Context, s *machineSc
 	if pm.Spec.ProviderID == "" && !deviceRequested(pm) && !createMayHaveRun(pm) {
 		return ctrl.Result{}, true, nil
 	}
-	if wait, ok := r.backoff.gate(pm.UID, &s.retry); ok {
-		return ctrl.Result{RequeueAfter: wait}, false, nil
-	}
+	// A deletion's wait is set by a reconcile whose calls all succeeded,
+	// which cleared the backoff: the two never hold the machine at once.
 	if wait := r.polls.waiting(pm.UID, true); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, false, nil
 	}
-	access, err := r.access(ctx, s)
-	if err != nil {
-		return setupFailed(&s.facts.deletion, err)
+	access, result, ok, err := openMetal(r.backoff, pm.UID, &s.retry, &s.facts.deletion, func() (*metalAccess, error) { return r.access(ctx, s) })
+	if !ok {
+		return result, false, err
 	}
 	dev, err := access.executor.Find(ctx, device.DeviceID(pm.Spec.ProviderID), r.deviceOwner(ctx, s))
 	if nerr, ok := notOwned(err); ok {

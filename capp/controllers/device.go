@@ -19,84 +19,163 @@ import (
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal"
 )
 
-// reconcileDevice finds the machine's device (by its ID once known, else,
-// when a create may have been asked for, by the machine's tag, so a device
-// whose creation was never recorded is adopted), proves it is the machine's
-// before anything else is done with it, creates it when the platform has
-// none, and is done once it is active. It sets spec.providerID as soon as
-// the device exists.
+// reconcileDevice reads what the platform has of the machine (observe),
+// plans the next step from it (device.Plan) and carries out the device's
+// own: create it, wait for it, or record why it cannot go on. Once the
+// device is active the step is its ports', which reconcilePorts carries
+// out. It sets spec.providerID as soon as the device exists.
 func (r *PacketMachineReconciler) reconcileDevice(ctx context.Context, s *machineScope) (ctrl.Result, bool, error) {
 	pm := s.PacketMachine
-	if wait, ok := r.backoff.gate(pm.UID, &s.retry); ok {
-		return ctrl.Result{RequeueAfter: wait}, false, nil
-	}
-	access, err := r.access(ctx, s)
-	if err != nil {
-		return setupFailed(&s.facts.device, err)
+	if _, result, ok, err := openMetal(r.backoff, pm.UID, &s.retry, &s.facts.device, func() (*metalAccess, error) { return r.access(ctx, s) }); !ok {
+		return result, false, err
 	}
 	if wait := r.polls.waiting(pm.UID, false); wait > 0 && !endpointPending(s) {
 		// The last read said when to look again: the conditions stand.
 		return ctrl.Result{RequeueAfter: wait}, false, nil
 	}
-	dev, result, err := r.observeDevice(ctx, s)
-	if dev == nil {
+	if result, ok, err := r.observe(ctx, s); !ok {
 		return result, false, err
 	}
-	s.Device = dev
-	if pm.Spec.ProviderID == "" {
-		pm.Spec.ProviderID = device.ProviderID(dev.ID)
-	}
 
-	step := device.Plan(device.Spec{}, dev)
-	switch step.Action {
-	case device.Done:
-		r.Creations.Release(pm.UID)
-		s.facts.device = deviceSeen{id: dev.ID, state: dev.State, active: true}
+	s.step = device.Plan(s.spec, s.Device)
+	switch step := s.step; {
+	case step.OnPorts():
+		r.deviceActive(s)
 		return ctrl.Result{}, true, nil
-	case device.Fail:
+	case step.Action == device.Create:
+		return r.create(ctx, s)
+	case step.Action == device.WaitCreate:
+		s.facts.device = s.hold.why
+		return ctrl.Result{RequeueAfter: s.hold.retry}, false, nil
+	case step.Action == device.WaitDevice:
+		return r.provisioning(s)
+	case step.Reason == device.ReasonDeviceGone:
+		// Making another would give the Machine a new server behind the
+		// same providerID.
 		r.Creations.Release(pm.UID)
-		return r.deviceFailed(ctx, s, access, step)
+		s.facts.device = deviceGone{id: device.DeviceID(pm.Spec.ProviderID)}
+		return ctrl.Result{}, false, nil
 	default:
-		r.Creations.Hold(pm.UID, client.ObjectKeyFromObject(pm), dev.CreatedAt)
-		s.facts.device = deviceSeen{id: dev.ID, state: dev.State}
-		return ctrl.Result{RequeueAfter: provisioningPoll(time.Since(dev.CreatedAt))}, false, nil
+		r.Creations.Release(pm.UID)
+		return r.deviceFailed(ctx, s, step)
 	}
 }
 
-// observeDevice returns the machine's device, proven its own, creating it
-// when Plan says the platform has none; nil with the result to return when
-// there is none to go on with.
-func (r *PacketMachineReconciler) observeDevice(ctx context.Context, s *machineScope) (*device.Device, ctrl.Result, error) {
+// observe reads what the platform has of the machine, once, and builds
+// s.spec from what it found: the device (by its ID once known, else, when a
+// create may have been asked for, by the machine's tag, so a device whose
+// creation was never recorded is adopted), proven the machine's before
+// anything else is done with it; with none, what its creation waits for
+// (creationReady); with an active one, what its ports need (readPorts).
+// false stops the phase with the fact of what failed.
+func (r *PacketMachineReconciler) observe(ctx context.Context, s *machineScope) (ctrl.Result, bool, error) {
 	pm := s.PacketMachine
-	access := s.access
-	var dev *device.Device
+	s.spec = portsSpec(pm)
+	s.spec.ProviderID = pm.Spec.ProviderID
 	if pm.Spec.ProviderID != "" || deviceRequested(pm) {
-		var err error
-		dev, err = access.executor.Find(ctx, device.DeviceID(pm.Spec.ProviderID), r.deviceOwner(ctx, s))
+		dev, err := s.access.executor.Find(ctx, device.DeviceID(pm.Spec.ProviderID), r.deviceOwner(ctx, s))
 		if nerr, ok := notOwned(err); ok {
-			return nil, r.deviceNotOwned(ctx, s, nerr), nil
+			return r.deviceNotOwned(ctx, s, nerr), false, nil
 		}
 		if err != nil && pm.Spec.ProviderID == "" && projectRefused(err) {
 			// Looking for the device lists the project's devices: the
 			// project is what the platform refused.
-			return nil, r.projectNotFound(s, err), nil
+			return r.projectNotFound(s, err), false, nil
 		}
 		if err != nil {
-			result, _, err := r.metalFailed(ctx, s, &s.facts.device, "reading the device", err)
-			return nil, result, err
+			return r.metalFailed(ctx, s, &s.facts.device, "reading the device", err)
+		}
+		s.Device = dev
+	}
+	switch {
+	case s.Device != nil:
+		if pm.Spec.ProviderID == "" {
+			pm.Spec.ProviderID = device.ProviderID(s.Device.ID)
+		}
+		return r.readPorts(ctx, s)
+	case pm.Spec.ProviderID == "":
+		return r.creationReady(ctx, s)
+	}
+	return ctrl.Result{}, true, nil
+}
+
+// creationReady finds out whether the device may be created now: its place
+// (the Machine's failure domain), the networks' VLANs in that metro, and a
+// creation slot, in that order, so that no slot is taken for a device that
+// cannot be created. What holds it back is kept in s.hold for WaitCreate.
+func (r *PacketMachineReconciler) creationReady(ctx context.Context, s *machineScope) (ctrl.Result, bool, error) {
+	pm := s.PacketMachine
+	place, fderr := placeDevice(pm.Spec, s.access.cluster, machineFailureDomain(s))
+	if fderr != nil {
+		s.hold = hold{why: fderr, retry: slowPoll}
+		return ctrl.Result{}, true, nil
+	}
+	s.placement = place
+	if place.metro != "" {
+		_, err := s.access.executor.ResolveVLANs(ctx, place.metro, s.spec)
+		if problems := vlanProblems(pm, err); problems != nil {
+			f := vlansMissing{problems: problems}
+			if place.failureDomain != "" {
+				f.failureDomain, f.metro = place.failureDomain, place.metro
+			}
+			s.spec.VLANsMissing, s.hold = true, hold{why: f, retry: vlanNotFound}
+			return ctrl.Result{}, true, nil
+		}
+		if err != nil {
+			return r.metalFailed(ctx, s, &s.facts.device, "reading the project's VLANs", err)
 		}
 	}
-	if dev == nil && pm.Spec.ProviderID != "" {
-		// The device this machine had is gone: making another would give the
-		// Machine a new server behind the same providerID.
-		r.Creations.Release(pm.UID)
-		s.facts.device = deviceGone{id: device.DeviceID(pm.Spec.ProviderID)}
-		return nil, ctrl.Result{}, nil
+	if !r.Creations.Acquire(pm.UID, client.ObjectKeyFromObject(pm)) {
+		s.hold = hold{why: waitingForSlot{waiting: r.Creations.Waiting(pm.Namespace)}, retry: slotPoll}
+		return ctrl.Result{}, true, nil
 	}
-	if device.Plan(device.Spec{}, dev).Action == device.Create {
-		return r.ensureDevice(ctx, s)
+	s.spec.MayCreate = true
+	return ctrl.Result{}, true, nil
+}
+
+// readPorts resolves the VLANs of an active device's ports in its metro and
+// reads the newest batch of each port that still lacks some, so that Plan
+// can tell a batch in flight from none sent. A device that is not active
+// has its ports read once it is. A VLAN the metro lacks is kept in s.hold
+// for WaitVLANs; a read that fails is VLANsAttached's, the device being
+// active all the same.
+func (r *PacketMachineReconciler) readPorts(ctx context.Context, s *machineScope) (ctrl.Result, bool, error) {
+	if s.Device.State != device.StateActive {
+		return ctrl.Result{}, true, nil
 	}
-	return dev, ctrl.Result{}, nil
+	x := s.access.executor
+	spec, err := x.ResolveVLANs(ctx, s.Device.Metro, s.spec)
+	if problems := vlanProblems(s.PacketMachine, err); problems != nil {
+		s.spec.VLANsMissing, s.hold = true, hold{why: vlansMissing{problems: problems}, retry: vlanNotFound}
+		return ctrl.Result{}, true, nil
+	}
+	if err != nil {
+		r.deviceActive(s)
+		return r.metalFailed(ctx, s, &s.facts.ports, "reading the project's VLANs", err)
+	}
+	if err := x.ReadBatches(ctx, spec, s.Device); err != nil {
+		r.deviceActive(s)
+		return r.metalFailed(ctx, s, &s.facts.ports, "reading the ports' VLAN batches", err)
+	}
+	s.spec = spec
+	return ctrl.Result{}, true, nil
+}
+
+// deviceActive records an active device: DeviceReady is True and its
+// creation slot frees.
+func (r *PacketMachineReconciler) deviceActive(s *machineScope) {
+	r.Creations.Release(s.PacketMachine.UID)
+	s.facts.device = deviceSeen{id: s.Device.ID, state: s.Device.State, active: true}
+}
+
+// provisioning records a device in creation: it holds its creation slot
+// (also one whose creation began before a restart), and is read again after
+// a quarter of its age.
+func (r *PacketMachineReconciler) provisioning(s *machineScope) (ctrl.Result, bool, error) {
+	pm, dev := s.PacketMachine, s.Device
+	r.Creations.Hold(pm.UID, client.ObjectKeyFromObject(pm), dev.CreatedAt)
+	s.facts.device = deviceSeen{id: dev.ID, state: dev.State}
+	return ctrl.Result{RequeueAfter: provisioningPoll(time.Since(dev.CreatedAt))}, false, nil
 }
 
 // deviceNotOwned reports a device that is not provably the machine's:
@@ -114,52 +193,27 @@ func (r *PacketMachineReconciler) deviceNotOwned(ctx context.Context, s *machine
 	return ctrl.Result{RequeueAfter: slowPoll}
 }
 
-// ensureDevice creates the device, once its place is known (the Machine's
-// failure domain), the networks' VLANs are known to be in its metro and a
-// creation slot is free.
-func (r *PacketMachineReconciler) ensureDevice(ctx context.Context, s *machineScope) (*device.Device, ctrl.Result, error) {
+// create carries out Create, with the creation slot creationReady took:
+// it records that the device is requested (so a restart looks for it by
+// its tag instead of creating another), then creates it. The new device is
+// read back by the next reconcile before anything else is done with it.
+func (r *PacketMachineReconciler) create(ctx context.Context, s *machineScope) (ctrl.Result, bool, error) {
 	pm := s.PacketMachine
-	access := s.access
-	place, fderr := placeDevice(pm.Spec, access.cluster, machineFailureDomain(s))
-	if fderr != nil {
-		s.facts.device = fderr
-		return nil, ctrl.Result{RequeueAfter: slowPoll}, nil
-	}
-	s.placement = place
-	// A network whose VLAN the metro lacks would leave the device
-	// unusable: find out before creating it.
-	if place.metro != "" {
-		if _, err := access.executor.ResolveVLANs(ctx, place.metro, portsSpec(pm)); err != nil {
-			if problems := vlanProblems(pm, err); problems != nil {
-				f := vlansMissing{problems: problems}
-				if place.failureDomain != "" {
-					f.failureDomain, f.metro = place.failureDomain, place.metro
-				}
-				s.facts.device = f
-				return nil, ctrl.Result{RequeueAfter: vlanNotFound}, nil
-			}
-			result, _, err := r.metalFailed(ctx, s, &s.facts.device, "reading the project's VLANs", err)
-			return nil, result, err
-		}
-	}
-	if !r.Creations.Acquire(pm.UID, client.ObjectKeyFromObject(pm)) {
-		s.facts.device = waitingForSlot{waiting: r.Creations.Waiting(pm.Namespace)}
-		return nil, ctrl.Result{RequeueAfter: slotPoll}, nil
-	}
 	if !deviceRequested(pm) {
 		if done, err := r.markRequested(ctx, pm); !done {
 			// Our copy is stale (a newer one is on its way) or the write failed.
 			r.Creations.Release(pm.UID)
-			return nil, ctrl.Result{}, err
+			return ctrl.Result{}, false, err
 		}
 	}
-	dev, err := r.createDevice(ctx, s, access)
+	dev, err := r.createDevice(ctx, s)
 	if err != nil {
 		r.Creations.Release(pm.UID)
-		result, _, err := r.createFailed(ctx, s, err)
-		return nil, result, err
+		return r.createFailed(ctx, s, err)
 	}
-	return dev, ctrl.Result{}, nil
+	s.Device = dev
+	pm.Spec.ProviderID = device.ProviderID(dev.ID)
+	return r.provisioning(s)
 }
 
 // markRequested records, with an optimistic lock, that the machine's
@@ -204,8 +258,9 @@ func endpointPending(s *machineScope) bool {
 }
 
 // createDevice creates the device with the rendered user-data.
-func (r *PacketMachineReconciler) createDevice(ctx context.Context, s *machineScope, access *metalAccess) (*device.Device, error) {
+func (r *PacketMachineReconciler) createDevice(ctx context.Context, s *machineScope) (*device.Device, error) {
 	pm := s.PacketMachine
+	access := s.access
 	reservation, err := access.executor.PickReservation(ctx, pm.Spec.HardwareReservationID)
 	if err != nil {
 		return nil, err
@@ -267,10 +322,10 @@ func (r *PacketMachineReconciler) projectNotFound(s *machineScope, err error) ct
 // deviceFailed records a device the platform failed to provision, with the
 // platform's newest event as the reason. Nothing is retried: the Machine
 // must be replaced.
-func (r *PacketMachineReconciler) deviceFailed(ctx context.Context, s *machineScope, access *metalAccess, step device.Step) (ctrl.Result, bool, error) {
+func (r *PacketMachineReconciler) deviceFailed(ctx context.Context, s *machineScope, step device.Step) (ctrl.Result, bool, error) {
 	f := deviceFailed{deleted: step.Reason == device.ReasonDeviceDeleted, message: step.Message}
 	if step.Reason == device.ReasonDeviceFailed {
-		if events, err := access.executor.Events(ctx, s.Device.ID); err == nil {
+		if events, err := s.access.executor.Events(ctx, s.Device.ID); err == nil {
 			f.platformReason = device.PlatformReason(events)
 		}
 	}

@@ -81,12 +81,9 @@ func (r *PacketClusterReconciler) reconcileEndpoint(ctx context.Context, s *clus
 		}
 		return ctrl.Result{}, true, nil
 	}
-	if wait, ok := r.backoff.gate(pc.UID, &s.retry); ok {
-		return ctrl.Result{RequeueAfter: wait}, false, nil
-	}
-	x, err := r.metal(ctx, s)
-	if err != nil {
-		return setupFailed(&s.facts.endpoint, err)
+	x, result, ok, err := openMetal(r.backoff, pc.UID, &s.retry, &s.facts.endpoint, func() (*device.Executor, error) { return r.metal(ctx, s) })
+	if !ok {
+		return result, false, err
 	}
 	id := pc.Annotations[infrav1.EndpointReservationAnnotation]
 	if id != "" && id != infrav1.EndpointReservationPending {
@@ -215,12 +212,9 @@ func (r *PacketClusterReconciler) releaseEndpoint(ctx context.Context, s *cluste
 	if _, managed := pc.Annotations[infrav1.EndpointReservationAnnotation]; !managed {
 		return ctrl.Result{}, true, nil
 	}
-	if wait, ok := r.backoff.gate(pc.UID, &s.retry); ok {
-		return ctrl.Result{RequeueAfter: wait}, false, nil
-	}
-	x, err := r.metal(ctx, s)
-	if err != nil {
-		return setupFailed(&s.facts.deletion, err)
+	x, result, ok, err := openMetal(r.backoff, pc.UID, &s.retry, &s.facts.deletion, func() (*device.Executor, error) { return r.metal(ctx, s) })
+	if !ok {
+		return result, false, err
 	}
 	found, err := r.endpointReservations(ctx, x, pc)
 	if err != nil {

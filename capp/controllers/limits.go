@@ -335,8 +335,10 @@ func (b *backoff) failed(obj types.UID, retry *retryState) time.Duration {
 }
 
 // settle forgets the object's failures once a reconcile made its Metal
-// calls without one (and did not hold back).
-func (b *backoff) settle(obj types.UID, retry retryState) {
+// calls without one (and did not hold back). It reads retry when it runs,
+// so that a reconcile defers it at its start and it sees what the whole
+// reconcile did.
+func (b *backoff) settle(obj types.UID, retry *retryState) {
 	if !retry.failed && !retry.backingOff {
 		b.reset(obj)
 	}

@@ -225,3 +225,47 @@ func TestBackoff(t *testing.T) {
 		t.Errorf("the wait after a reset = %s, want %s again", again, first)
 	}
 }
+
+// A reconcile defers settle at its start: the backoff a failed call began
+// must outlive the reconcile, hold back the next one, and grow until a
+// reconcile's calls all succeed.
+func TestBackoffSettlesWhatTheReconcileDid(t *testing.T) {
+	b := newBackoff()
+	reconcile := func(fail bool) (held bool) {
+		var retry retryState
+		defer b.settle("m", &retry)
+		if _, held = b.gate("m", &retry); held {
+			return true
+		}
+		if fail {
+			b.failed("m", &retry)
+		}
+		return false
+	}
+	waitOver := func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		delete(b.until, "m")
+	}
+	reconcile(true)
+	first := b.waiting("m")
+	if first <= 0 {
+		t.Fatalf("waiting after a reconcile whose call failed = %s, want the backoff", first)
+	}
+	if !reconcile(false) || b.waiting("m") <= 0 {
+		t.Fatal("the next reconcile was not held back, or the backoff did not stand")
+	}
+	waitOver()
+	reconcile(true)
+	if second := b.waiting("m"); second <= first {
+		t.Errorf("waiting after a second failure = %s, want more than %s", second, first)
+	}
+	waitOver()
+	if reconcile(false) || b.waiting("m") != 0 {
+		t.Fatal("a reconcile whose calls succeeded left a wait")
+	}
+	reconcile(true)
+	if again := b.waiting("m"); again > minPoll {
+		t.Errorf("waiting after a failure that follows a success = %s, want the first wait, %s, again", again, minPoll)
+	}
+}

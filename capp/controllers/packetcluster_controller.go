@@ -4,12 +4,10 @@ import (
 	"context"
 
 	"k8s.io/apimachinery/pkg/api/meta"
-	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/events"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
-	"sigs.k8s.io/cluster-api/util/patch"
 	"sigs.k8s.io/cluster-api/util/predicates"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -86,7 +84,7 @@ func (r *PacketClusterReconciler) SetupWithManager(ctx context.Context, mgr ctrl
 }
 
 // Reconcile brings a PacketCluster one step closer to its spec.
-func (r *PacketClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+func (r *PacketClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	pc := &infrav1.PacketCluster{}
 	if err := r.Client.Get(ctx, req.NamespacedName, pc); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -97,33 +95,23 @@ func (r *PacketClusterReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		return ctrl.Result{}, err
 	}
 	s := &clusterScope{PacketCluster: pc, Cluster: cluster}
-
-	patchHelper, err := patch.NewHelper(pc, r.Client)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	defer func() {
-		s.setStatus()
-		if err := patchHelper.Patch(ctx, pc, patch.WithOwnedConditions{Conditions: clusterOwnedConditions}); err != nil {
-			reterr = kerrors.NewAggregate([]error{reterr, err})
+	return patched(ctx, r.Client, pc, clusterOwnedConditions, s.setStatus, func() (ctrl.Result, error) {
+		if !pc.DeletionTimestamp.IsZero() {
+			return r.reconcileDelete(ctx, s)
 		}
-	}()
-
-	if !pc.DeletionTimestamp.IsZero() {
-		return r.reconcileDelete(ctx, s)
-	}
-	if cluster == nil {
-		ctrl.LoggerFrom(ctx).Info("Waiting for the Cluster controller to set the cluster-name label")
-		return ctrl.Result{}, nil
-	}
-	return r.reconcileNormal(ctx, s)
+		if cluster == nil {
+			ctrl.LoggerFrom(ctx).Info("Waiting for the Cluster controller to set the cluster-name label")
+			return ctrl.Result{}, nil
+		}
+		return r.reconcileNormal(ctx, s)
+	})
 }
 
 // reconcileNormal publishes the failure domains, which need nothing from
 // the platform, then runs the phases.
 func (r *PacketClusterReconciler) reconcileNormal(ctx context.Context, s *clusterScope) (ctrl.Result, error) {
 	s.PacketCluster.Status.FailureDomains = failureDomains(s.PacketCluster)
-	defer r.backoff.settle(s.PacketCluster.UID, s.retry)
+	defer r.backoff.settle(s.PacketCluster.UID, &s.retry)
 	return runPhases(ctx, s, &s.run, []phase[*clusterScope]{
 		r.reconcileEndpoint,
 	})
@@ -133,7 +121,7 @@ func (r *PacketClusterReconciler) reconcileNormal(ctx context.Context, s *cluste
 // then lets the PacketCluster go.
 func (r *PacketClusterReconciler) reconcileDelete(ctx context.Context, s *clusterScope) (ctrl.Result, error) {
 	s.deleting = true
-	defer r.backoff.settle(s.PacketCluster.UID, s.retry)
+	defer r.backoff.settle(s.PacketCluster.UID, &s.retry)
 	return runPhases(ctx, s, &s.run, []phase[*clusterScope]{
 		r.releaseEndpoint,
 		r.releaseVIP,

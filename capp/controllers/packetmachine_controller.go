@@ -26,13 +26,12 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
-	"sigs.k8s.io/cluster-api/util/patch"
 	"sigs.k8s.io/cluster-api/util/predicates"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -157,7 +156,7 @@ func (r *PacketMachineReconciler) SetupWithManager(ctx context.Context, mgr ctrl
 }
 
 // Reconcile brings a PacketMachine one step closer to its spec.
-func (r *PacketMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+func (r *PacketMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	pm := &infrav1.PacketMachine{}
 	if err := r.Client.Get(ctx, req.NamespacedName, pm); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -182,26 +181,16 @@ func (r *PacketMachineReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		ctx = ctrl.LoggerInto(ctx, log)
 	}
 	s := &machineScope{PacketMachine: pm, Machine: machine, Cluster: cluster}
-
-	patchHelper, err := patch.NewHelper(pm, r.Client)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	defer func() {
-		s.setStatus()
-		if err := patchHelper.Patch(ctx, pm, patch.WithOwnedConditions{Conditions: ownedConditions}); err != nil {
-			reterr = kerrors.NewAggregate([]error{reterr, err})
+	return patched(ctx, r.Client, pm, ownedConditions, s.setStatus, func() (ctrl.Result, error) {
+		if !pm.DeletionTimestamp.IsZero() {
+			return r.reconcileDelete(ctx, s)
 		}
-	}()
-
-	if !pm.DeletionTimestamp.IsZero() {
-		return r.reconcileDelete(ctx, s)
-	}
-	if machine == nil || cluster == nil {
-		log.Info("Waiting for the Machine controller to set the owner reference and the cluster-name label")
-		return ctrl.Result{}, nil
-	}
-	return r.reconcileNormal(ctx, s)
+		if machine == nil || cluster == nil {
+			log.Info("Waiting for the Machine controller to set the owner reference and the cluster-name label")
+			return ctrl.Result{}, nil
+		}
+		return r.reconcileNormal(ctx, s)
+	})
 }
 
 // phase is one step of an object's life. It records the facts it observed
@@ -211,7 +200,7 @@ type phase[S any] func(context.Context, S) (result ctrl.Result, done bool, err e
 
 // reconcileNormal runs the phases in order until one is not done.
 func (r *PacketMachineReconciler) reconcileNormal(ctx context.Context, s *machineScope) (ctrl.Result, error) {
-	defer r.backoff.settle(s.PacketMachine.UID, s.retry)
+	defer r.backoff.settle(s.PacketMachine.UID, &s.retry)
 	phases := []phase[*machineScope]{
 		r.reconcileIPAddresses,
 		r.reconcileBootstrapData,
@@ -240,7 +229,7 @@ func (r *PacketMachineReconciler) reconcileNormal(ctx context.Context, s *machin
 // then the machine.
 func (r *PacketMachineReconciler) reconcileDelete(ctx context.Context, s *machineScope) (ctrl.Result, error) {
 	s.deleting = true
-	defer r.backoff.settle(s.PacketMachine.UID, s.retry)
+	defer r.backoff.settle(s.PacketMachine.UID, &s.retry)
 	return runPhases(ctx, s, &s.run, []phase[*machineScope]{
 		r.deleteDevice,
 		r.releaseIPAddresses,
@@ -260,6 +249,22 @@ func runPhases[S any](ctx context.Context, s S, run *phaseRun, phases []phase[S]
 	}
 	*run = phaseRun{stoppedAt: len(phases)}
 	return ctrl.Result{}, nil
+}
+
+// openMetal begins a phase that calls the Metal API: it makes no call
+// while the backoff after the object's last failed one lasts (the
+// conditions that failure left stand), then opens the access (open), a
+// set-up problem becoming the phase's fact (into). ok false ends the phase
+// with result and err.
+func openMetal[A any](b *backoff, obj types.UID, retry *retryState, into *fact, open func() (A, error)) (access A, result ctrl.Result, ok bool, err error) {
+	if wait, held := b.gate(obj, retry); held {
+		return access, ctrl.Result{RequeueAfter: wait}, false, nil
+	}
+	if access, err = open(); err != nil {
+		result, _, err = setupFailed(into, err)
+		return access, result, false, err
+	}
+	return access, ctrl.Result{}, true, nil
 }
 
 // setupFailed records a set-up problem (err a *setupError) as the fact of

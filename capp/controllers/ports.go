@@ -13,32 +13,22 @@ import (
 	"github.com/metal-vrf/cluster-api-metal-vrf/capp/device"
 )
 
-// reconcilePorts gives the active device's ports their networks' VLANs: a
-// NIC that carries networks is taken out of the bond first (hybrid
-// unbonded), then each port gets one batch with all of its VLANs, followed
-// until the platform completes it. A port that carries its VLANs is left
-// alone, so nothing is sent twice. Once every port is done the machine is
-// provisioned.
+// reconcilePorts carries out the step reconcileDevice planned for the
+// active device's ports: a NIC that carries networks is taken out of the
+// bond first (hybrid unbonded), then each port gets one batch with all of
+// its VLANs, followed until the platform completes it. A port that carries
+// its VLANs is left alone, so nothing is sent twice. Once every port is
+// done the machine is provisioned.
 func (r *PacketMachineReconciler) reconcilePorts(ctx context.Context, s *machineScope) (ctrl.Result, bool, error) {
 	pm := s.PacketMachine
-	x := s.access.executor
-	spec, err := x.ResolveVLANs(ctx, s.Device.Metro, portsSpec(pm))
-	if err != nil {
-		if problems := vlanProblems(pm, err); problems != nil {
-			s.facts.ports = vlansMissing{problems: problems}
-			return ctrl.Result{RequeueAfter: vlanNotFound}, false, nil
-		}
-		return r.metalFailed(ctx, s, &s.facts.ports, "reading the project's VLANs", err)
-	}
-	if err := x.ReadBatches(ctx, spec, s.Device); err != nil {
-		return r.metalFailed(ctx, s, &s.facts.ports, "reading the ports' VLAN batches", err)
-	}
-
-	step := device.Plan(spec, s.Device)
+	step := s.step
 	switch step.Action {
 	case device.Done:
-		s.facts.ports = vlansAttached{spec: spec}
+		s.facts.ports = vlansAttached{spec: s.spec}
 		return ctrl.Result{}, true, nil
+	case device.WaitVLANs:
+		s.facts.ports = s.hold.why
+		return ctrl.Result{RequeueAfter: s.hold.retry}, false, nil
 	case device.WaitBatch:
 		s.facts.ports = batchInFlight{batch: step.Batch, port: step.Port}
 		return ctrl.Result{RequeueAfter: minPoll}, false, nil
@@ -50,7 +40,7 @@ func (r *PacketMachineReconciler) reconcilePorts(ctx context.Context, s *machine
 		return ctrl.Result{}, false, nil
 	}
 
-	err = x.Run(ctx, step, s.Device)
+	err := s.access.executor.Run(ctx, step, s.Device)
 	countStep(stepName(step.Action), err)
 	if err != nil {
 		return r.metalFailed(ctx, s, &s.facts.ports, fmt.Sprintf("%s on port %s", step.Action, step.Port), err)

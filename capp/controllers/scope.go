@@ -1,6 +1,8 @@
 package controllers
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -34,7 +36,14 @@ type machineScope struct {
 	// Device is the machine's device as the platform shows it, proven the
 	// machine's; nil when it has none or it was not read.
 	Device *device.Device
-	// placement is where the device is created, set by ensureDevice.
+	// spec is what the machine wants of the platform and step the next
+	// step device.Plan gave for it, both set by reconcileDevice;
+	// reconcilePorts carries out a step of the ports. hold says what a
+	// WaitCreate or WaitVLANs step waits for.
+	spec device.Spec
+	step device.Step
+	hold hold
+	// placement is where the device is created, set by creationReady.
 	placement placement
 
 	// facts are what the phases observed, for setStatus; run is where
@@ -43,6 +52,14 @@ type machineScope struct {
 	run      phaseRun
 	retry    retryState
 	deleting bool
+}
+
+// hold is what keeps a machine's next step from being taken (a failure
+// domain, a VLAN or a creation slot missing): the fact that says so, and
+// when to look again.
+type hold struct {
+	why   fact
+	retry time.Duration
 }
 
 // phaseRun is where a run of phases stopped: the index of the phase that

@@ -8,10 +8,12 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/klog/v2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/finalizers"
+	"sigs.k8s.io/cluster-api/util/patch"
 	"sigs.k8s.io/cluster-api/util/paused"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -44,6 +46,23 @@ func startReconcile(ctx context.Context, c client.Client, obj paused.ConditionSe
 		}
 	}
 	return ctx, cluster, false, nil
+}
+
+// patched runs reconcile, then, whatever it returned, derives obj's status
+// (setStatus) and patches obj, the conditions owned winning over concurrent
+// writers'. A failed patch is returned with reconcile's error.
+func patched(ctx context.Context, c client.Client, obj client.Object, owned []string, setStatus func(), reconcile func() (ctrl.Result, error)) (_ ctrl.Result, reterr error) {
+	helper, err := patch.NewHelper(obj, c)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	defer func() {
+		setStatus()
+		if err := helper.Patch(ctx, obj, patch.WithOwnedConditions{Conditions: owned}); err != nil {
+			reterr = kerrors.NewAggregate([]error{reterr, err})
+		}
+	}()
+	return reconcile()
 }
 
 // dropUpstreamConditions removes the conditions upstream CAPP (v1beta1

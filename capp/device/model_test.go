@@ -16,10 +16,10 @@ import (
 )
 
 // The model test drives Plan and the Executor the way the PacketMachine
-// controller does (find, resolve, read batches, plan, act; wait by polling),
-// against the simulator through the real SDK, for many random machines and
-// random faults, and checks after every step what must hold whatever the
-// order of events.
+// controller does (find, resolve, read batches, plan once, act; wait by
+// polling), against the simulator through the real SDK, for many random
+// machines and random faults, and checks after every step what must hold
+// whatever the order of events.
 const (
 	modelSeeds = 50
 	// faultySteps: faults and out-of-band events happen only in a machine's
@@ -204,57 +204,56 @@ func (m *model) assignByHand() {
 	}
 }
 
-// reconcile is one pass of the controller: the device phase (find, create
-// when there is none, wait until active), then the ports phase (resolve,
-// read batches, plan, run one step). A wait advances the clock by the
-// controller's shortest poll.
+// reconcile is one pass of the controller: find the device; with an
+// active one, resolve its ports' VLANs and read their batches; plan once
+// (a creation is always cleared: the model has no placement or creation
+// slots to wait for) and carry out the step. A wait advances the clock by
+// the controller's shortest poll, and so does a create: the controller
+// reads a new device back before anything else.
 func (m *model) reconcile() Step {
 	dev, err := m.x.Find(m.ctx, m.id, m.owner)
 	if err != nil {
 		m.injected(err)
 		return Step{}
 	}
-	if dev == nil && m.id != "" {
-		m.t.Fatalf("recorded device %s is gone", m.id)
+	spec := Spec{MayCreate: true, Ports: m.want.Ports}
+	if m.id != "" {
+		spec.ProviderID = ProviderID(m.id)
 	}
-	if dev == nil {
-		if dev, err = m.x.Create(m.ctx, metal.DeviceRequest{
-			Tag: m.tag, Hostname: "model", Plan: "c3.small.x86", OperatingSystem: "ubuntu_24_04", Metro: simtest.Metro,
-		}); err != nil {
-			m.injected(err)
-			return Step{Action: Create}
+	if dev != nil && dev.State == StateActive {
+		if spec, err = m.x.ResolveVLANs(m.ctx, dev.Metro, spec); err != nil {
+			m.t.Fatalf("resolving the VLANs: %v", err)
+		}
+		if err := m.x.ReadBatches(m.ctx, spec, dev); err != nil {
+			m.t.Fatalf("reading the batches: %v", err)
 		}
 	}
-	m.id = dev.ID
-	if step := Plan(Spec{}, dev); step.Action != Done {
-		if step.Action != WaitDevice {
-			m.t.Fatalf("device phase: %+v", step)
-		}
-		m.clock.Advance(poll)
-		return step
-	}
-	spec, err := m.x.ResolveVLANs(m.ctx, dev.Metro, m.want)
-	if err != nil {
-		m.t.Fatalf("resolving the VLANs: %v", err)
-	}
-	if err := m.x.ReadBatches(m.ctx, spec, dev); err != nil {
-		m.t.Fatalf("reading the batches: %v", err)
+	if dev != nil {
+		m.id = dev.ID
 	}
 	step := Plan(spec, dev)
 	switch step.Action {
-	case Done:
-		return step
-	case WaitBatch:
+	case Create:
+		created, err := m.x.Create(m.ctx, metal.DeviceRequest{
+			Tag: m.tag, Hostname: "model", Plan: "c3.small.x86", OperatingSystem: "ubuntu_24_04", Metro: simtest.Metro,
+		})
+		if err != nil {
+			m.injected(err)
+			return step
+		}
+		m.id = created.ID
 		m.clock.Advance(poll)
-		return step
+	case WaitDevice, WaitBatch:
+		m.clock.Advance(poll)
 	case Disbond, AssignVLANs:
 		m.checkNotCarried(step, dev)
 		if err := m.x.Run(m.ctx, step, dev); err != nil {
 			m.injected(err)
 		}
-		return step
+	case Done:
+	default:
+		m.t.Fatalf("step %d: %+v", m.steps, step)
 	}
-	m.t.Fatalf("ports phase: %+v", step)
 	return step
 }
 

@@ -22,9 +22,25 @@ const (
 	BatchFailed     = "failed"
 )
 
-// Spec is what a machine wants of the platform once its device exists.
+// Spec is what a machine wants of the platform, built by the controller
+// from what it found before planning.
 type Spec struct {
-	// Ports in the machine's order; the plan works through them in it.
+	// ProviderID is the machine's spec.providerID, "" until its device
+	// exists. A machine that has one and whose device the platform no
+	// longer has lost it: another is never created behind the same ID.
+	ProviderID string
+	// MayCreate: a device may be created now. Its place is known and a
+	// creation slot is held; it is only ever set for a machine whose lookup
+	// by its tag found no device, or that never asked for one, so that no
+	// machine gets two.
+	MayCreate bool
+	// VLANsMissing: a network's VLAN does not exist in the metro the device
+	// is in, or would be created in. No device is created and no port is
+	// sent a batch until it does: a device that cannot carry its networks
+	// is wasted.
+	VLANsMissing bool
+	// Ports in the machine's order, their VLANs resolved in the device's
+	// metro; the plan works through them in it.
 	Ports []PortSpec
 }
 
@@ -95,8 +111,15 @@ type Action int
 const (
 	// Create the device.
 	Create Action = iota
+	// WaitCreate: the platform has no device and one may not be created
+	// yet (its place unknown, a VLAN missing, no creation slot); the
+	// controller's facts say which.
+	WaitCreate
 	// WaitDevice: the device is provisioning.
 	WaitDevice
+	// WaitVLANs: the device is active, but its metro lacks a network's
+	// VLAN.
+	WaitVLANs
 	// Disbond takes Step.Port out of bond0.
 	Disbond
 	// AssignVLANs sends one batch giving Step.Port the VLANs Step.VLANs.
@@ -113,7 +136,7 @@ const (
 	Done
 )
 
-var actionNames = [...]string{"Create", "WaitDevice", "Disbond", "AssignVLANs", "WaitBatch", "Fail", "Delete", "WaitGone", "Done"}
+var actionNames = [...]string{"Create", "WaitCreate", "WaitDevice", "WaitVLANs", "Disbond", "AssignVLANs", "WaitBatch", "Fail", "Delete", "WaitGone", "Done"}
 
 func (a Action) String() string {
 	if int(a) < len(actionNames) {
@@ -128,6 +151,9 @@ const (
 	ReasonDeviceFailed = "DeviceFailed"
 	// ReasonDeviceDeleted: the device is being deleted by someone else.
 	ReasonDeviceDeleted = "DeviceDeleted"
+	// ReasonDeviceGone: the device the machine has on record no longer
+	// exists.
+	ReasonDeviceGone = "DeviceGone"
 	// ReasonPortNotFound: the device has no port of that name.
 	ReasonPortNotFound = "PortNotFound"
 	// ReasonVLANAttachFailed: the platform failed the port's batch.
@@ -148,20 +174,52 @@ type Step struct {
 	Reason, Message string
 }
 
-// Plan returns the next step that brings the device (nil when the platform
-// has none for the machine) to spec. Ports are brought up one at a time in
-// spec order, so that a failure names the first port that failed.
+// OnPorts reports whether the step is about the ports of an active device
+// (VLANsAttached) rather than about the device itself (DeviceReady).
+func (s Step) OnPorts() bool {
+	switch s.Action {
+	case WaitVLANs, Disbond, AssignVLANs, WaitBatch, Done:
+		return true
+	case Fail:
+		return s.Port != ""
+	}
+	return false
+}
+
+// Plan returns the next step that brings the machine's device (nil when
+// the platform has none for it) to spec: create it when it may be, wait for
+// it, then bring its ports up one at a time in spec order, so that a
+// failure names the first port that failed.
 func Plan(spec Spec, d *Device) Step {
 	switch {
 	case d == nil:
-		return Step{Action: Create}
+		return planCreate(spec)
 	case d.State == StateFailed:
 		return Step{Action: Fail, Reason: ReasonDeviceFailed, Message: fmt.Sprintf("device %s failed to provision", d.ID)}
 	case d.State == StateDeprovisioning:
 		return Step{Action: Fail, Reason: ReasonDeviceDeleted, Message: fmt.Sprintf("device %s is being deleted outside Cluster API: delete the Machine to replace it", d.ID)}
 	case d.State != StateActive:
 		return Step{Action: WaitDevice}
+	case spec.VLANsMissing:
+		return Step{Action: WaitVLANs}
 	}
+	return planPorts(spec, d)
+}
+
+// planCreate is the step of a machine the platform has no device for.
+func planCreate(spec Spec) Step {
+	switch {
+	case spec.ProviderID != "":
+		return Step{Action: Fail, Reason: ReasonDeviceGone,
+			Message: fmt.Sprintf("device %s no longer exists: delete the Machine to replace it", DeviceID(spec.ProviderID))}
+	case spec.VLANsMissing || !spec.MayCreate:
+		return Step{Action: WaitCreate}
+	}
+	return Step{Action: Create}
+}
+
+// planPorts is the step of an active device's ports.
+func planPorts(spec Spec, d *Device) Step {
 	for _, want := range spec.Ports {
 		p, ok := d.Ports[want.Name]
 		if !ok {

@@ -44,6 +44,22 @@ func batch(state string, errs ...string) func(*Port) {
 	return func(p *Port) { p.Batch = &Batch{ID: "b-" + p.Name, State: state, Errors: errs} }
 }
 
+// specWith returns hybrid changed by f.
+func specWith(f func(*Spec)) Spec {
+	s := hybrid
+	f(&s)
+	return s
+}
+
+var (
+	// cleared may create its device: placed, its VLANs in the metro, a slot held.
+	cleared = specWith(func(s *Spec) { s.MayCreate = true })
+	// recorded has had a device: spec.providerID names it.
+	recorded = specWith(func(s *Spec) { s.ProviderID = ProviderID("dev-1"); s.MayCreate = true })
+	// vlansMissing wants a VLAN the device's metro lacks.
+	vlansMissing = specWith(func(s *Spec) { s.VLANsMissing = true; s.MayCreate = true })
+)
+
 func TestPlan(t *testing.T) {
 	bond0Done := func() *Device { return with(active(), "bond0", carries("vn-1000", "vn-1001")) }
 	tests := []struct {
@@ -52,7 +68,14 @@ func TestPlan(t *testing.T) {
 		dev  *Device
 		want Step
 	}{
-		{"no device: create it", hybrid, nil, Step{Action: Create}},
+		{"no device, creation cleared: create it", cleared, nil, Step{Action: Create}},
+		{"no device, not placed or no creation slot: wait, create nothing", hybrid, nil, Step{Action: WaitCreate}},
+		{"no device, a VLAN missing in its metro: wait, create nothing even with a slot", vlansMissing, nil, Step{Action: WaitCreate}},
+		{"no device behind the providerID: fail, never create another", recorded, nil,
+			Step{Action: Fail, Reason: ReasonDeviceGone, Message: "device dev-1 no longer exists: delete the Machine to replace it"}},
+		{"device found, creation cleared all the same: go on with it, create nothing", cleared, &Device{ID: "dev-1", State: "queued"}, Step{Action: WaitDevice}},
+		{"provisioning with a VLAN missing: wait for the device first", vlansMissing, &Device{ID: "dev-1", State: "provisioning"}, Step{Action: WaitDevice}},
+		{"active with a VLAN missing: wait for it, send no port anything", vlansMissing, active(), Step{Action: WaitVLANs}},
 		{"queued: wait", hybrid, &Device{ID: "dev-1", State: "queued"}, Step{Action: WaitDevice}},
 		{"provisioning: wait", hybrid, &Device{ID: "dev-1", State: "provisioning"}, Step{Action: WaitDevice}},
 		{"failed: fail, naming the device", hybrid, &Device{ID: "dev-1", State: StateFailed},
@@ -89,6 +112,33 @@ func TestPlan(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if diff := cmp.Diff(tt.want, Plan(tt.spec, tt.dev)); diff != "" {
 				t.Errorf("Plan() (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestStepOnPorts(t *testing.T) {
+	tests := []struct {
+		name string
+		step Step
+		want bool
+	}{
+		{"creating is the device's", Step{Action: Create}, false},
+		{"waiting to create is the device's", Step{Action: WaitCreate}, false},
+		{"provisioning is the device's", Step{Action: WaitDevice}, false},
+		{"a failed device is the device's", Step{Action: Fail, Reason: ReasonDeviceFailed}, false},
+		{"a lost device is the device's", Step{Action: Fail, Reason: ReasonDeviceGone}, false},
+		{"a VLAN missing at an active device is the ports'", Step{Action: WaitVLANs}, true},
+		{"disbonding is the ports'", Step{Action: Disbond, Port: "eth1"}, true},
+		{"a batch is the ports'", Step{Action: AssignVLANs, Port: "bond0"}, true},
+		{"a batch in flight is the ports'", Step{Action: WaitBatch, Port: "bond0"}, true},
+		{"a missing port is the ports'", Step{Action: Fail, Port: "eth2", Reason: ReasonPortNotFound}, true},
+		{"done is the ports' last step", Step{Action: Done}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.step.OnPorts(); got != tt.want {
+				t.Errorf("OnPorts() = %t, want %t", got, tt.want)
 			}
 		})
 	}

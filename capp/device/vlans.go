@@ -129,7 +129,8 @@ func (e *VLANError) Error() string {
 
 // ResolveVLANs fills in the ID of every VLAN of spec (given by vxlan, and by
 // ID where the network names one) from the project's VLANs in one read, and
-// checks each is in metro. Every VLAN that cannot be used is reported.
+// checks each is in metro. Every VLAN that cannot be used is reported (a
+// *VLANError each, joined) and left out of the returned spec.
 func (x Executor) ResolveVLANs(ctx context.Context, metro string, spec Spec) (Spec, error) {
 	if !slices.ContainsFunc(spec.Ports, func(p PortSpec) bool { return len(p.VLANs) > 0 }) {
 		return spec, nil
@@ -138,7 +139,8 @@ func (x Executor) ResolveVLANs(ctx context.Context, metro string, spec Spec) (Sp
 	if err != nil {
 		return Spec{}, err
 	}
-	out := Spec{Ports: make([]PortSpec, len(spec.Ports))}
+	out := spec
+	out.Ports = make([]PortSpec, len(spec.Ports))
 	var errs []error
 	for i, p := range spec.Ports {
 		out.Ports[i] = PortSpec{Name: p.Name, Unbonded: p.Unbonded}
