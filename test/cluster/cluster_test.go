@@ -207,7 +207,7 @@ func testInside(t *testing.T, dir string) {
 	})
 	n.startControllers(kubeconfig)
 
-	n.startNode(kubeconfig)
+	n.startNode(ctx, kubeconfig)
 	pushImages(ctx, t)
 	waitFor(ctx, t, 5*time.Minute, "the node is Ready", func() error {
 		if err := n.exited(); err != nil {

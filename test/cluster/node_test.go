@@ -236,7 +236,7 @@ func (n *node) startControllers(kubeconfig string) {
 }
 
 // startNode starts the registry, containerd, the kubelet and kube-proxy.
-func (n *node) startNode(kubeconfig string) {
+func (n *node) startNode(ctx context.Context, kubeconfig string) {
 	n.write("registry.yml", fmt.Sprintf(`version: 0.1
 storage:
   filesystem:
@@ -276,6 +276,19 @@ state = "%[1]s/containerd/state"
 }
 `, podCIDR))
 	n.start("containerd", "--config", filepath.Join(n.dir, "containerd.toml"))
+	// The kubelet exits at once if the runtime's socket is not there yet,
+	// which on a loaded machine it was not.
+	socket := filepath.Join(n.dir, "containerd.sock")
+	waitFor(ctx, n.t, 2*time.Minute, "containerd serves "+socket, func() error {
+		if err := n.exited(); err != nil {
+			n.t.Fatal(err)
+		}
+		conn, err := net.Dial("unix", socket)
+		if err != nil {
+			return fmt.Errorf("%w\n%s", err, n.logTail("containerd"))
+		}
+		return conn.Close()
+	})
 
 	n.write("kubelet.yaml", fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
