@@ -28,11 +28,14 @@ import (
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	inclusterv1 "sigs.k8s.io/cluster-api-ipam-provider-in-cluster/api/v1alpha2"
+	"sigs.k8s.io/cluster-api-ipam-provider-in-cluster/pkg/ipamutil"
 
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/test/testenv"
@@ -78,6 +81,10 @@ type provider struct {
 	kind      string
 	newPool   func() client.Object
 	usedCount func(pool client.Object) (used int64, reported bool)
+	// deletesOrphans: the provider deletes an IPAddress of its pool whose
+	// claim does not exist (ours, for clusterctl move), so the addresses a
+	// scenario holds in use need claims of their own.
+	deletesOrphans bool
 }
 
 // providers are measured in this order: the reference first, so that ours
@@ -112,6 +119,7 @@ var providers = []provider{
 			}
 			return s.Used, true
 		},
+		deletesOrphans: true,
 	},
 }
 
@@ -327,56 +335,132 @@ var namespaces atomic.Int32
 // newScenario creates a namespace, inUse IPAddresses of the pool, then the
 // pool, and waits until the provider reports inUse addresses in use.
 //
-// The addresses in use are IPAddress objects created directly, the lowest
-// inUse addresses, as inUse claims would have got them. They are created
-// before their pool, the way a provider finds them after a restart: our
+// The addresses in use are IPAddress objects of the lowest inUse addresses,
+// as inUse claims would have got them, created without the provider
+// serving the pool, the way a provider finds them after a restart: our
 // provider reads a pool's IPAddresses once, when it first serves the pool,
 // and from then on expects every IPAddress of the pool to come from itself.
-// Their claims are not created: neither provider reads other claims when it
-// serves one, and having the in-cluster provider reconcile 10,000 claims
-// first (O(addresses) each) would take minutes before anything is measured.
+//
+// For the in-cluster provider they are created before their pool and
+// without claims: it reads no other claim when it serves one, and having
+// it reconcile the held claims first (O(addresses) each) would take
+// minutes before anything is measured. Ours deletes an IPAddress whose
+// claim does not exist, so for ours each address has its bound claim; the
+// pool exists first, paused, so that no claim is served before its
+// IPAddress exists, and serves them once resumed.
 func newScenario(ctx context.Context, env *environment, p provider, inUse int) (*scenario, error) {
 	k8s := env.k8s
 	s := &scenario{env: env, p: p, ns: fmt.Sprintf("%s-%d-in-use-%d", p.name, namespaces.Add(1), inUse)}
 	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.ns}}); err != nil {
 		return s, err
 	}
+	pool := p.newPool()
+	pool.SetNamespace(s.ns)
+	pool.SetName(poolName)
+	if p.deletesOrphans {
+		pool.SetAnnotations(map[string]string{clusterv1.PausedAnnotation: "true"})
+		if err := k8s.Create(ctx, pool); err != nil {
+			return s, err
+		}
+	}
 	err := forEach(ctx, inUse, creators, func(i int) error {
 		name := fmt.Sprintf("held-%05d", i)
-		ip := poolAddress(i)
-		return k8s.Create(ctx, &ipamv1.IPAddress{
+		address := &ipamv1.IPAddress{
 			ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name},
 			Spec: ipamv1.IPAddressSpec{
 				ClaimRef: ipamv1.IPAddressClaimReference{Name: name},
 				PoolRef:  p.poolRef(),
-				Address:  ip.String(), Prefix: ptr.To[int32](poolPrefix), Gateway: gateway,
+				Address:  poolAddress(i).String(), Prefix: ptr.To[int32](poolPrefix), Gateway: gateway,
 			},
-		})
+		}
+		if p.deletesOrphans {
+			if err := createHolder(ctx, k8s, pool, address); err != nil {
+				return err
+			}
+		}
+		return k8s.Create(ctx, address)
 	})
 	if err != nil {
 		return s, fmt.Errorf("creating the addresses in use: %w", err)
 	}
-
-	pool := p.newPool()
-	pool.SetNamespace(s.ns)
-	pool.SetName(poolName)
-	if err := k8s.Create(ctx, pool); err != nil {
+	if p.deletesOrphans {
+		resume := client.MergeFrom(pool.DeepCopyObject().(client.Object))
+		pool.SetAnnotations(nil)
+		err = k8s.Patch(ctx, pool, resume)
+	} else {
+		err = k8s.Create(ctx, pool)
+	}
+	if err != nil {
 		return s, err
 	}
+	return s, s.awaitInUse(ctx, pool, inUse)
+}
+
+// createHolder creates the bound claim that holds address, and makes
+// address its claim's and its pool's as a provider does.
+func createHolder(ctx context.Context, k8s client.Client, pool client.Object, address *ipamv1.IPAddress) error {
+	claim := &ipamv1.IPAddressClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: address.Namespace, Name: address.Spec.ClaimRef.Name, Finalizers: []string{ipamutil.ReleaseAddressFinalizer}},
+		Spec:       ipamv1.IPAddressClaimSpec{PoolRef: address.Spec.PoolRef},
+	}
+	if err := k8s.Create(ctx, claim); err != nil {
+		return err
+	}
+	if err := controllerutil.SetControllerReference(claim, address, scheme); err != nil {
+		return err
+	}
+	notController := func(ref *metav1.OwnerReference) { ref.Controller = ptr.To(false) }
+	if err := controllerutil.SetOwnerReference(pool, address, scheme, notController, controllerutil.WithBlockOwnerDeletion(true)); err != nil {
+		return err
+	}
+	controllerutil.AddFinalizer(address, ipamutil.ProtectAddressFinalizer)
+	return nil
+}
+
+// awaitInUse waits until the pool's status counts inUse addresses in use
+// and, for a provider that holds them by claims, every claim is bound.
+func (s *scenario) awaitInUse(ctx context.Context, pool client.Object, inUse int) error {
+	k8s := s.env.k8s
 	for {
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(pool), pool); err != nil {
-			return s, err
+			return err
 		}
-		if used, ok := p.usedCount(pool); ok && used == int64(inUse) {
-			return s, nil
+		used, ok := s.p.usedCount(pool)
+		counted := ok && used == int64(inUse)
+		bound, poll := 0, time.Second
+		if counted && s.p.deletesOrphans {
+			// A list of every claim is heavy: it waits longer between them.
+			var err error
+			if bound, err = s.boundClaims(ctx); err != nil {
+				return err
+			}
+			poll = 5 * time.Second
+		}
+		if counted && (!s.p.deletesOrphans || bound == inUse) {
+			return nil
 		}
 		select {
 		case <-ctx.Done():
-			used, _ := p.usedCount(pool)
-			return s, fmt.Errorf("the pool reports %d addresses in use, want %d: %w", used, inUse, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
+			return fmt.Errorf("the pool reports %d addresses in use and %d claims are bound, want %d: %w", used, bound, inUse, ctx.Err())
+		case <-time.After(poll):
 		}
 	}
+}
+
+// boundClaims counts the claims of the scenario's namespace that point at
+// an IPAddress.
+func (s *scenario) boundClaims(ctx context.Context) (int, error) {
+	var claims ipamv1.IPAddressClaimList
+	if err := s.env.k8s.List(ctx, &claims, client.InNamespace(s.ns)); err != nil {
+		return 0, err
+	}
+	bound := 0
+	for _, c := range claims.Items {
+		if c.Status.AddressRef.Name != "" {
+			bound++
+		}
+	}
+	return bound, nil
 }
 
 // poolAddress is the pool's i-th address from firstFree on.
@@ -503,9 +587,13 @@ func (s *scenario) verify(ctx context.Context, claims, held int) error {
 	if err := k8s.List(ctx, &addressList, client.InNamespace(s.ns)); err != nil {
 		return err
 	}
-	if len(claimList.Items) != claims || len(addressList.Items) != claims+held {
+	wantClaims := claims
+	if s.p.deletesOrphans {
+		wantClaims += held
+	}
+	if len(claimList.Items) != wantClaims || len(addressList.Items) != claims+held {
 		return fmt.Errorf("found %d claims and %d IPAddresses, want %d and %d",
-			len(claimList.Items), len(addressList.Items), claims, claims+held)
+			len(claimList.Items), len(addressList.Items), wantClaims, claims+held)
 	}
 
 	subnet, gw := netip.MustParsePrefix(poolCIDR), netip.MustParseAddr(gateway)
