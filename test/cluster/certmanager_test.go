@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/pem"
@@ -57,7 +58,9 @@ func writeCertManager(t *testing.T, root, repo string) string {
 // writes CA bundles.
 func checkCertificates(ctx context.Context, t *testing.T, k8s client.Client) {
 	var issued, injected int
-	waitFor(ctx, t, 2*time.Minute, "cert-manager issued every Certificate and injected its CA", func() (err error) {
+	// Three minutes: the CA injector looks at every injectable again each
+	// minute (test/tools/cert-manager/cainjector).
+	waitFor(ctx, t, 3*time.Minute, "cert-manager issued every Certificate and injected its CA", func() (err error) {
 		issued, injected, err = certificatesIssued(ctx, k8s)
 		return err
 	})
@@ -96,7 +99,8 @@ func certificatesIssued(ctx context.Context, k8s client.Client) (issued, injecte
 		}
 		for _, where := range bundles[name] {
 			if !bytes.Equal(where.ca, secret.Data["ca.crt"]) {
-				errs = append(errs, fmt.Errorf("%s asks for the CA of %s but holds another", where.object, name))
+				errs = append(errs, fmt.Errorf("%s asks for the CA of %s (%s, Secret %s at resourceVersion %s) but holds %s",
+					where.object, name, fingerprint(secret.Data["ca.crt"]), secretName, secret.ResourceVersion, fingerprint(where.ca)))
 			}
 			injected++
 		}
@@ -135,6 +139,16 @@ func signedBy(leafPEM, caPEM []byte) error {
 	}
 	_, err = leaf.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
 	return err
+}
+
+// fingerprint names a CA bundle in a failure message: the start of its
+// SHA-256, or "none" for an empty one.
+func fingerprint(bundle []byte) string {
+	if len(bundle) == 0 {
+		return "none"
+	}
+	sum := sha256.Sum256(bundle)
+	return fmt.Sprintf("CA sha256:%x", sum[:6])
 }
 
 type injection struct {

@@ -438,7 +438,22 @@ func checkWebhooks(ctx context.Context, t *testing.T, k8s client.Client) {
 		"metadata": map[string]any{"namespace": "default", "name": "bad-gateway"},
 		"spec":     map[string]any{"addresses": []any{"10.0.0.0/24"}, "prefix": int64(24), "gateway": "10.0.1.1"},
 	}}
-	expectRefused(t, k8s.Create(ctx, pool), `admission webhook "validation.metalvrfippool.ipam.cluster.x-k8s.io" denied the request`,
+	// A Certificate that cert-manager issues again (seen at install, twice
+	// within a second) reaches the webhook configuration and the Pod's
+	// mounted Secret at different moments; until both hold the same one the
+	// API server fails the call instead of the webhook refusing.
+	var refused error
+	waitFor(ctx, t, 3*time.Minute, "the IPAM webhook answers through its Service", func() error {
+		refused = k8s.Create(ctx, pool.DeepCopy())
+		if refused == nil {
+			t.Fatalf("MetalVRFIPPool %s created, want it refused", pool.GetName())
+		}
+		if !strings.Contains(refused.Error(), "denied the request") {
+			return refused
+		}
+		return nil
+	})
+	expectRefused(t, refused, `admission webhook "validation.metalvrfippool.ipam.cluster.x-k8s.io" denied the request`,
 		`spec.gateway: Invalid value: "10.0.1.1"`)
 
 	// An IPAddress that takes an address a claim of the pool holds.

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -21,7 +22,9 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/klog/v2"
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -61,6 +64,11 @@ func run(ctx context.Context, leaderElectionNamespace, metricsAddress string) er
 		LeaderElectionNamespace: leaderElectionNamespace,
 		LeaderElectionID:        "cert-manager-cainjector-leader-election",
 		Metrics:                 metricsserver.Options{BindAddress: metricsAddress},
+		// Every injectable is looked at again each minute, not only on the
+		// events of its Certificate's Secret: once, in CI, a Certificate
+		// issued twice within a second left one webhook configuration
+		// holding the first CA for minutes.
+		Cache: cache.Options{SyncPeriod: ptr.To(time.Minute)},
 		// Secrets are watched by their metadata only (the injector's own
 		// watches) and read when a CA is needed, not cached whole.
 		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
