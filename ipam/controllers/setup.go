@@ -52,9 +52,9 @@ type Options struct {
 	// Fence, when set, is asked before every allocation; an error refuses
 	// it and the claim is retried (see manager's leader election fence).
 	Fence func() error
-	// Identity names this process (its leader election identity) on the
-	// allocation records it creates.
-	Identity string
+	// Writer names this process (its leader election identity) on the
+	// allocation records it creates, and the Lease that fences them.
+	Writer records.Writer
 	// PendingGrace is how long after it was last confirmed the record of an
 	// IPAddress that was not created is reaped; registry.DefaultPendingGrace
 	// when zero. Tests shorten it.
@@ -98,7 +98,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) (*reg
 		return nil, err
 	}
 	recorder := mgr.GetEventRecorder("metal-vrf-ipam")
-	store := records.New(mgr.GetClient(), mgr.GetAPIReader(), opts.AllocationNamespace, opts.Identity)
+	store := records.New(mgr.GetClient(), mgr.GetAPIReader(), opts.AllocationNamespace, opts.Writer)
 	store.OnSkip(seedSkipped(recorder))
 	reg := registry.New(store, opts.Fence, cluster)
 	if opts.PendingGrace > 0 {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/registry"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/managerutil"
 )
@@ -122,7 +123,8 @@ func processIdentity() (string, error) {
 
 // newFencedLock builds the Lease lock controller-runtime would for the
 // process named identity, wrapped to feed a fence of the lease duration
-// lease, and returns both.
+// lease, and returns both. Every write of the Lease labels it as the
+// API server's fence reads it (config/ipam/fence).
 func newFencedLock(cfg *rest.Config, namespace, name, identity string, lease, renew time.Duration) (*fencedLock, *fence, error) {
 	if namespace == "" {
 		var err error
@@ -135,6 +137,11 @@ func newFencedLock(cfg *rest.Config, namespace, name, identity string, lease, re
 	if err != nil {
 		return nil, nil, err
 	}
+	leaseLock, ok := lock.(*resourcelock.LeaseLock)
+	if !ok {
+		return nil, nil, fmt.Errorf("leader election lock %T is not a Lease lock", lock)
+	}
+	leaseLock.Labels = map[string]string{v1alpha1.LeaderElectionLabel: "true"}
 	f := &fence{duration: lease, now: time.Now}
 	return &fencedLock{Interface: lock, fence: f}, f, nil
 }

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/registry"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/managerutil"
 )
@@ -72,12 +73,16 @@ func TestLeaseFlagsDriveTheFence(t *testing.T) {
 	if lease != 4*time.Second || renew != 3*time.Second {
 		t.Fatalf("timings %s, %s; want the flags' 4s, 3s", lease, renew)
 	}
-	_, f, err := newFencedLock(&rest.Config{Host: "https://127.0.0.1:1"}, "ns", "lease", "me", lease, renew)
+	lock, f, err := newFencedLock(&rest.Config{Host: "https://127.0.0.1:1"}, "ns", "lease", "me", lease, renew)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if f.duration != 4*time.Second {
 		t.Fatalf("the fence allows %s after a renewal; want the flag's 4s", f.duration)
+	}
+	// The API server's fence takes the Lease as its parameter by this label.
+	if labels := lock.Interface.(*resourcelock.LeaseLock).Labels; labels[v1alpha1.LeaderElectionLabel] != "true" {
+		t.Fatalf("the Lease is written with labels %v; want %s", labels, v1alpha1.LeaderElectionLabel)
 	}
 	if lease, renew := leaseTimings(managerutil.Options{}); lease != defaultLeaseDuration || renew != defaultRenewDeadline {
 		t.Fatalf("without flags: %s, %s; want the defaults", lease, renew)

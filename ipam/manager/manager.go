@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -20,6 +22,7 @@ import (
 	cappv1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/controllers"
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/records"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/webhooks"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/managerutil"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal"
@@ -95,9 +98,15 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 	if err != nil {
 		return nil, err
 	}
-	fenceCheck, err := opts.fenceLeaderElection(cfg, &mgrOpts, identity)
+	fenceCheck, lease, err := opts.fenceLeaderElection(cfg, &mgrOpts, identity)
 	if err != nil {
 		return nil, err
+	}
+	writer := records.Writer{Identity: identity}
+	if lease.Namespace == allocations {
+		// The API server's fence finds the Lease in the records' namespace
+		// only; elsewhere the process's own fence is the only one.
+		writer.Lease = lease.Name
 	}
 
 	mgr, err := ctrl.NewManager(cfg, mgrOpts)
@@ -114,7 +123,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		Endpoints:           endpoints,
 		AllocationNamespace: allocations,
 		Fence:               fenceCheck,
-		Identity:            identity,
+		Writer:              writer,
 		PendingGrace:        opts.PendingRecordGrace,
 	})
 	if err != nil {
@@ -152,20 +161,22 @@ func (opts Options) allocationNamespace() (string, error) {
 }
 
 // fenceLeaderElection makes the manager's leader election feed a fence and
-// returns the fence's check (nil without leader election). With leader
-// election, a replica allocates only while its lease is fresh (see fence);
-// without, the allocation records alone keep replicas from handing out an
-// address twice.
-func (opts Options) fenceLeaderElection(cfg *rest.Config, mgrOpts *ctrl.Options, identity string) (func() error, error) {
+// returns the fence's check and the Lease (nil and none without leader
+// election). With leader election, a replica allocates only while its lease
+// is fresh (see fence), and the API server refuses the records of a replica
+// that no longer holds it (config/ipam/fence); without, the allocation
+// records alone keep replicas from handing out an address twice.
+func (opts Options) fenceLeaderElection(cfg *rest.Config, mgrOpts *ctrl.Options, identity string) (func() error, types.NamespacedName, error) {
 	if !opts.LeaderElect {
-		return nil, nil
+		return nil, types.NamespacedName{}, nil
 	}
 	lease, renew := leaseTimings(opts.Options)
 	lock, f, err := newFencedLock(cfg, opts.LeaderElectionNamespace, opts.LeaseName(LeaderElectionID), identity, lease, renew)
 	if err != nil {
-		return nil, fmt.Errorf("creating the leader election lock: %w", err)
+		return nil, types.NamespacedName{}, fmt.Errorf("creating the leader election lock: %w", err)
 	}
 	mgrOpts.LeaderElectionResourceLockInterface = lock
 	mgrOpts.LeaseDuration, mgrOpts.RenewDeadline = ptr.To(lease), ptr.To(renew)
-	return f.check, nil
+	meta := lock.Interface.(*resourcelock.LeaseLock).LeaseMeta
+	return f.check, types.NamespacedName{Namespace: meta.Namespace, Name: meta.Name}, nil
 }

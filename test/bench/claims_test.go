@@ -20,11 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
@@ -778,20 +775,9 @@ var writeVerbs = map[string]bool{"POST": true, "PUT": true, "PATCH": true, "APPL
 // apiWrites returns how many write requests the API server has served so
 // far, whatever their outcome, from its apiserver_request_total counter.
 func apiWrites(ctx context.Context, cfg *rest.Config) (float64, error) {
-	cfg = rest.CopyConfig(cfg)
-	cfg.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
-	metricsClient, err := rest.UnversionedRESTClientFor(cfg)
+	families, err := testenv.APIServerMetrics(ctx, cfg)
 	if err != nil {
 		return 0, err
-	}
-	text, err := metricsClient.Get().AbsPath("/metrics").DoRaw(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("reading the API server's metrics: %w", err)
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(bytes.NewReader(text))
-	if err != nil {
-		return 0, fmt.Errorf("parsing the API server's metrics: %w", err)
 	}
 	var writes float64
 	for _, sample := range families["apiserver_request_total"].GetMetric() {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/test/chaos/invariant"
+	"github.com/metal-vrf/cluster-api-metal-vrf/test/testenv"
 )
 
 const (
@@ -60,9 +61,17 @@ func TestLeaderKilled(t *testing.T) {
 // leads. Every freeze must see the other replica take the lease over while
 // the leader sleeps, and the woken leader must record no allocation until
 // it leads again.
+//
+// The API server's allocation fence (config/ipam/fence) is what holds when
+// a leader freezes between its own check of its lease and its write: the
+// test reports how many of the replicas' records it refused.
 func TestLeaderFrozen(t *testing.T) {
 	ns := newNamespace(t)
 	l := watchLedger(t, ns)
+	refusedBefore, err := testenv.FenceRefusals(context.Background(), env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
 	freezes, takeovers := 0, 0
 	runScenario(t, ns, true, func(ctx context.Context, rng *rand.Rand, replicas []*replica) (int, error) {
 		for {
@@ -98,7 +107,12 @@ func TestLeaderFrozen(t *testing.T) {
 		}
 	})
 	late := l.lateRecords()
-	t.Logf("%d freezes, %d takeovers seen while the leader was frozen, %d allocations recorded by a deposed leader after it woke", freezes, takeovers, len(late))
+	refused, err := testenv.FenceRefusals(context.Background(), env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d freezes, %d takeovers seen while the leader was frozen, %d allocations recorded by a deposed leader after it woke, %.0f records refused by the API server's fence",
+		freezes, takeovers, len(late), refused-refusedBefore)
 	if takeovers != freezes {
 		t.Errorf("only %d of %d freezes saw the lease taken over while the leader was frozen", takeovers, freezes)
 	}

@@ -60,7 +60,7 @@ type Options struct {
 	// MutatingAdmissionPolicy: claims then take the path of a management
 	// cluster where it was not applied.
 	NoAdmissionPolicy bool
-	// Empty installs nothing at all (no CRDs, policy or webhooks): a
+	// Empty installs nothing at all (no CRDs, policies or webhooks): a
 	// management cluster for clusterctl to initialize.
 	Empty bool
 	// Assets is the folder holding kube-apiserver and etcd; empty means
@@ -160,7 +160,13 @@ func Start(opts Options) (*Environment, error) {
 		return nil, errors.Join(err, env.Stop())
 	}
 	e := &Environment{env: env, Config: cfg, Client: c, Root: root}
-	if opts.Empty || opts.NoAdmissionPolicy {
+	if opts.Empty {
+		return e, nil
+	}
+	if err := e.installFence(context.Background()); err != nil {
+		return nil, errors.Join(err, env.Stop())
+	}
+	if opts.NoAdmissionPolicy {
 		return e, nil
 	}
 	served, err := e.ServesMutatingAdmissionPolicy()

@@ -25,6 +25,24 @@ const (
 	AllocationRecordedByAnnotation = "ipam.cluster.x-k8s.io/metal-vrf-recorded-by"
 )
 
+// The allocation fence (config/ipam/fence): a record that the controllers
+// of a leader create carries AllocationFencedLabel and names in
+// AllocationFenceAnnotation the leader election Lease its writer leads by;
+// the replicas' Leases carry LeaderElectionLabel. The API server refuses
+// such a record unless that Lease names its writer
+// (AllocationRecordedByAnnotation) as holder: a leader deposed while it was
+// frozen records nothing when it wakes.
+const (
+	// AllocationFencedLabel ("true") marks a record the API server fences.
+	AllocationFencedLabel = "ipam.cluster.x-k8s.io/metal-vrf-fenced"
+	// AllocationFenceAnnotation names the leader election Lease, in the
+	// record's namespace, whose holder alone may create the record.
+	AllocationFenceAnnotation = "ipam.cluster.x-k8s.io/metal-vrf-fence"
+	// LeaderElectionLabel ("true") marks the Leases the manager's replicas
+	// compete for: the fence's parameters.
+	LeaderElectionLabel = "ipam.cluster.x-k8s.io/metal-vrf-leader-election"
+)
+
 // AllocationRetiredLabel marks the record of an address whose IPAddress
 // lost its claim without a release (clusterctl move copies a global pool's
 // IPAddresses and deletes their claims): the address may live on in

@@ -45,8 +45,8 @@ type Store struct {
 	reader client.Reader
 	// namespace holds the records.
 	namespace string
-	// identity names the process on the records it creates.
-	identity string
+	// writer is who creates the records.
+	writer Writer
 
 	// loading is held while the snapshot is read or handed out: seeds that
 	// come at once wait for one read instead of each reading the cluster.
@@ -59,11 +59,22 @@ type Store struct {
 
 var _ registry.Store = &Store{}
 
+// Writer is the process that creates records.
+type Writer struct {
+	// Identity names it on every record it creates: its leader election
+	// identity.
+	Identity string
+	// Lease is the leader election Lease, in the records' namespace, that
+	// its controllers allocate under; empty without leader election, or
+	// when the Lease lives elsewhere. The records its controllers create
+	// then carry the fence (see v1alpha1.AllocationFencedLabel).
+	Lease string
+}
+
 // New returns the store keeping its records in namespace, writing through
-// c and reading through reader; the records it creates name the process
-// identity.
-func New(c client.Client, reader client.Reader, namespace, identity string) *Store {
-	return &Store{client: c, reader: reader, namespace: namespace, identity: identity, now: time.Now}
+// c and reading through reader, creating them as writer.
+func New(c client.Client, reader client.Reader, namespace string, writer Writer) *Store {
+	return &Store{client: c, reader: reader, namespace: namespace, writer: writer, now: time.Now}
 }
 
 // name is the name of the record of ip in domain: a hash of the domain, so
@@ -147,28 +158,11 @@ func (s *Store) liveClaimUID(ctx context.Context, key types.NamespacedName) (uid
 }
 
 // Reserve creates the record of r, or returns a *registry.TakenError
-// naming who holds the address.
+// naming who holds the address. A record of the controllers of a leader
+// carries the fence: the API server refuses it once another process holds
+// the writer's Lease (config/ipam/fence).
 func (s *Store) Reserve(ctx context.Context, domain string, r registry.Record) error {
-	claim := r.Holder.Claim.String()
-	obj := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: s.namespace,
-			Name:      name(domain, r.Address),
-			Labels: map[string]string{
-				v1alpha1.AllocationDomainLabel:   domainHash(domain),
-				v1alpha1.AllocationClaimUIDLabel: uidLabel(r.Holder.Claim.UID),
-			},
-			Annotations: map[string]string{
-				v1alpha1.AllocationDomainAnnotation:     domain,
-				v1alpha1.AllocationAddressAnnotation:    r.Address.String(),
-				v1alpha1.AllocationPoolAnnotation:       r.Holder.Pool.String(),
-				v1alpha1.AllocationClaimAnnotation:      claim,
-				v1alpha1.AllocationClaimUIDAnnotation:   string(r.Holder.Claim.UID),
-				v1alpha1.AllocationRecordedByAnnotation: s.identity,
-			},
-		},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: &claim},
-	}
+	obj := s.recordObject(domain, r)
 	for {
 		err := s.client.Create(ctx, obj)
 		if !apierrors.IsAlreadyExists(err) {
@@ -186,6 +180,35 @@ func (s *Store) Reserve(ctx context.Context, domain string, r registry.Record) e
 		rec, _ := recordOf(existing)
 		return &registry.TakenError{Address: r.Address, Holder: rec.Holder}
 	}
+}
+
+// recordObject is the Lease that records r in domain.
+func (s *Store) recordObject(domain string, r registry.Record) *coordinationv1.Lease {
+	claim := r.Holder.Claim.String()
+	obj := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: s.namespace,
+			Name:      name(domain, r.Address),
+			Labels: map[string]string{
+				v1alpha1.AllocationDomainLabel:   domainHash(domain),
+				v1alpha1.AllocationClaimUIDLabel: uidLabel(r.Holder.Claim.UID),
+			},
+			Annotations: map[string]string{
+				v1alpha1.AllocationDomainAnnotation:     domain,
+				v1alpha1.AllocationAddressAnnotation:    r.Address.String(),
+				v1alpha1.AllocationPoolAnnotation:       r.Holder.Pool.String(),
+				v1alpha1.AllocationClaimAnnotation:      claim,
+				v1alpha1.AllocationClaimUIDAnnotation:   string(r.Holder.Claim.UID),
+				v1alpha1.AllocationRecordedByAnnotation: s.writer.Identity,
+			},
+		},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &claim},
+	}
+	if s.writer.Lease != "" && !r.ByAdmission {
+		obj.Labels[v1alpha1.AllocationFencedLabel] = "true"
+		obj.Annotations[v1alpha1.AllocationFenceAnnotation] = s.writer.Lease
+	}
+	return obj
 }
 
 // Unreserve deletes the record of r's address if r's claim holds it.

@@ -45,7 +45,7 @@ func startStore(ctx context.Context, t *testing.T) (*testenv.Environment, string
 	if err != nil {
 		t.Fatal(err)
 	}
-	return env, ns, records.New(env.Client, env.Client, ns, "test")
+	return env, ns, records.New(env.Client, env.Client, ns, records.Writer{Identity: "test"})
 }
 
 // TestRetiredRecordsOutliveTheirPoolInTheVRF: against a real API server, a
@@ -185,7 +185,7 @@ func TestSeedingReadsEachKindOnce(t *testing.T) {
 		domains = append(domains, registry.DomainOf(pool))
 	}
 	reader := &countingReader{Reader: env.Client, lists: map[string]int{}}
-	store := records.New(env.Client, reader, ns, "test")
+	store := records.New(env.Client, reader, ns, records.Writer{Identity: "test"})
 	var wg sync.WaitGroup
 	errs := make([]error, len(domains))
 	for i, domain := range domains {
@@ -256,7 +256,7 @@ func TestSeedingFailsOnAnAPIErrorNotOnABadObject(t *testing.T) {
 		}
 	}
 
-	store := records.New(env.Client, timingOut{env.Client}, ns, "test")
+	store := records.New(env.Client, timingOut{env.Client}, ns, records.Writer{Identity: "test"})
 	if _, err := store.Addresses(ctx, domain); !apierrors.IsTimeout(err) {
 		t.Fatalf("seeding with the claim of IPAddress unowned unread: %v, want the timeout", err)
 	}
@@ -264,7 +264,7 @@ func TestSeedingFailsOnAnAPIErrorNotOnABadObject(t *testing.T) {
 	if err := env.Client.Delete(ctx, &ipamv1.IPAddress{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "unowned"}}); err != nil {
 		t.Fatal(err)
 	}
-	store = records.New(env.Client, timingOut{env.Client}, ns, "test")
+	store = records.New(env.Client, timingOut{env.Client}, ns, records.Writer{Identity: "test"})
 	var skips []records.Skip
 	store.OnSkip(func(skip records.Skip) { skips = append(skips, skip) })
 	addresses, err := store.Addresses(ctx, domain)

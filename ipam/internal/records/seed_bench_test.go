@@ -49,7 +49,7 @@ func BenchmarkSeedAfterFailover(b *testing.B) {
 	for n := range b.N {
 		reader := &countingReader{Reader: env.Client, lists: map[string]int{}}
 		writer := &countingWriter{Client: env.Client}
-		reg := registry.New(records.New(writer, reader, testenv.AllocationNamespace, "bench"), nil, "bench")
+		reg := registry.New(records.New(writer, reader, testenv.AllocationNamespace, records.Writer{Identity: "bench"}), nil, "bench")
 		start := time.Now()
 		var first atomic.Int64
 		err := forEach(ctx, len(pools), failoverWorkers, func(i int) error {
@@ -87,7 +87,7 @@ func fillCluster(ctx context.Context, env *testenv.Environment) ([]*v1alpha1.Met
 		}
 		namespaces[i] = ns
 	}
-	store := records.New(env.Client, env.Client, testenv.AllocationNamespace, "filled")
+	store := records.New(env.Client, env.Client, testenv.AllocationNamespace, records.Writer{Identity: "filled"})
 	pools := make([]*v1alpha1.MetalVRFIPPool, failoverPools)
 	err := forEach(ctx, failoverPools, failoverWorkers, func(i int) error {
 		pools[i] = &v1alpha1.MetalVRFIPPool{

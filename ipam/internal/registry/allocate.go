@@ -13,10 +13,26 @@ import (
 // Acquire returns the address the claim holds in the pool, with the subnet
 // it is handed out with. A claim that holds none gets the requested address
 // when one is given (a zero Addr asks for none), else the lowest free one.
+//
+// It fails with ErrFenced when this process may not allocate, asked before
+// and, when the allocation failed, after: a process deposed in between
+// (frozen after the first question) has its record refused by the API
+// server (config/ipam/fence), and the answer then says why.
 func (r *Registry) Acquire(ctx context.Context, pool v1alpha1.Pool, claim Claim, requested netip.Addr) (netip.Addr, cidr.Subnet, error) {
 	if err := r.fenced(); err != nil {
 		return netip.Addr{}, cidr.Subnet{}, err
 	}
+	ip, subnet, err := r.acquire(ctx, pool, claim, requested)
+	if err != nil {
+		if fenced := r.fenced(); fenced != nil {
+			return netip.Addr{}, cidr.Subnet{}, fmt.Errorf("%w (%v)", fenced, err)
+		}
+	}
+	return ip, subnet, err
+}
+
+// acquire is Acquire past the first question to the fence.
+func (r *Registry) acquire(ctx context.Context, pool v1alpha1.Pool, claim Claim, requested netip.Addr) (netip.Addr, cidr.Subnet, error) {
 	for {
 		var (
 			ps     *poolState

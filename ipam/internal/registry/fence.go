@@ -29,7 +29,7 @@ func (r *Registry) admitInStore(ctx context.Context, pool v1alpha1.Pool, claim C
 	if err := r.bound(ctx, key, holder.Pool, claim, ip, netip.Addr{}); err != nil {
 		return err
 	}
-	owner, mine, err := r.confirm(ctx, key, ip, holder)
+	owner, mine, err := r.admitRecord(ctx, key, ip, holder)
 	switch {
 	case err != nil:
 		return err

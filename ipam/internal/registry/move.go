@@ -60,7 +60,7 @@ func (r *Registry) Admit(ctx context.Context, pool v1alpha1.Pool, claim Claim, i
 		return err
 	}
 	holder := Holder{Pool: ps.key, Claim: claim}
-	owner, mine, err := r.confirm(ctx, d.key, ip, holder)
+	owner, mine, err := r.admitRecord(ctx, d.key, ip, holder)
 	if err != nil {
 		return fmt.Errorf("recording address %s: %w", ip, err)
 	}

@@ -23,6 +23,12 @@ func (r *Registry) confirm(ctx context.Context, domain string, ip netip.Addr, ho
 	return outcome(holder, r.store.Confirm(ctx, domain, Record{Address: ip, Holder: holder}))
 }
 
+// admitRecord is confirm for Admit: the record of an IPAddress another
+// writer is creating, which any replica may write (see Record.ByAdmission).
+func (r *Registry) admitRecord(ctx context.Context, domain string, ip netip.Addr, holder Holder) (owner Holder, mine bool, err error) {
+	return outcome(holder, r.store.Confirm(ctx, domain, Record{Address: ip, Holder: holder, ByAdmission: true}))
+}
+
 // outcome reads what the store answered to a write of holder's record.
 func outcome(holder Holder, err error) (owner Holder, mine bool, _ error) {
 	var taken *TakenError

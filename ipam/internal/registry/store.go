@@ -36,6 +36,11 @@ type Record struct {
 	// Recorded is when the record was created or last confirmed (see
 	// Store.Confirm), by the API server's clock; zero when not known.
 	Recorded time.Time
+	// ByAdmission: written by the IPAddress webhook, which every replica
+	// serves, for an IPAddress another writer is creating (see Admit). Every
+	// other record is written by the controllers, which run in the leader
+	// alone, and the store fences it by the leader's Lease.
+	ByAdmission bool
 }
 
 // Store is the API server's side of the registry: one record per address in
