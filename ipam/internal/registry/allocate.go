@@ -25,7 +25,9 @@ func (r *Registry) Acquire(ctx context.Context, pool v1alpha1.Pool, claim Claim,
 	ip, subnet, err := r.acquire(ctx, pool, claim, requested)
 	if err != nil {
 		if fenced := r.fenced(); fenced != nil {
-			return netip.Addr{}, cidr.Subnet{}, fmt.Errorf("%w (%v)", fenced, err)
+			// Only the fence is wrapped: a deposed process must not mark
+			// the claim with what its refused write ran into.
+			return netip.Addr{}, cidr.Subnet{}, fmt.Errorf("%w (%s)", fenced, err.Error())
 		}
 	}
 	return ip, subnet, err
