@@ -211,10 +211,13 @@ func (r *claimReconciler) awaitCached(ctx context.Context, address *ipamv1.IPAdd
 // ours is the claim's last finalizer: another controller's finalizer (a
 // PacketMachine's ip-claim-protection) says its consumer still uses the
 // address, which must not go to another claim until it lets go. Its removal
-// is an update of the claim, which brings the claim back here.
+// is an update of the claim, which brings the claim back here. The garbage
+// collector's finalizers of a foreground or orphaning deletion are not
+// waited for: the collector removes them only once the claim's IPAddress,
+// which this release deletes, is gone or let go.
 func (r *claimReconciler) reconcileDelete(ctx context.Context, claim *ipamv1.IPAddressClaim, claimHandler *claimHandler) (ctrl.Result, error) {
 	if others := slices.DeleteFunc(slices.Clone(claim.Finalizers), func(f string) bool {
-		return f == ipamutil.ReleaseAddressFinalizer
+		return f == ipamutil.ReleaseAddressFinalizer || f == metav1.FinalizerDeleteDependents || f == metav1.FinalizerOrphanDependents
 	}); len(others) > 0 {
 		ctrl.LoggerFrom(ctx).V(1).Info("Keeping the address while other finalizers protect the claim", "finalizers", others)
 		return ctrl.Result{}, nil

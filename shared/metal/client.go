@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 	"time"
 
@@ -177,7 +178,10 @@ func NewClient(cfg Config) (*Client, error) {
 	sdk.AddDefaultHeader("X-Auth-Token", cfg.APIKey)
 	// No http.Client timeout: every call carries a context deadline instead,
 	// which also bounds the retry transport's waits.
-	sdk.HTTPClient = &http.Client{Transport: newTransport(http.DefaultTransport, cfg.Retry.withDefaults(), m)}
+	sdk.HTTPClient = &http.Client{
+		Transport:     newTransport(http.DefaultTransport, cfg.Retry.withDefaults(), m),
+		CheckRedirect: refuseRedirect,
+	}
 
 	c := &Client{
 		api:       metalv1.NewAPIClient(sdk),
@@ -194,6 +198,13 @@ func NewClient(cfg Config) (*Client, error) {
 	}
 	return c, nil
 }
+
+// refuseRedirect keeps the token on the endpoint the operator allowed (see
+// Endpoints): the Metal API answers without redirects, and a redirect
+// followed would carry the X-Auth-Token header, which Go does not know as
+// sensitive, to wherever it points. The redirect comes back as the answer,
+// an error.
+func refuseRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // InProject returns a client of the same credentials scoped to another
 // project. It shares the receiver's connections, retries and metrics, so one
@@ -225,8 +236,13 @@ func serverURL(base string) (string, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return "", fmt.Errorf("metal: base URL %q is not an absolute http(s) URL", base)
 	}
-	u.Path = strings.TrimSuffix(strings.TrimSuffix(u.Path, "/"), apiPath) + apiPath
-	u.RawQuery, u.Fragment = "", ""
+	if u.User != nil {
+		return "", fmt.Errorf("metal: base URL %q carries user information; the token goes in the Secret's %s", u.Redacted(), SecretKeyAPIKey)
+	}
+	// The path decoded, its dot segments and doubled slashes resolved:
+	// %6Detal/v1, ./metal/v1 and metal//v1 are the same API.
+	u.Path = strings.TrimSuffix(strings.TrimSuffix(path.Clean("/"+u.Path), "/"), apiPath) + apiPath
+	u.RawPath, u.RawQuery, u.Fragment = "", "", ""
 	return u.String(), nil
 }
 

@@ -110,3 +110,59 @@ func TestNewClient(t *testing.T) {
 		}
 	}
 }
+
+// A redirect is not followed: the token would go with it to wherever it
+// points.
+func TestClientFollowsNoRedirect(t *testing.T) {
+	var elsewhere []string
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		elsewhere = append(elsewhere, r.Header.Get("X-Auth-Token"))
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"id": "v"}`))
+	}))
+	defer other.Close()
+	allowed := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+r.URL.Path, http.StatusFound)
+	}))
+	defer allowed.Close()
+	c, err := metal.NewClient(metal.Config{APIKey: "secret-token", BaseURL: allowed.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.GetVRF(context.Background(), "v")
+	if len(elsewhere) > 0 {
+		t.Fatalf("the redirect was followed: the other server got %d requests, with tokens %q", len(elsewhere), elsewhere)
+	}
+	if err == nil {
+		t.Fatal("a redirect was taken for the VRF")
+	}
+	t.Logf("the redirect is an error: %v", err)
+}
+
+// TestEndpointSpellings: the spellings of one API name one endpoint, which
+// names the allocation domain of the VRFs it serves: two spellings must not
+// split one VRF into two domains that hand out the same addresses.
+func TestEndpointSpellings(t *testing.T) {
+	for _, tc := range []struct {
+		want      string
+		spellings []string
+	}{
+		{"http://sim:8080/metal/v1", []string{
+			"http://sim:8080", "HTTP://SIM:8080/", "http://sim:8080/metal/v1/", "http://sim.:8080/metal/v1",
+			"http://sim:8080/%6Detal/v1", "http://sim:8080/./metal/v1", "http://sim:8080//metal//v1",
+			"http://sim:8080/x/../metal/v1", "http://sim:8080/metal/v1?page=2#f",
+		}},
+		{"https://api.equinix.com/metal/v1", []string{"", "https://api.equinix.com:443", "https://API.Equinix.com/metal/v1"}},
+		{"http://[::1]/metal/v1", []string{"http://[0:0::1]:80", "http://[::1]/metal/v1"}},
+		{"http://127.0.0.1:9/api/metal/v1", []string{"http://127.0.0.1:9/api", "http://127.0.0.1:9/api/%6Detal/v1"}},
+	} {
+		for _, base := range tc.spellings {
+			if got, err := metal.Endpoint(base); err != nil || got != tc.want {
+				t.Errorf("Endpoint(%q) = %q, %v; want %q", base, got, err, tc.want)
+			}
+		}
+	}
+	if _, err := metal.Endpoint("http://user:secret@sim/metal/v1"); err == nil || strings.Contains(err.Error(), "secret") {
+		t.Errorf("a base URL with user information: %v; want an error that does not repeat the password", err)
+	}
+}

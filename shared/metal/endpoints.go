@@ -2,6 +2,8 @@ package metal
 
 import (
 	"fmt"
+	"net"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -65,9 +67,13 @@ func (e *Endpoints) Allows(base string) bool {
 // String lists the allowed endpoints.
 func (e *Endpoints) String() string { return strings.Join(e.allowed, ", ") }
 
-// Endpoint is the normal form of a base URL: the API's server URL, scheme
-// and host in lower case, the API path added, so that the spellings of one
-// endpoint compare equal. An empty base is the public API.
+// Endpoint is the normal form of a base URL: the API's server URL (its path
+// decoded and cleaned, the API path added), scheme and host in lower case,
+// the host without a trailing dot, an IP address in its canonical form, and
+// no default port, so that the spellings of one endpoint compare equal. The
+// allow-list and the allocation domains of VRF pools (a VRF is named by
+// project, ID and endpoint) depend on it: two spellings of one API must not
+// make two domains of one VRF. An empty base is the public API.
 func Endpoint(base string) (string, error) {
 	server, err := serverURL(strings.TrimSpace(base))
 	if err != nil {
@@ -77,9 +83,21 @@ func Endpoint(base string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	u.Scheme, u.Host = strings.ToLower(u.Scheme), strings.ToLower(u.Host)
-	if port := u.Port(); (u.Scheme == "https" && port == "443") || (u.Scheme == "http" && port == "80") {
-		u.Host = u.Hostname()
+	u.Scheme = strings.ToLower(u.Scheme)
+	host, port := strings.TrimSuffix(strings.ToLower(u.Hostname()), "."), u.Port()
+	if ip, err := netip.ParseAddr(host); err == nil {
+		host = ip.String()
+	}
+	if (u.Scheme == "https" && port == "443") || (u.Scheme == "http" && port == "80") {
+		port = ""
+	}
+	switch {
+	case port != "":
+		u.Host = net.JoinHostPort(host, port)
+	case strings.Contains(host, ":"):
+		u.Host = "[" + host + "]"
+	default:
+		u.Host = host
 	}
 	return u.String(), nil
 }

@@ -265,6 +265,7 @@ func testInside(t *testing.T, dir string) {
 		f.waitMachines(ctx, t, 3)
 		t.Log("3 machines on active devices, bond0 carrying VLAN 1001, their claims bound")
 		t.Run("the IPAM manager's Pod deleted while claims are created", func(t *testing.T) { f.takeOver(ctx, t) })
+		t.Run("claims deleted in the foreground, background and orphaning, by the garbage collector", func(t *testing.T) { f.deletions(ctx, t) })
 		if os.Getenv(keepEnv) != "" {
 			f.keep(ctx, t, dir, kubeconfig)
 		}

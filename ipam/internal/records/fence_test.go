@@ -127,3 +127,61 @@ func TestTheAPIServerFencesADeposedLeader(t *testing.T) {
 		t.Fatalf("a manager without leader election could not record: %v", err)
 	}
 }
+
+// TestARecordGoesOnlyWithItsOwnClaim: a record made for a forged owner
+// reference (another claim's UID, under the tenant's own claim name) neither
+// goes with the claim that really has the UID, which would free an address
+// the tenant's IPAddress still holds, nor lets the tenant's release or
+// retirement touch the real claim's record.
+func TestARecordGoesOnlyWithItsOwnClaim(t *testing.T) {
+	ctx := context.Background()
+	env, ns, store := startStore(ctx, t)
+	pool := poolref.Key{Kind: v1alpha1.GlobalMetalVRFIPPoolKind, Name: "shared"}
+	domain := "pool/" + pool.String()
+	victim := registry.Claim{NamespacedName: types.NamespacedName{Namespace: "team-a", Name: "node-0"}, UID: "uid-of-node-0"}
+	forged := registry.Claim{NamespacedName: types.NamespacedName{Namespace: "team-b", Name: "squat"}, UID: victim.UID}
+	victimRecord := registry.Record{Address: netip.MustParseAddr("10.7.0.2"), Holder: registry.Holder{Pool: pool, Claim: victim}}
+	forgedRecord := registry.Record{Address: netip.MustParseAddr("10.7.0.3"), Holder: registry.Holder{Pool: pool, Claim: forged}}
+	for _, r := range []registry.Record{victimRecord, forgedRecord} {
+		if err := store.Reserve(ctx, domain, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	addresses := func() []string {
+		t.Helper()
+		var list coordinationv1.LeaseList
+		if err := env.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, l := range list.Items {
+			out = append(out, l.Annotations[v1alpha1.AllocationAddressAnnotation])
+		}
+		return out
+	}
+
+	// The tenant's claim, under its own name, cannot release or retire
+	// the real claim's record.
+	if err := store.Unreserve(ctx, domain, registry.Record{Address: victimRecord.Address, Holder: registry.Holder{Pool: pool, Claim: forged}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Retire(ctx, domain, registry.Record{Address: victimRecord.Address, Holder: registry.Holder{Pool: pool, Claim: forged}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Free(ctx, forged); err != nil {
+		t.Fatal(err)
+	}
+	if got := addresses(); len(got) != 1 || got[0] != "10.7.0.2" {
+		t.Fatalf("after the tenant's release the records hold %v; want the real claim's 10.7.0.2 alone", got)
+	}
+	if err := store.Reserve(ctx, domain, forgedRecord); err != nil {
+		t.Fatal(err)
+	}
+	// The real claim's release takes its own record only.
+	if err := store.Free(ctx, victim); err != nil {
+		t.Fatal(err)
+	}
+	if got := addresses(); len(got) != 1 || got[0] != "10.7.0.3" {
+		t.Fatalf("after the real claim's release the records hold %v; want the tenant's 10.7.0.3, its IPAddress still holding it", got)
+	}
+}

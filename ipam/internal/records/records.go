@@ -220,7 +220,7 @@ func (s *Store) Unreserve(ctx context.Context, domain string, r registry.Record)
 		return nil
 	case err != nil:
 		return err
-	case recordClaimUID(existing) != r.Holder.Claim.UID || existing.Labels[v1alpha1.AllocationRetiredLabel] == "true":
+	case !heldBy(existing, r.Holder.Claim) || existing.Labels[v1alpha1.AllocationRetiredLabel] == "true":
 		return nil
 	}
 	return s.delete(ctx, existing)
@@ -234,7 +234,7 @@ func (s *Store) Retire(ctx context.Context, domain string, r registry.Record) er
 	if err := s.reader.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: name(domain, r.Address)}, existing); err != nil {
 		return err
 	}
-	if recordClaimUID(existing) != r.Holder.Claim.UID || existing.Labels[v1alpha1.AllocationRetiredLabel] == "true" {
+	if !heldBy(existing, r.Holder.Claim) || existing.Labels[v1alpha1.AllocationRetiredLabel] == "true" {
 		return nil
 	}
 	patch := client.MergeFromWithOptions(existing.DeepCopy(), client.MergeFromWithOptimisticLock{})
@@ -283,7 +283,7 @@ func (s *Store) Free(ctx context.Context, claim registry.Claim) error {
 			return err
 		}
 		for i := range list.Items {
-			if recordClaimUID(&list.Items[i]) == claim.UID {
+			if heldBy(&list.Items[i], claim) {
 				errs = append(errs, s.delete(ctx, &list.Items[i]))
 			}
 		}
@@ -296,6 +296,16 @@ func (s *Store) Free(ctx context.Context, claim registry.Claim) error {
 func uidLabel(uid types.UID) string {
 	sum := sha256.Sum256([]byte(uid))
 	return hex.EncodeToString(sum[:16])
+}
+
+// heldBy reports whether the record is the claim's: the same UID, in the
+// same namespace under the same name. A UID alone is whatever an owner
+// reference said when the record was made, which its writer chose: a
+// record made for a forged one must not go with the claim that really has
+// that UID, nor keep it from going.
+func heldBy(obj *coordinationv1.Lease, claim registry.Claim) bool {
+	rec, err := recordOf(obj)
+	return err == nil && sameClaim(rec.Holder.Claim, claim)
 }
 
 // recordClaimUID is the UID of the claim holding a record: its annotation, or
