@@ -80,7 +80,7 @@ func (v *addressRecorder) Handle(ctx context.Context, req admission.Request) adm
 	}
 	err = v.registry.Admit(ctx, pool, claim, ip)
 	switch {
-	case errors.Is(err, registry.ErrConflict):
+	case errors.Is(err, registry.ErrConflict), errors.Is(err, registry.ErrNotInPool):
 		return admission.Denied(field.Invalid(field.NewPath("spec", "address"), address.Spec.Address, err.Error()).Error())
 	case errors.Is(err, registry.ErrTooManyPending):
 		return admission.Denied(field.Invalid(field.NewPath("spec", "claimRef", "name"), address.Spec.ClaimRef.Name, err.Error()).Error())

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 
@@ -186,7 +187,16 @@ func (r *Registry) Adopt(ctx context.Context, pool v1alpha1.Pool, claim Claim, i
 	d := ps.domain
 	holder := Holder{Pool: ps.key, Claim: claim}
 	if verify {
-		owner, mine, err := r.reserve(ctx, d.key, ip, holder)
+		recorded := r.store.Reserve(ctx, d.key, Record{Address: ip, Holder: holder})
+		if recorded == nil {
+			// No record held the address: the IPAddress was made
+			// elsewhere, past the webhook (see Admit), and only an
+			// address the pool hands out is taken in.
+			if err := ps.handsOut(ip); err != nil {
+				return errors.Join(err, r.store.Unreserve(ctx, d.key, Record{Address: ip, Holder: holder}))
+			}
+		}
+		owner, mine, err := outcome(holder, recorded)
 		if err != nil {
 			return fmt.Errorf("recording address %s: %w", ip, err)
 		}
@@ -198,6 +208,16 @@ func (r *Registry) Adopt(ctx context.Context, pool v1alpha1.Pool, claim Claim, i
 		return nil
 	}
 	return r.store.Unreserve(ctx, d.key, Record{Address: prev, Holder: holder})
+}
+
+// handsOut says why the pool does not hand out ip (see handsOut).
+func (ps *poolState) handsOut(ip netip.Addr) (err error) {
+	ps.domain.locked(func() {
+		if err = ps.ready(); err == nil {
+			err = handsOut(ps.key, ps.space, ip)
+		}
+	})
+	return err
 }
 
 // settle takes ip in memory for whom the store says holds it: holder when

@@ -2,10 +2,12 @@ package registry
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolref"
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolspace"
 )
 
 // fenced says why this process may not allocate now, or returns nil.
@@ -24,6 +26,13 @@ func (r *Registry) admitInStore(ctx context.Context, pool v1alpha1.Pool, claim C
 	key, allocates := domainOf(pool)
 	if !allocates {
 		return errVRFUnread
+	}
+	space, errs := poolspace.Resolve(pool.PoolSpec(), pool.PoolStatus().Resolved)
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %w", ErrPoolNotReady, errs.ToAggregate())
+	}
+	if err := handsOut(poolref.KeyOf(pool), space, ip); err != nil {
+		return err
 	}
 	holder := Holder{Pool: poolref.KeyOf(pool), Claim: claim}
 	if err := r.bound(ctx, key, holder.Pool, claim, ip, netip.Addr{}); err != nil {

@@ -319,12 +319,24 @@ func runModel(t *testing.T, seed uint64, steps int) {
 			c := claims[rng.IntN(len(claims))]
 			_, exists := store.addresses[c.NamespacedName]
 			ip := window[rng.IntN(len(window))]
-			err := p.reg.Admit(ctx, read(p, c.pool), c.Claim, ip)
+			pool := read(p, c.pool)
+			// The registry judges by the newest read it was given; the
+			// claim's own recorded address (the manager's IPAddress) is
+			// not judged again.
+			newest := c.pool.reads[p.seen[c.pool.key]]
+			space, errs := poolspace.Resolve(&newest.Spec, nil)
+			handsOut := len(errs) == 0 && space.Contains(ip)
+			own := store.records[store.domainOf[c.pool.key]][ip].Holder.Claim == c.Claim
+			err := p.reg.Admit(ctx, pool, c.Claim, ip)
 			switch {
+			case err == nil && !handsOut && !own:
+				t.Fatalf("step %d: admitted %s for %s, which the pool's newest read does not hand out", step, ip, c.Name)
+			case errors.Is(err, ErrNotInPool) && handsOut:
+				t.Fatalf("step %d: refused %s for %s, which the pool's read hands out: %v", step, ip, c.Name, err)
 			case err == nil && exists:
 			case err == nil:
 				store.addresses[c.NamespacedName] = ipAddress{pool: c.pool.key, claim: c.Claim, ip: ip}
-			case errors.Is(err, ErrConflict), errors.Is(err, ErrPoolNotReady):
+			case errors.Is(err, ErrConflict), errors.Is(err, ErrPoolNotReady), errors.Is(err, ErrNotInPool):
 				// refused: the IPAddress is not created
 			default:
 				t.Fatalf("step %d: admit %s for %s: %v", step, ip, c.Name, err)

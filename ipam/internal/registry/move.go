@@ -8,6 +8,7 @@ import (
 
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolref"
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolspace"
 )
 
 // Admit records the address of an IPAddress of the claim that is about to
@@ -29,6 +30,10 @@ import (
 // address recorded for a creation that failed is pending until Reap
 // deletes its record; a claim with MaxPending of them is refused more with
 // a *PendingError. A record the claim has already is confirmed (see Reap).
+//
+// Only an address the pool hands out is admitted (ErrNotInPool): no gateway,
+// network, broadcast, anycast or excluded address, none outside its
+// addresses.
 func (r *Registry) Admit(ctx context.Context, pool v1alpha1.Pool, claim Claim, ip netip.Addr) error {
 	if r.fenced() != nil {
 		return r.admitInStore(ctx, pool, claim, ip)
@@ -46,8 +51,13 @@ func (r *Registry) Admit(ctx context.Context, pool v1alpha1.Pool, claim Claim, i
 		// The claim's own address, recorded here lately: the manager's own
 		// IPAddress, where the webhook is called for it too.
 		kept = p.byClaim[claim]
-		fresh = kept == ip && p.confirmedRecently(claim, ip, r.now(), r.grace)
-		return nil
+		if fresh = kept == ip && p.confirmedRecently(claim, ip, r.now(), r.grace); fresh {
+			return nil
+		}
+		if err := p.ready(); err != nil {
+			return err
+		}
+		return handsOut(p.key, p.space, ip)
 	})
 	if errors.Is(err, errUnseeded) {
 		return r.admitInStore(ctx, pool, claim, ip)
@@ -69,6 +79,19 @@ func (r *Registry) Admit(ctx context.Context, pool v1alpha1.Pool, claim Claim, i
 			ps.byClaim[claim] = ip
 		}
 	})
+}
+
+// handsOut says why the pool key, of the given space, does not hand out
+// ip: it lies outside its addresses, or is reserved (a gateway, network,
+// broadcast, anycast or excluded address). Every door through which an
+// address made elsewhere comes in (moved, restored, or written by a user)
+// keeps out what allocation never hands out.
+func handsOut(key poolref.Key, space *poolspace.Space, ip netip.Addr) error {
+	if space.Space.Contains(ip) {
+		return nil
+	}
+	return fmt.Errorf("%w: %s does not hand out %s: it lies outside the pool's addresses, or is a gateway, network, broadcast, anycast or excluded address",
+		ErrNotInPool, key, ip)
 }
 
 // Retire keeps ip out of use for good when the claim's IPAddress holding it

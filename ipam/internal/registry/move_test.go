@@ -60,6 +60,41 @@ func TestAdmitKeepsMovedAddressesFromClaims(t *testing.T) {
 	}
 }
 
+// An IPAddress made elsewhere (moved, restored, or written by a tenant) gets
+// in only with an address the pool hands out, through every door: the
+// webhook's Admit, on the allocating replica and on one that may not
+// allocate, and Adopt, for one that got past the webhook. The gateway,
+// network and broadcast addresses and one outside the pool are refused, and
+// no record of them is left.
+func TestNoDoorTakesInAnAddressThePoolDoesNotHandOut(t *testing.T) {
+	ctx := context.Background()
+	pool := globalPool("here")
+	for _, bad := range []string{"10.9.0.1", "10.9.0.0", "10.9.0.7", "10.9.1.2"} {
+		ip := netip.MustParseAddr(bad)
+		store := newMemStore()
+		leader := New(store, nil, "here")
+		fenced := New(store, func() error { return ErrFenced }, "here")
+		doors := map[string]func() error{
+			"Admit":                 func() error { return leader.Admit(ctx, pool, claimNamed("a", "admitted"), ip) },
+			"Admit, fenced replica": func() error { return fenced.Admit(ctx, pool, claimNamed("a", "fenced"), ip) },
+			"Adopt":                 func() error { return leader.Adopt(ctx, pool, claimNamed("a", "adopted"), ip) },
+		}
+		for door, take := range doors {
+			if err := take(); !errors.Is(err, ErrNotInPool) {
+				t.Errorf("%s took in %s: %v", door, ip, err)
+			}
+		}
+		if records := store.records[DomainOf(pool)]; len(records) > 0 {
+			t.Errorf("records left for %s: %v", ip, records)
+		}
+	}
+	// What the pool hands out still gets in.
+	reg := New(newMemStore(), nil, "here")
+	if err := reg.Adopt(ctx, pool, claimNamed("a", "restored"), netip.MustParseAddr("10.9.0.6")); err != nil {
+		t.Fatalf("an IPAddress of an address the pool hands out was refused: %v", err)
+	}
+}
+
 // A replica that may not allocate asks the store alone.
 func TestAdmitOnAFencedReplicaAsksTheStore(t *testing.T) {
 	ctx := context.Background()

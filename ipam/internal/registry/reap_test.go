@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	"errors"
+	"k8s.io/utils/ptr"
 	"net/netip"
 	"slices"
 	"testing"
@@ -229,7 +230,9 @@ func TestAdmitBoundsPendingRecords(t *testing.T) {
 				admitter = New(f.store, func() error { return ErrFenced }, "here")
 				admitter.now = f.reg.now
 			}
+			// Grown to a /28: the fifth address must be one the pool hands out.
 			pool := globalPool("here")
+			pool.Spec.Addresses, pool.Spec.Prefix, pool.Generation = []string{"10.9.0.0/28"}, ptr.To(int32(28)), 2
 			for _, ip := range []string{"10.9.0.3", "10.9.0.4", "10.9.0.5", "10.9.0.6"} {
 				if err := admitter.Admit(f.ctx, pool, f.claim, netip.MustParseAddr(ip)); err != nil {
 					t.Fatalf("admitting %s: %v", ip, err)
@@ -238,7 +241,7 @@ func TestAdmitBoundsPendingRecords(t *testing.T) {
 			if err := admitter.Admit(f.ctx, pool, f.claim, netip.MustParseAddr("10.9.0.4")); err != nil {
 				t.Fatalf("admitting a pending address again: %v", err)
 			}
-			fifth := netip.MustParseAddr("10.9.0.0")
+			fifth := netip.MustParseAddr("10.9.0.9")
 			err := admitter.Admit(f.ctx, pool, f.claim, fifth)
 			var pending *PendingError
 			if !errors.Is(err, ErrTooManyPending) || !errors.As(err, &pending) {

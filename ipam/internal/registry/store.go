@@ -112,6 +112,9 @@ var (
 	ErrTaken = errors.New("address already recorded")
 	// ErrFenced: this process may not allocate now (see Registry.fence).
 	ErrFenced = errors.New("allocation fenced")
+	// ErrNotInPool: an IPAddress made elsewhere (not handed out here) holds
+	// an address its pool does not hand out.
+	ErrNotInPool = errors.New("address not handed out by the pool")
 	// ErrTooManyPending: a claim has as many addresses recorded for
 	// IPAddresses that do not exist as it may (see PendingError).
 	ErrTooManyPending = errors.New("too many addresses recorded for IPAddresses that do not exist")

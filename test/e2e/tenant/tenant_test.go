@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -707,4 +708,87 @@ func TestOnlyTheManagerMovesAPool(t *testing.T) {
 	if err := c.Patch(ctx, edited, client.MergeFrom(pool)); err != nil {
 		t.Errorf("an edit of another annotation: %v", err)
 	}
+}
+
+// TestTenantCannotBindAClaimToAReservedAddress is the attack of a tenant who
+// writes the IPAddress of its own claim by hand, with the shared pool's
+// gateway (then its network address, then one outside it): the IPAddress
+// webhook refuses each, naming spec.address and the value, no record of the
+// address is left, and the claim, once its Cluster runs, is served an
+// address the pool hands out.
+func TestTenantCannotBindAClaimToAReservedAddress(t *testing.T) {
+	requireEnv(t)
+	ctx := context.Background()
+	ns, c := tenant(t)
+	pool := &v1alpha1.GlobalMetalVRFIPPool{
+		ObjectMeta: metav1.ObjectMeta{Name: ns + "-shared"},
+		Spec:       v1alpha1.MetalVRFIPPoolSpec{Addresses: []string{"10.9.1.0/29"}, Prefix: ptr.To[int32](29), Gateway: "10.9.1.1"},
+	}
+	if err := env.Client.Create(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	// The claim waits on its paused Cluster while the tenant writes its IPAddress.
+	paused := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "paused"}, Spec: clusterv1.ClusterSpec{Paused: ptr.To(true)}}
+	if err := c.Create(ctx, paused); err != nil {
+		t.Fatal(err)
+	}
+	claim := &ipamv1.IPAddressClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "node-0", Labels: map[string]string{clusterv1.ClusterNameLabel: paused.Name}},
+		Spec: ipamv1.IPAddressClaimSpec{
+			ClusterName: paused.Name,
+			PoolRef:     ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: v1alpha1.GlobalMetalVRFIPPoolKind, Name: pool.Name},
+		},
+	}
+	if err := c.Create(ctx, claim); err != nil {
+		t.Fatal(err)
+	}
+	for _, reserved := range []string{"10.9.1.1", "10.9.1.0", "10.9.2.5"} {
+		address := &ipamv1.IPAddress{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: claim.Name, OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: ipamv1.GroupVersion.String(), Kind: "IPAddressClaim", Name: claim.Name, UID: claim.UID,
+			}}},
+			Spec: ipamv1.IPAddressSpec{
+				ClaimRef: ipamv1.IPAddressClaimReference{Name: claim.Name},
+				PoolRef:  ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: v1alpha1.GlobalMetalVRFIPPoolKind, Name: pool.Name},
+				Address:  reserved, Prefix: ptr.To[int32](29), Gateway: "10.9.1.1",
+			},
+		}
+		err := c.Create(ctx, address)
+		if err == nil || !strings.Contains(err.Error(), "spec.address") || !strings.Contains(err.Error(), reserved) {
+			t.Errorf("the tenant's IPAddress with %s: %v; want it refused naming spec.address and the value", reserved, err)
+		} else {
+			t.Logf("refused: %v", err)
+		}
+	}
+	// The managers run as installed: their records live in their own namespace.
+	var leases coordinationv1.LeaseList
+	if err := env.Client.List(ctx, &leases, client.InNamespace(systemNamespace), client.HasLabels{v1alpha1.AllocationClaimUIDLabel}); err != nil {
+		t.Fatal(err)
+	}
+	for _, lease := range leases.Items {
+		if lease.Annotations[v1alpha1.AllocationClaimAnnotation] == ns+"/"+claim.Name {
+			t.Errorf("record %s of %s left by a refused IPAddress", lease.Name, lease.Annotations[v1alpha1.AllocationAddressAnnotation])
+		}
+	}
+
+	paused.Spec.Paused = ptr.To(false)
+	if err := c.Update(ctx, paused); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the claim is served an address the pool hands out", func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(claim), claim); err != nil {
+			return err
+		}
+		if claim.Status.AddressRef.Name == "" {
+			return fmt.Errorf("not bound: %v", claim.Status.Conditions)
+		}
+		address := &ipamv1.IPAddress{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: claim.Status.AddressRef.Name}, address); err != nil {
+			return err
+		}
+		if address.Spec.Address != "10.9.1.2" {
+			t.Fatalf("the claim was bound to %s; want the lowest address the pool hands out, 10.9.1.2", address.Spec.Address)
+		}
+		return nil
+	})
 }
