@@ -142,7 +142,11 @@ func (h *claimHandler) adopt(ctx context.Context, address *ipamv1.IPAddress) err
 	if err == nil {
 		err = h.registry.Adopt(ctx, h.pool, h.claimID(), ip)
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, registry.ErrFenced):
+		// Not the claim's problem: this process may not allocate now.
+		return err
+	case err != nil:
 		h.setNotReady(ipamv1.IPAddressClaimReadyAllocationFailedReason, "IPAddress %s: %v", address.Name, err)
 		return reconcile.TerminalError(err)
 	}

@@ -98,6 +98,12 @@ func TestTheAPIServerFencesADeposedLeader(t *testing.T) {
 		}
 		return counts
 	}
+	// Adopting an IPAddress made elsewhere writes a record too: refused
+	// alike, and read as fenced, so the claim is not marked.
+	answers = []error{nil, deposed}
+	if err := old.Adopt(ctx, pool, claim("restored"), netip.MustParseAddr("10.5.0.4")); !errors.Is(err, registry.ErrFenced) {
+		t.Fatalf("the deposed leader adopted 10.5.0.4: %v; want ErrFenced", err)
+	}
 	if got := byWriter(); got["old"] != 1 || len(got) != 1 {
 		t.Fatalf("fenced records by writer %v; want only the one the old leader wrote while it led", got)
 	}

@@ -14,27 +14,19 @@ import (
 // Acquire returns the address the claim holds in the pool, with the subnet
 // it is handed out with. A claim that holds none gets the requested address
 // when one is given (a zero Addr asks for none), else the lowest free one.
-//
-// It fails with ErrFenced when this process may not allocate, asked before
-// and, when the allocation failed, after: a process deposed in between
-// (frozen after the first question) has its record refused by the API
-// server (config/ipam/fence), and the answer then says why.
-func (r *Registry) Acquire(ctx context.Context, pool v1alpha1.Pool, claim Claim, requested netip.Addr) (netip.Addr, cidr.Subnet, error) {
-	if err := r.fenced(); err != nil {
+// Like every door of the controllers, it is guarded by the fence.
+func (r *Registry) Acquire(ctx context.Context, pool v1alpha1.Pool, claim Claim, requested netip.Addr) (ip netip.Addr, subnet cidr.Subnet, err error) {
+	err = r.guarded(func() error {
+		ip, subnet, err = r.acquire(ctx, pool, claim, requested)
+		return err
+	})
+	if err != nil {
 		return netip.Addr{}, cidr.Subnet{}, err
 	}
-	ip, subnet, err := r.acquire(ctx, pool, claim, requested)
-	if err != nil {
-		if fenced := r.fenced(); fenced != nil {
-			// Only the fence is wrapped: a deposed process must not mark
-			// the claim with what its refused write ran into.
-			return netip.Addr{}, cidr.Subnet{}, fmt.Errorf("%w (%s)", fenced, err.Error())
-		}
-	}
-	return ip, subnet, err
+	return ip, subnet, nil
 }
 
-// acquire is Acquire past the first question to the fence.
+// acquire is Acquire within the fence.
 func (r *Registry) acquire(ctx context.Context, pool v1alpha1.Pool, claim Claim, requested netip.Addr) (netip.Addr, cidr.Subnet, error) {
 	for {
 		var (
@@ -163,6 +155,11 @@ func (r *Registry) record(ctx context.Context, ps *poolState, claim Claim, ip, r
 // held in the registry and its IPAddress does not name (a race it lost) is
 // given back.
 func (r *Registry) Adopt(ctx context.Context, pool v1alpha1.Pool, claim Claim, ip netip.Addr) error {
+	return r.guarded(func() error { return r.adopt(ctx, pool, claim, ip) })
+}
+
+// adopt is Adopt within the fence.
+func (r *Registry) adopt(ctx context.Context, pool v1alpha1.Pool, claim Claim, ip netip.Addr) error {
 	var (
 		ps     *poolState
 		verify bool

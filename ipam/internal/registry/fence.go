@@ -18,6 +18,27 @@ func (r *Registry) fenced() error {
 	return r.fence()
 }
 
+// guarded runs op, a door of the controllers (which run in the leader
+// alone), unless this process may not allocate now. It fails with
+// ErrFenced when the fence says so before op, and when op failed and the
+// fence says so after it: a process deposed in between (frozen after the
+// first question) has its record refused by the API server
+// (config/ipam/fence), and the answer then says why. Only the fence is
+// wrapped: a deposed process must not mark a claim with what its refused
+// write ran into.
+func (r *Registry) guarded(op func() error) error {
+	if err := r.fenced(); err != nil {
+		return err
+	}
+	err := op()
+	if err != nil {
+		if fenced := r.fenced(); fenced != nil {
+			return fmt.Errorf("%w (%s)", fenced, err.Error())
+		}
+	}
+	return err
+}
+
 // admitInStore is Admit in a replica that may not allocate now, or for a
 // pool not seeded yet: it leaves its memory alone (only the allocating
 // replica keeps it current; seeding reads the store) and asks the store

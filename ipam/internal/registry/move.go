@@ -87,7 +87,7 @@ func (r *Registry) Admit(ctx context.Context, pool v1alpha1.Pool, claim Claim, i
 // address made elsewhere comes in (moved, restored, or written by a user)
 // keeps out what allocation never hands out.
 func handsOut(key poolref.Key, space *poolspace.Space, ip netip.Addr) error {
-	if space.Space.Contains(ip) {
+	if space.Contains(ip) {
 		return nil
 	}
 	return fmt.Errorf("%w: %s does not hand out %s: it lies outside the pool's addresses, or is a gateway, network, broadcast, anycast or excluded address",
@@ -102,6 +102,11 @@ func handsOut(key poolref.Key, space *poolspace.Space, ip netip.Addr) error {
 // record yet gets a retired one. A pool whose spec.vrf has not resolved has
 // no records: it fails with ErrPoolNotReady, and the IPAddress must wait.
 func (r *Registry) Retire(ctx context.Context, pool v1alpha1.Pool, claim Claim, ip netip.Addr) error {
+	return r.guarded(func() error { return r.retire(ctx, pool, claim, ip) })
+}
+
+// retire is Retire within the fence.
+func (r *Registry) retire(ctx context.Context, pool v1alpha1.Pool, claim Claim, ip netip.Addr) error {
 	var (
 		ps             *poolState
 		recorded, done bool

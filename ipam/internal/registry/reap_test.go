@@ -3,13 +3,13 @@ package registry
 import (
 	"context"
 	"errors"
-	"k8s.io/utils/ptr"
 	"net/netip"
 	"slices"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolref"
 )
