@@ -31,27 +31,35 @@ func (f *flow) deletions(ctx context.Context, t *testing.T) {
 		if err := f.k8s.Delete(ctx, claim, client.PropagationPolicy(policy)); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(ctx, t, 2*time.Minute, fmt.Sprintf("the claim deleted with propagation %s and its IPAddress gone", policy), func() error {
-			for _, obj := range []client.Object{&ipamv1.IPAddressClaim{}, &ipamv1.IPAddress{}} {
-				err := f.k8s.Get(ctx, client.ObjectKey{Namespace: flowNamespace, Name: claim.Name}, obj)
-				if err == nil {
-					return fmt.Errorf("%T %s is still there (finalizers %v)", obj, claim.Name, obj.GetFinalizers())
-				}
-				if !apierrors.IsNotFound(err) {
-					return err
-				}
-			}
-			return nil
-		})
+		f.claimGone(ctx, t, claim.Name, fmt.Sprintf("the claim deleted with propagation %s", policy))
 		next := f.boundClaim(ctx, t, "after-"+claim.Name)
 		if got := f.addressOf(ctx, t, next); got != released {
 			t.Errorf("after the %s deletion the next claim got %s, not the released %s", policy, got, released)
 		}
+		// Gone before the next round, whose claim must get its address.
 		if err := f.k8s.Delete(ctx, next); err != nil {
 			t.Fatal(err)
 		}
+		f.claimGone(ctx, t, next.Name, "the next claim")
 		t.Logf("propagation %s: claim and IPAddress gone, %s handed out again", policy, released)
 	}
+}
+
+// claimGone waits until the claim named name and its IPAddress are gone.
+func (f *flow) claimGone(ctx context.Context, t *testing.T, name, what string) {
+	t.Helper()
+	waitFor(ctx, t, 2*time.Minute, what+" and its IPAddress gone", func() error {
+		for _, obj := range []client.Object{&ipamv1.IPAddressClaim{}, &ipamv1.IPAddress{}} {
+			err := f.k8s.Get(ctx, client.ObjectKey{Namespace: flowNamespace, Name: name}, obj)
+			if err == nil {
+				return fmt.Errorf("%T %s is still there (finalizers %v)", obj, name, obj.GetFinalizers())
+			}
+			if !apierrors.IsNotFound(err) {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // boundClaim creates a claim of the flow's pool and waits until it is bound.
