@@ -189,10 +189,11 @@ func (r *addressReconciler) dropAndRelease(ctx context.Context, address *ipamv1.
 		return fmt.Errorf("reading IPAddress %s: %w", address.Name, err)
 	}
 	gained, err := r.registry.Release(ctx, poolref.KeyOf(pool), claim)
-	for _, key := range gained {
-		r.releases.released(ctx, key)
+	if err != nil {
+		return err
 	}
-	return err
+	r.releases.releasedAll(ctx, poolref.KeyOf(pool), gained)
+	return nil
 }
 
 // ownedByPool points the IPAddress's owner reference to its pool at the

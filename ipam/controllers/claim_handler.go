@@ -302,9 +302,7 @@ func (h *claimHandler) releaseAddress(ctx context.Context) (*ctrl.Result, error)
 	if slices.Contains(gained, key) {
 		allocationsTotal.WithLabelValues(key.Kind, "released").Inc()
 	}
-	for _, pool := range gained {
-		h.releases.released(ctx, pool)
-	}
+	h.releases.releasedAll(ctx, key, gained)
 	return nil, nil
 }
 

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"slices"
 
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -42,6 +43,22 @@ func (r *releases) poolSource(kind string) source.Source {
 // as fast as they fill, so a send waits only under a burst of releases.
 func (r *releases) released(ctx context.Context, key poolref.Key) {
 	r.send(ctx, key, r.claims, r.pools[key.Kind])
+}
+
+// releasedAll announces the release of a claim of pool, which gained the
+// pools in gained (see registry.Release). The claim's own pool is announced
+// whether or not this process's memory gained an address: its record is
+// gone from the store either way, and without leader election the address
+// may be known as taken only to another replica, whose release of the
+// claim lost the race to this one: the waiting claims this process serves
+// must hear of it, or the address stays free with claims waiting.
+func (r *releases) releasedAll(ctx context.Context, pool poolref.Key, gained []poolref.Key) {
+	if !slices.Contains(gained, pool) {
+		gained = append(gained, pool)
+	}
+	for _, key := range gained {
+		r.released(ctx, key)
+	}
 }
 
 // counted tells the pool's controller that its counts changed without an
