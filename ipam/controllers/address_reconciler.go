@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -69,6 +70,7 @@ func (r *addressReconciler) setupWithManager(ctx context.Context, mgr ctrl.Manag
 		Named("ipaddress").
 		For(&ipamv1.IPAddress{}, builder.WithPredicates(ours)).
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.addressesOfCluster), builder.WithPredicates(clusterUnpaused())).
+		Watches(&ipamv1.IPAddressClaim{}, handler.EnqueueRequestsFromMapFunc(addressOfClaim), builder.WithPredicates(deletedOnly())).
 		WithEventFilter(predicates.ResourceHasFilterLabel(mgr.GetScheme(), ctrl.LoggerFrom(ctx), opts.WatchFilterValue)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Concurrency}).
 		Complete(r)
@@ -240,4 +242,23 @@ func (r *addressReconciler) addressesOfCluster(ctx context.Context, obj client.O
 		requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
 	}
 	return requests
+}
+
+// addressOfClaim maps a claim that is gone to the IPAddress named after it.
+// An IPAddress created while its claim still existed (by another replica
+// without leader election, whose creation raced the claim's release here,
+// or by clusterctl move) is left without its claim when the claim goes,
+// and no event of its own says so.
+func addressOfClaim(_ context.Context, claim client.Object) []reconcile.Request {
+	return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(claim)}}
+}
+
+// deletedOnly passes the deletion events alone.
+func deletedOnly() predicate.Funcs {
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		UpdateFunc:  func(event.UpdateEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return true },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
 }

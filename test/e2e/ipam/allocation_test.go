@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -157,6 +158,44 @@ var _ = Describe("Allocating addresses from a MetalVRFIPPool", func() {
 			// The address is free again: the lowest free one goes to the next claim.
 			Expect(boundAddress(createClaim(ns, "after-"+claim.Name, poolKind, "gc")).Spec.Address).To(Equal(address.Spec.Address))
 		}
+	})
+
+	// Without leader election, a replica may create a claim's IPAddress
+	// while the other releases the claim and lets it go: the IPAddress
+	// then outlives its claim, and no event of its own says so.
+	It("releases an IPAddress whose claim goes after the IPAddress was created", func() {
+		createPool(ns, "raced", poolSpec(24, "", "10.0.16.0/24"))
+		// The claim's Cluster is paused: the claim handler leaves it alone,
+		// as the replica that lost the race would.
+		cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "held"}, Spec: clusterv1.ClusterSpec{Paused: ptr.To(true)}}
+		Expect(k8s.Create(ctx, cluster)).To(Succeed())
+		claim := newClaim(ns, "raced", poolKind, "raced")
+		claim.Spec.ClusterName = cluster.Name
+		Expect(k8s.Create(ctx, claim)).To(Succeed())
+		address := &ipamv1.IPAddress{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: claim.Name,
+				Finalizers: []string{ipamutil.ProtectAddressFinalizer},
+				OwnerReferences: []metav1.OwnerReference{{
+					APIVersion: ipamv1.GroupVersion.String(), Kind: "IPAddressClaim", Name: claim.Name, UID: claim.UID,
+				}}},
+			Spec: ipamv1.IPAddressSpec{
+				ClaimRef: ipamv1.IPAddressClaimReference{Name: claim.Name},
+				PoolRef:  ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: poolKind, Name: "raced"},
+				Address:  "10.0.16.7", Prefix: ptr.To[int32](24),
+			},
+		}
+		Expect(k8s.Create(ctx, address)).To(Succeed())
+		Consistently(func() error { return k8s.Get(ctx, client.ObjectKeyFromObject(address), &ipamv1.IPAddress{}) }, "2s").
+			Should(Succeed(), "the IPAddress of a live claim is kept")
+
+		// The other replica released the claim and let it go.
+		Expect(k8s.Delete(ctx, claim)).To(Succeed())
+		Expect(client.IgnoreNotFound(k8s.Patch(ctx, claim, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))))).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(address), &ipamv1.IPAddress{}))
+		}).Should(BeTrue(), "the IPAddress outlived its claim")
+		Eventually(func() (map[string]string, error) { return env.AllocationRecords(ctx, ns) }).
+			ShouldNot(HaveKey("10.0.16.7"), "the address stays recorded")
 	})
 
 	It("serves a claim that names a pool created after it", func() {
