@@ -4,19 +4,23 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/metal-vrf/cluster-api-metal-vrf/test/testenv"
@@ -65,6 +69,75 @@ func checkCertificates(ctx context.Context, t *testing.T, k8s client.Client) {
 		return err
 	})
 	t.Logf("%d Certificates issued by cert-manager, %d CA bundles injected by its CA injector", issued, injected)
+	// A Certificate issued again (seen at install, twice within a second)
+	// reaches the webhook configuration and the Pod's mounted Secret at
+	// different moments (the kubelet refreshes Secret volumes within about
+	// a minute, then the webhook server reloads the files): until both hold
+	// it, the API server fails every call, whoever's webhook it is.
+	var serving int
+	waitFor(ctx, t, 3*time.Minute, "every webhook serves, through its Service, the certificate its configuration trusts", func() (err error) {
+		serving, err = webhooksServing(ctx, k8s)
+		return err
+	})
+	t.Logf("%d webhooks serve the certificates their configurations trust", serving)
+}
+
+// webhooksServing dials, through its Service, every webhook of the
+// cluster's webhook configurations that names one, verifying the
+// certificate served against the configuration's caBundle for the
+// Service's DNS name, as the API server does; it counts those that pass.
+func webhooksServing(ctx context.Context, k8s client.Client) (int, error) {
+	validating := &admissionregistrationv1.ValidatingWebhookConfigurationList{}
+	mutating := &admissionregistrationv1.MutatingWebhookConfigurationList{}
+	if err := errors.Join(k8s.List(ctx, validating), k8s.List(ctx, mutating)); err != nil {
+		return 0, err
+	}
+	hooks := map[string]admissionregistrationv1.WebhookClientConfig{}
+	for _, w := range validating.Items {
+		for _, hook := range w.Webhooks {
+			hooks[w.Name+" "+hook.Name] = hook.ClientConfig
+		}
+	}
+	for _, w := range mutating.Items {
+		for _, hook := range w.Webhooks {
+			hooks[w.Name+" "+hook.Name] = hook.ClientConfig
+		}
+	}
+	serving := 0
+	var errs []error
+	for name, cc := range hooks {
+		if cc.Service == nil {
+			continue
+		}
+		if err := serves(ctx, k8s, cc); err != nil {
+			errs = append(errs, fmt.Errorf("webhook %s: %w", name, err))
+			continue
+		}
+		serving++
+	}
+	return serving, errors.Join(errs...)
+}
+
+// serves dials the webhook's Service and verifies its certificate.
+func serves(ctx context.Context, k8s client.Client, cc admissionregistrationv1.WebhookClientConfig) error {
+	svc := &corev1.Service{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: cc.Service.Namespace, Name: cc.Service.Name}, svc); err != nil {
+		return err
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(cc.CABundle) {
+		return errors.New("no CA in its caBundle")
+	}
+	port := strconv.Itoa(int(ptr.Deref(cc.Service.Port, 443)))
+	dialer := &tls.Dialer{
+		NetDialer: &net.Dialer{Timeout: 5 * time.Second},
+		Config:    &tls.Config{RootCAs: roots, ServerName: cc.Service.Name + "." + cc.Service.Namespace + ".svc", MinVersion: tls.VersionTLS12},
+	}
+	conn, err := dialer.DialContext(ctx, "tcp", net.JoinHostPort(svc.Spec.ClusterIP, port))
+	if err != nil {
+		return err
+	}
+	return conn.Close()
 }
 
 func certificatesIssued(ctx context.Context, k8s client.Client) (issued, injected int, err error) {
