@@ -189,7 +189,9 @@ func (r *Registry) adopt(ctx context.Context, pool v1alpha1.Pool, claim Claim, i
 			// No record held the address: the IPAddress was made
 			// elsewhere, past the webhook (see Admit), and only an
 			// address the pool hands out is taken in.
-			if err := ps.handsOut(ip); err != nil {
+			var err error
+			d.locked(func() { err = ps.handsOut(ip) })
+			if err != nil {
 				return errors.Join(err, r.store.Unreserve(ctx, d.key, Record{Address: ip, Holder: holder}))
 			}
 		}
@@ -207,14 +209,13 @@ func (r *Registry) adopt(ctx context.Context, pool v1alpha1.Pool, claim Claim, i
 	return r.store.Unreserve(ctx, d.key, Record{Address: prev, Holder: holder})
 }
 
-// handsOut says why the pool does not hand out ip (see handsOut).
-func (ps *poolState) handsOut(ip netip.Addr) (err error) {
-	ps.domain.locked(func() {
-		if err = ps.ready(); err == nil {
-			err = handsOut(ps.key, ps.space, ip)
-		}
-	})
-	return err
+// handsOut says why the pool does not hand out ip (see handsOut). The
+// caller holds the domain's lock.
+func (ps *poolState) handsOut(ip netip.Addr) error {
+	if err := ps.ready(); err != nil {
+		return err
+	}
+	return handsOut(ps.key, ps.space, ip)
 }
 
 // settle takes ip in memory for whom the store says holds it: holder when

@@ -54,10 +54,7 @@ func (r *Registry) Admit(ctx context.Context, pool v1alpha1.Pool, claim Claim, i
 		if fresh = kept == ip && p.confirmedRecently(claim, ip, r.now(), r.grace); fresh {
 			return nil
 		}
-		if err := p.ready(); err != nil {
-			return err
-		}
-		return handsOut(p.key, p.space, ip)
+		return p.handsOut(ip)
 	})
 	if errors.Is(err, errUnseeded) {
 		return r.admitInStore(ctx, pool, claim, ip)
