@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -21,14 +22,16 @@ type domain struct {
 	// allocates is false for the domain of a pool whose spec.vrf has not
 	// resolved: it knows what the pool holds, and hands out nothing.
 	allocates bool
-	// members are the pools the registry put in the domain; guarded by
-	// Registry.mu.
-	members map[poolref.Key]bool
 
-	// mu guards the fields below and those of the domain's pools noted so.
+	// mu guards domainGuarded and the poolGuarded of the domain's pools.
 	// Only locked takes it, so that every lock is released in the function
 	// that took it.
 	mu sync.Mutex
+	domainGuarded
+}
+
+// domainGuarded is what domain.mu guards in a domain.
+type domainGuarded struct {
 	// held maps every address in use in the domain to its holder; nil until
 	// the domain is seeded.
 	held  map[netip.Addr]Holder
@@ -39,7 +42,7 @@ type domain struct {
 }
 
 func newDomain(key string, allocates bool) *domain {
-	return &domain{key: key, allocates: allocates, members: map[poolref.Key]bool{}, pools: map[poolref.Key]*poolState{}}
+	return &domain{key: key, allocates: allocates, domainGuarded: domainGuarded{pools: map[poolref.Key]*poolState{}}}
 }
 
 // locked runs fn with the domain locked. fn must not call the store, but
@@ -57,11 +60,15 @@ type poolState struct {
 	key    poolref.Key
 	uid    types.UID
 	domain *domain
-	// latest is the newest read of the pool seen; guarded by Registry.mu.
-	latest v1alpha1.Pool
+	// latest is the newest read of the pool seen; only find replaces it,
+	// under index.mu, and prepare reads it under the domain's lock.
+	latest atomic.Pointer[v1alpha1.Pool]
 
-	// The fields below are guarded by domain.mu.
+	poolGuarded
+}
 
+// poolGuarded is what the pool's domain.mu guards in a poolState.
+type poolGuarded struct {
 	// left is set when the pool left its domain.
 	left bool
 	// handedOver is set once HandOver stopped the pool here, before the

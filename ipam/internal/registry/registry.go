@@ -38,6 +38,45 @@
 //   - A GlobalMetalVRFIPPool hands out addresses in the one management
 //     cluster its annotation names (see allocatesHere); its copies elsewhere
 //     only keep what their claims hold.
+//
+// # The life of a record
+//
+// In a domain that allocates, an address is in use while it has a record
+// in the Store, and free when it has none. A record is held by a claim,
+// pending (held, but no IPAddress of the claim names its address, read
+// live), or retired. Each transition is one Store method, called by these
+// doors (exported methods) only:
+//
+//	from     to       Store method  door: when
+//	none     held     Reserve       Acquire: a claim is served an address
+//	                                Adopt: an IPAddress of the claim has none
+//	                                seeding: an IPAddress made before records
+//	none     held     Confirm       Reap: a record it expired whose address
+//	                                the claim was given meanwhile
+//	none     pending  Confirm       Admit: another writer creates an IPAddress
+//	held     held     Confirm       Acquire: the claim's IPAddress is created
+//	                                again; Admit: the claim's own IPAddress
+//	pending  held     none          the IPAddress is created (nothing is written)
+//	pending  none     Expire        Reap: older than the grace period
+//	held     retired  Retire        Retire: the IPAddress lost its claim unreleased
+//	                                (Reserve first when it had no record)
+//	held     none     Free          Release: the claim's IPAddress is gone
+//	held     none     Unreserve     Adopt: the claim's IPAddress names another,
+//	                                or one its pool does not hand out
+//	                                Acquire: the pool left its domain meanwhile
+//	retired  none     ForgetRetired Forget: the domain's last pool is deleted
+//
+// A domain that does not allocate (its VRF unread) keeps no records: it
+// knows in memory what its pools' IPAddresses hold, and hands out nothing.
+//
+// # Locks
+//
+// Each domain has a lock (domain.mu, taken only by domain.locked) over what
+// the domain and its pools know (domainGuarded, poolGuarded), and the
+// registry one (index.mu) over which state is a pool's and which domain is
+// whose. The two are never held together, and neither while the store is
+// called, but seeding, which reads the store under the domain's lock so that
+// nothing allocates from a domain before it knows what is in use.
 package registry
 
 import (
@@ -66,11 +105,18 @@ type Registry struct {
 	now       func() time.Time
 	onPending func(pool poolref.Key, claim Claim)
 
-	// mu guards the fields below, and domain.members and poolState.latest.
-	// It is never held while a domain is locked or the store is called.
-	mu      sync.Mutex
-	pools   map[poolref.Key]*poolState
+	index
+}
+
+// index finds the state of a pool and its domain (see Locks above).
+type index struct {
+	// mu guards the fields below. Only find, Forget and Release take it.
+	mu    sync.Mutex
+	pools map[poolref.Key]*poolState
+	// domains are the domains of the pools in pools, and members counts
+	// each one's pools: a domain goes with its last pool.
 	domains map[string]*domain
+	members map[*domain]int
 }
 
 // New returns a registry over store, in the management cluster named
@@ -79,7 +125,7 @@ type Registry struct {
 func New(store Store, fence func() error, cluster string) *Registry {
 	return &Registry{
 		store: store, fence: fence, cluster: cluster, grace: DefaultPendingGrace, now: time.Now, onPending: func(poolref.Key, Claim) {},
-		pools: map[poolref.Key]*poolState{}, domains: map[string]*domain{},
+		index: index{pools: map[poolref.Key]*poolState{}, domains: map[string]*domain{}, members: map[*domain]int{}},
 	}
 }
 
@@ -133,9 +179,7 @@ func (r *Registry) prepare(ctx context.Context, ps *poolState) error {
 	if err := r.ensureSeeded(ctx, ps); err != nil {
 		return err
 	}
-	r.mu.Lock()
-	latest := ps.latest
-	r.mu.Unlock()
+	latest := *ps.latest.Load()
 	if ps.built == nil || ps.built.GetGeneration() != latest.GetGeneration() ||
 		!equality.Semantic.DeepEqual(ps.built.PoolStatus().Resolved, latest.PoolStatus().Resolved) {
 		ps.rebuild(latest)
@@ -159,13 +203,13 @@ func (r *Registry) find(pool v1alpha1.Pool) (ps, left *poolState) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ps = r.pools[key]
-	if ps != nil && ps.uid == pool.GetUID() && !newer(pool, ps.latest) {
+	if ps != nil && ps.uid == pool.GetUID() && !newer(pool, *ps.latest.Load()) {
 		return ps, nil
 	}
 	latest := pool.DeepCopyObject().(v1alpha1.Pool)
 	dkey, allocates := domainOf(latest)
 	if ps != nil && ps.uid == pool.GetUID() && ps.domain.key == dkey {
-		ps.latest = latest
+		ps.latest.Store(&latest)
 		return ps, nil
 	}
 	if ps != nil {
@@ -177,8 +221,9 @@ func (r *Registry) find(pool v1alpha1.Pool) (ps, left *poolState) {
 		d = newDomain(dkey, allocates)
 		r.domains[dkey] = d
 	}
-	d.members[key] = true
-	ps = &poolState{key: key, uid: pool.GetUID(), domain: d, latest: latest}
+	r.members[d]++
+	ps = &poolState{key: key, uid: pool.GetUID(), domain: d}
+	ps.latest.Store(&latest)
 	r.pools[key] = ps
 	return ps, left
 }
@@ -187,9 +232,13 @@ func (r *Registry) find(pool v1alpha1.Pool) (ps, left *poolState) {
 // left without members: a pool that joins it again later finds it seeded
 // afresh, not with what it held when it left. The caller holds r.mu.
 func (r *Registry) dropMember(ps *poolState) {
-	delete(ps.domain.members, ps.key)
-	if len(ps.domain.members) == 0 && r.domains[ps.domain.key] == ps.domain {
-		delete(r.domains, ps.domain.key)
+	d := ps.domain
+	if r.members[d]--; r.members[d] > 0 {
+		return
+	}
+	delete(r.members, d)
+	if r.domains[d.key] == d {
+		delete(r.domains, d.key)
 	}
 }
 
