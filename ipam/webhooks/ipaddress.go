@@ -42,6 +42,10 @@ type addressRecorder struct {
 	live     client.Reader
 	registry *registry.Registry
 	decoder  admission.Decoder
+	// authorizer asks the API server who may write an IPAddress of a pool
+	// (see authorize); manager is the manager's own user, who may.
+	authorizer client.Writer
+	manager    string
 }
 
 // Handle admits an IPAddress being created.
@@ -53,6 +57,12 @@ func (v *addressRecorder) Handle(ctx context.Context, req admission.Request) adm
 	key, ok := poolref.For(address.Spec.PoolRef, address.Namespace)
 	if !ok {
 		return admission.Allowed("not an address of this provider's pools")
+	}
+	var refused *field.Error
+	if err := v.authorize(ctx, req.UserInfo, key); errors.As(err, &refused) {
+		return admission.Denied(refused.Error())
+	} else if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	ip, err := netip.ParseAddr(address.Spec.Address)
 	if err != nil {

@@ -52,6 +52,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, reg *registry.Regis
 	}
 	mgr.GetWebhookServer().Register(addressPath, &webhook.Admission{Handler: &addressRecorder{
 		client: mgr.GetClient(), live: mgr.GetAPIReader(), registry: reg, decoder: admission.NewDecoder(mgr.GetScheme()),
+		authorizer: mgr.GetClient(), manager: manager,
 	}})
 	return nil
 }

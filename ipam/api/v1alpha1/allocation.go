@@ -82,3 +82,11 @@ const (
 	// HandoverTokenKey is the key of the token in its Secret.
 	HandoverTokenKey = "token"
 )
+
+// AssignVerb is the verb on a pool (metalvrfippools, globalmetalvrfippools)
+// that lets a user create IPAddresses of the pool by hand, without a claim
+// being served: what clusterctl move and a restore do. Like RBAC's own bind
+// and escalate, no Role grants it unless it names it (or "*"): the IPAM
+// manager, and administrators, have it; a tenant that edits claims and
+// IPAddresses in its namespace does not.
+const AssignVerb = "assign"

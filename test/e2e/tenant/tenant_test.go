@@ -710,13 +710,136 @@ func TestOnlyTheManagerMovesAPool(t *testing.T) {
 	}
 }
 
-// TestTenantCannotBindAClaimToAReservedAddress is the attack of a tenant who
-// writes the IPAddress of its own claim by hand, with the shared pool's
-// gateway (then its network address, then one outside it): the IPAddress
-// webhook refuses each, naming spec.address and the value, no record of the
-// address is left, and the claim, once its Cluster runs, is served an
-// address the pool hands out.
-func TestTenantCannotBindAClaimToAReservedAddress(t *testing.T) {
+// TestTenantCannotWriteAnIPAddressOfAPool is the attack of a tenant who,
+// with every verb on IPAddresses in its namespace, holds addresses of a
+// shared pool without claims: it creates an IPAddress "anchor" of another
+// provider's pool, then IPAddresses of the same name naming a shared
+// GlobalMetalVRFIPPool of five addresses, each with another one, a claimRef
+// to no claim and an owner reference with its own claim's UID. Before the
+// IPAddress webhook asked who may (v1alpha1.AssignVerb), each create was
+// refused AlreadyExists after the webhook had recorded the address: five
+// records without an IPAddress, and the other team's claim PoolExhausted.
+// Now each is refused naming spec.poolRef and the verb, as is an IPAddress
+// of the tenant's own pool, no record is left, and the other team's claim
+// is served the pool's first address.
+func TestTenantCannotWriteAnIPAddressOfAPool(t *testing.T) {
+	requireEnv(t)
+	ctx := context.Background()
+	ns, c := tenant(t)
+	shared := &v1alpha1.GlobalMetalVRFIPPool{
+		ObjectMeta: metav1.ObjectMeta{Name: ns + "-tiny"},
+		Spec:       v1alpha1.MetalVRFIPPoolSpec{Addresses: []string{"10.9.3.0/29"}, Prefix: ptr.To[int32](29), Gateway: "10.9.3.1"},
+	}
+	if err := env.Client.Create(ctx, shared); err != nil {
+		t.Fatal(err)
+	}
+	own := &v1alpha1.MetalVRFIPPool{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "own"},
+		Spec:       v1alpha1.MetalVRFIPPoolSpec{Addresses: []string{"10.9.4.0/29"}, Prefix: ptr.To[int32](29), Gateway: "10.9.4.1"},
+	}
+	if err := c.Create(ctx, own); err != nil {
+		t.Fatal(err)
+	}
+	held := &ipamv1.IPAddressClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "real"},
+		Spec: ipamv1.IPAddressClaimSpec{PoolRef: ipamv1.IPPoolReference{
+			APIGroup: v1alpha1.GroupVersion.Group, Kind: v1alpha1.MetalVRFIPPoolKind, Name: own.Name,
+		}},
+	}
+	if err := c.Create(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	address := func(kind, pool, ip, claim string) *ipamv1.IPAddress {
+		return &ipamv1.IPAddress{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "anchor", OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: ipamv1.GroupVersion.String(), Kind: "IPAddressClaim", Name: held.Name, UID: held.UID,
+			}}},
+			Spec: ipamv1.IPAddressSpec{
+				ClaimRef: ipamv1.IPAddressClaimReference{Name: claim},
+				PoolRef:  ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: kind, Name: pool},
+				Address:  ip, Prefix: ptr.To[int32](29), Gateway: "10.9.3.1",
+			},
+		}
+	}
+	// Not a pool of ours: no webhook of ours looks at it.
+	anchor := address("InClusterIPPool", "elsewhere", "10.9.5.2", held.Name)
+	anchor.Spec.PoolRef.APIGroup = "ipam.cluster.x-k8s.io"
+	if err := c.Create(ctx, anchor); err != nil {
+		t.Fatal(err)
+	}
+	refused := func(what string, err error) {
+		t.Helper()
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "spec.poolRef") || !strings.Contains(err.Error(), `"`+v1alpha1.AssignVerb+`"`) {
+			t.Errorf("%s: %v; want it forbidden naming spec.poolRef and verb %q", what, err, v1alpha1.AssignVerb)
+		} else {
+			t.Logf("refused: %v", err)
+		}
+	}
+	for i := range 5 {
+		ip := fmt.Sprintf("10.9.3.%d", 2+i)
+		refused("the tenant's IPAddress of the shared pool with "+ip, c.Create(ctx, address(v1alpha1.GlobalMetalVRFIPPoolKind, shared.Name, ip, fmt.Sprintf("ghost-%d", i))))
+	}
+	mine := address(v1alpha1.MetalVRFIPPoolKind, own.Name, "10.9.4.6", "ghost-own")
+	mine.Name = "mine"
+	refused("the tenant's IPAddress of its own pool", c.Create(ctx, mine))
+	noRecordsOf(t, ns, "ghost-")
+
+	other, err := env.NewNamespace(ctx, "team-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs := &ipamv1.IPAddressClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: "node-0"},
+		Spec: ipamv1.IPAddressClaimSpec{PoolRef: ipamv1.IPPoolReference{
+			APIGroup: v1alpha1.GroupVersion.Group, Kind: v1alpha1.GlobalMetalVRFIPPoolKind, Name: shared.Name,
+		}},
+	}
+	if err := env.Client.Create(ctx, theirs); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the other team's claim is served the shared pool's first address", func() error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(theirs), theirs); err != nil {
+			return err
+		}
+		if theirs.Status.AddressRef.Name == "" {
+			return fmt.Errorf("not bound: %v", theirs.Status.Conditions)
+		}
+		bound := &ipamv1.IPAddress{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: other, Name: theirs.Status.AddressRef.Name}, bound); err != nil {
+			return err
+		}
+		if bound.Spec.Address != "10.9.3.2" {
+			t.Fatalf("the other team's claim was bound to %s; want 10.9.3.2", bound.Spec.Address)
+		}
+		return nil
+	})
+}
+
+// noRecordsOf fails if an allocation record names a claim of namespace ns
+// whose name starts with prefix. The managers run as installed: their
+// records live in their own namespace.
+func noRecordsOf(t *testing.T, ns, prefix string) {
+	t.Helper()
+	var leases coordinationv1.LeaseList
+	if err := env.Client.List(context.Background(), &leases, client.InNamespace(systemNamespace), client.HasLabels{v1alpha1.AllocationClaimUIDLabel}); err != nil {
+		t.Fatal(err)
+	}
+	for _, lease := range leases.Items {
+		if strings.HasPrefix(lease.Annotations[v1alpha1.AllocationClaimAnnotation], ns+"/"+prefix) {
+			t.Errorf("record %s of %s for %s left by a refused IPAddress", lease.Name,
+				lease.Annotations[v1alpha1.AllocationAddressAnnotation], lease.Annotations[v1alpha1.AllocationClaimAnnotation])
+		}
+	}
+}
+
+// TestEntrustedWriterCannotBindAClaimToAReservedAddress is the attack of a
+// tenant whom an operator entrusted with v1alpha1.AssignVerb on a shared
+// pool, and who writes the IPAddress of its own claim by hand with the
+// pool's gateway (then its network address, then one outside it): the
+// IPAddress webhook refuses each, naming spec.address and the value, no
+// record of the address is left, and the claim, once its Cluster runs, is
+// served an address the pool hands out.
+func TestEntrustedWriterCannotBindAClaimToAReservedAddress(t *testing.T) {
 	requireEnv(t)
 	ctx := context.Background()
 	ns, c := tenant(t)
@@ -726,6 +849,23 @@ func TestTenantCannotBindAClaimToAReservedAddress(t *testing.T) {
 	}
 	if err := env.Client.Create(ctx, pool); err != nil {
 		t.Fatal(err)
+	}
+	entrust := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: ns + "-assign"},
+		Rules: []rbacv1.PolicyRule{{
+			APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"globalmetalvrfippools"},
+			ResourceNames: []string{pool.Name}, Verbs: []string{v1alpha1.AssignVerb},
+		}},
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: entrust.Name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: entrust.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: tenantUser}},
+	}
+	for _, obj := range []client.Object{entrust, binding} {
+		if err := env.Client.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// The claim waits on its paused Cluster while the tenant writes its IPAddress.
 	paused := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "paused"}, Spec: clusterv1.ClusterSpec{Paused: ptr.To(true)}}
@@ -760,16 +900,7 @@ func TestTenantCannotBindAClaimToAReservedAddress(t *testing.T) {
 			t.Logf("refused: %v", err)
 		}
 	}
-	// The managers run as installed: their records live in their own namespace.
-	var leases coordinationv1.LeaseList
-	if err := env.Client.List(ctx, &leases, client.InNamespace(systemNamespace), client.HasLabels{v1alpha1.AllocationClaimUIDLabel}); err != nil {
-		t.Fatal(err)
-	}
-	for _, lease := range leases.Items {
-		if lease.Annotations[v1alpha1.AllocationClaimAnnotation] == ns+"/"+claim.Name {
-			t.Errorf("record %s of %s left by a refused IPAddress", lease.Name, lease.Annotations[v1alpha1.AllocationAddressAnnotation])
-		}
-	}
+	noRecordsOf(t, ns, claim.Name)
 
 	paused.Spec.Paused = ptr.To(false)
 	if err := c.Update(ctx, paused); err != nil {

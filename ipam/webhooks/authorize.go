@@ -1,0 +1,49 @@
+package webhooks
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolref"
+)
+
+// authorize says whether user may create an IPAddress of the pool key: the
+// manager may, anyone else needs v1alpha1.AssignVerb on the pool, which the
+// API server decides (a SubjectAccessReview). An IPAddress written by hand
+// takes an address without a claim being served, and its record is written
+// before the API server creates it: whoever may write one in a namespace
+// must not, with RBAC's ordinary verbs alone, hold addresses of a pool that
+// other namespaces share. It is asked before the pool is read, so that a
+// refusal reveals nothing of the pool. A refusal is a *field.Error.
+func (v *addressRecorder) authorize(ctx context.Context, user authenticationv1.UserInfo, key poolref.Key) error {
+	if user.Username == v.manager {
+		return nil
+	}
+	extra := make(map[string]authorizationv1.ExtraValue, len(user.Extra))
+	for k, values := range user.Extra {
+		extra[k] = authorizationv1.ExtraValue(values)
+	}
+	resource := strings.ToLower(key.Kind) + "s"
+	review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User: user.Username, UID: user.UID, Groups: user.Groups, Extra: extra,
+		ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Namespace: key.Namespace, Verb: v1alpha1.AssignVerb,
+			Group: v1alpha1.GroupVersion.Group, Resource: resource, Name: key.Name,
+		},
+	}}
+	if err := v.authorizer.Create(ctx, review); err != nil {
+		return fmt.Errorf("asking the API server whether %s may %s %s (SubjectAccessReview): %w", user.Username, v1alpha1.AssignVerb, key, err)
+	}
+	if review.Status.Allowed {
+		return nil
+	}
+	return field.Forbidden(field.NewPath("spec", "poolRef"), fmt.Sprintf(
+		"user %q may not create IPAddresses of %s by hand: that takes verb %q on %s %q (granted to the IPAM manager and administrators, who run clusterctl move and restores); a claim of the pool is served an address without it",
+		user.Username, key, v1alpha1.AssignVerb, resource, key.Name))
+}
