@@ -96,12 +96,13 @@ func domainHash(domain string) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-// Records lists the records of a domain. Records whose claim no longer
-// exists are deleted on the way: they are left by a process that stopped
-// between recording an address and creating its IPAddress, and the claim's
-// release, which would have deleted them, has run already. A record that
-// does not read as one was reported and left out when the snapshot was
-// read (see usableRecord).
+// Records lists the records of a domain. A record whose claim no longer
+// exists, and whose address no IPAddress of the domain names, is deleted
+// on the way: it was left by a process that stopped between recording an
+// address and creating its IPAddress, and the claim's release, which would
+// have deleted it, has run already (see orphan for one an IPAddress names).
+// A record that does not read as one was reported and left out when the
+// snapshot was read (see usableRecord).
 func (s *Store) Records(ctx context.Context, domain string) ([]registry.Record, error) {
 	snap, err := s.current(ctx)
 	if err != nil {
@@ -109,6 +110,7 @@ func (s *Store) Records(ctx context.Context, domain string) ([]registry.Record, 
 	}
 	items := snap.records[domainHash(domain)]
 	records := make([]registry.Record, 0, len(items))
+	var named map[netip.Addr]registry.Holder
 	for i := range items {
 		item := &items[i]
 		rec, err := recordOf(item)
@@ -120,16 +122,67 @@ func (s *Store) Records(ctx context.Context, domain string) ([]registry.Record, 
 			if err != nil {
 				return nil, err
 			}
-			if gone {
-				if err := s.delete(ctx, item); err != nil {
+			if gone && named == nil {
+				if named, err = s.named(ctx, snap, domain); err != nil {
 					return nil, err
 				}
-				continue
+			}
+			if gone {
+				if rec, err = s.orphan(ctx, domain, item, rec, named); err != nil {
+					return nil, err
+				}
+				if !rec.Address.IsValid() {
+					continue
+				}
 			}
 		}
 		records = append(records, rec)
 	}
 	return records, nil
+}
+
+// named maps each address an IPAddress of the domain's pools names to the
+// IPAddress's holder.
+func (s *Store) named(ctx context.Context, snap *snapshot, domain string) (map[netip.Addr]registry.Holder, error) {
+	named := map[netip.Addr]registry.Holder{}
+	for key, d := range snap.domains {
+		if d != domain {
+			continue
+		}
+		addresses, err := s.addresses(ctx, key, snap.addresses[key])
+		if err != nil {
+			return nil, err
+		}
+		for _, rec := range addresses {
+			named[rec.Address] = rec.Holder
+		}
+	}
+	return named, nil
+}
+
+// orphan settles the record of a claim that is gone. Without an IPAddress
+// naming its address it is deleted (a zero Record): a process stopped
+// between recording the address and creating its IPAddress. With one, it
+// is kept, and rewritten in place for the IPAddress's holder when that is
+// another claim: deleting it for seeding to record the IPAddress again
+// would leave the address without a record in between, for any other
+// writer (a standby replica's webhook, an old Pod of a rolling update) to
+// record for another claim.
+func (s *Store) orphan(ctx context.Context, domain string, item *coordinationv1.Lease, rec registry.Record, named map[netip.Addr]registry.Holder) (registry.Record, error) {
+	holder, kept := named[rec.Address]
+	switch {
+	case !kept:
+		return registry.Record{}, s.delete(ctx, item)
+	case holder.Claim.UID == rec.Holder.Claim.UID && holder.Claim.NamespacedName == rec.Holder.Claim.NamespacedName:
+		return rec, nil
+	}
+	rec.Holder = holder
+	obj := s.recordObject(domain, rec)
+	obj.ResourceVersion, obj.UID = item.ResourceVersion, item.UID
+	if err := s.client.Update(ctx, obj); err != nil {
+		return registry.Record{}, fmt.Errorf("recording address %s for claim %s, whose IPAddress names it: %w", rec.Address, holder.Claim.NamespacedName, err)
+	}
+	return rec, nil
 }
 
 // claimGone reads the claim live: a record is only made for a claim that
