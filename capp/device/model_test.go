@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	metalv1 "github.com/equinix/equinix-sdk-go/services/metalv1"
+
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal/sim"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal/sim/simtest"
@@ -56,7 +58,8 @@ func TestModel(t *testing.T) {
 
 // model is one machine's run: the controller's loop (x, with retries off so
 // that every fault reaches the loop) and an observer (obs) that reads the
-// platform between steps.
+// platform between steps, with a bare SDK client (sdk) for the port calls
+// the providers never make.
 type model struct {
 	t     *testing.T
 	ctx   context.Context
@@ -65,6 +68,7 @@ type model struct {
 	clock *sim.FakeClock
 	x     Executor
 	obs   *metal.Client
+	sdk   *metalv1.APIClient
 	want  Spec
 	owner Owner
 	tag   string
@@ -99,7 +103,7 @@ func newModel(t *testing.T, seed uint64) *model {
 		t.Fatal(err)
 	}
 	return &model{
-		t: t, ctx: t.Context(), rng: rng, sim: s, clock: clock, x: Executor{API: api}, obs: obs,
+		t: t, ctx: t.Context(), rng: rng, sim: s, clock: clock, x: Executor{API: api}, obs: obs, sdk: simtest.SDK(s.URL, simtest.APIKey),
 		want:  randomSpec(rng),
 		owner: Owner{Project: simtest.Project, UID: fmt.Sprintf("model-%d", seed)},
 		tag:   MachineTagPrefix + fmt.Sprintf("model-%d", seed),
@@ -199,7 +203,7 @@ func (m *model) assignByHand() {
 		return // a NIC inside the bond takes no VLANs
 	}
 	v := want.VLANs[m.rng.IntN(len(want.VLANs))]
-	if _, err := m.obs.AssignPort(m.ctx, p.ID, fmt.Sprint(v.VXLAN)); err != nil {
+	if err := simtest.AssignPort(m.ctx, m.sdk, p.ID, fmt.Sprint(v.VXLAN)); err != nil {
 		m.t.Fatalf("assigning VLAN %d to %s by hand: %v", v.VXLAN, want.Name, err)
 	}
 }
@@ -291,7 +295,7 @@ func (m *model) injected(err error) {
 // checkNotCarried: a port is never sent a batch for a VLAN it carries, as
 // the platform shows it now, nor disbonded twice.
 func (m *model) checkNotCarried(step Step, dev *Device) {
-	p, err := m.obs.GetPort(m.ctx, dev.Ports[step.Port].ID)
+	p, err := simtest.Port(m.ctx, m.sdk, dev.Ports[step.Port].ID)
 	if err != nil {
 		m.t.Fatal(err)
 	}

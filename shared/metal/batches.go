@@ -12,7 +12,6 @@ var (
 	// Creating a batch is not safe to repeat: a second batch is a second
 	// job (and is refused while the first is in progress).
 	opCreatePortVlanAssignmentBatch = operation{name: "createPortVlanAssignmentBatch"}
-	opFindPortVlanAssignmentBatch   = operation{name: "findPortVlanAssignmentBatchByPortIdAndBatchId"}
 	opFindPortVlanAssignmentBatches = operation{name: "findPortVlanAssignmentBatches"}
 )
 
@@ -28,9 +27,9 @@ type VLANAssignment struct {
 
 // CreateVLANAssignmentBatch asks the platform to apply several VLAN changes
 // to a port in one asynchronous job, which is how a port should be given its
-// VLANs: one call instead of one per VLAN. Poll the returned batch with
-// GetVLANAssignmentBatch until its state is completed or failed (with
-// error_messages). A port refuses a new batch while one is in progress.
+// VLANs: one call instead of one per VLAN. Follow the batch in the port's
+// list (ListVLANAssignmentBatches) until its state is completed or failed
+// (with error_messages). A port refuses a new batch while one is in progress.
 func (c *Client) CreateVLANAssignmentBatch(ctx context.Context, portID string, changes []VLANAssignment) (*metalv1.PortVlanAssignmentBatch, error) {
 	if len(changes) == 0 {
 		return nil, errors.New("metal: a VLAN assignment batch needs at least one change")
@@ -51,13 +50,6 @@ func (c *Client) CreateVLANAssignmentBatch(ctx context.Context, portID string, c
 	}
 	return call(ctx, c, opCreatePortVlanAssignmentBatch, func(ctx context.Context) (*metalv1.PortVlanAssignmentBatch, *http.Response, error) {
 		return c.api.PortsApi.CreatePortVlanAssignmentBatch(ctx, portID).PortVlanAssignmentBatchCreateInput(in).Execute()
-	})
-}
-
-// GetVLANAssignmentBatch returns a batch of a port, with its state.
-func (c *Client) GetVLANAssignmentBatch(ctx context.Context, portID, batchID string) (*metalv1.PortVlanAssignmentBatch, error) {
-	return call(ctx, c, opFindPortVlanAssignmentBatch, func(ctx context.Context) (*metalv1.PortVlanAssignmentBatch, *http.Response, error) {
-		return c.api.PortsApi.FindPortVlanAssignmentBatchByPortIdAndBatchId(ctx, portID, batchID).Execute()
 	})
 }
 

@@ -97,13 +97,6 @@ func (c *ClientCache) String() string {
 // GoString makes %#v as safe as %v.
 func (c *ClientCache) GoString() string { return c.String() }
 
-// Len is how many Secrets' clients (and so tokens) the cache holds.
-func (c *ClientCache) Len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.secrets)
-}
-
 // ForSecret returns the client of the credentials in secret (keys apiKey,
 // projectID, baseURL; see ConfigFromSecret), building it when the Secret is
 // new or has changed since. A Secret without a resourceVersion (built in

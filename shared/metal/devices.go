@@ -22,10 +22,10 @@ var (
 
 // DeviceRequest describes a device to provision.
 type DeviceRequest struct {
-	// Tag identifies the device across attempts: EnsureDevice returns the
-	// project's device carrying it instead of creating another. It must be
-	// unique to the requester (e.g. derived from a Machine's UID) and is
-	// added to Tags.
+	// Tag identifies the device across attempts: a caller that may have
+	// asked for the device before finds it with ListDevices filtered by
+	// the tag instead of creating another. It must be unique to the
+	// requester (e.g. derived from a Machine's UID) and is added to Tags.
 	Tag      string
 	Hostname string
 	Plan     string
@@ -34,8 +34,8 @@ type DeviceRequest struct {
 	// instead of anywhere in Metro, which is then ignored.
 	Facility string
 	// HardwareReservationID provisions the device on a reserved server:
-	// a reservation ID, or HardwareReservationNextAvailable for any
-	// provisionable reservation of the plan in the metro.
+	// a reservation ID, or "next-available" for any provisionable
+	// reservation of the plan in the metro.
 	HardwareReservationID string
 	// IPXEScriptURL boots the device from this iPXE script (operating
 	// system custom_ipxe), on its first boot only.
@@ -57,38 +57,10 @@ type DeviceFilter struct {
 	Hostname string
 }
 
-// EnsureDevice returns the project's device tagged req.Tag, creating it when
-// there is none. A create is never retried blindly (its outcome is unknown
-// after a server error); calling EnsureDevice again is the safe retry. More
-// than one device with the tag is an error: something else created one.
-func (c *Client) EnsureDevice(ctx context.Context, req DeviceRequest) (*metalv1.Device, error) {
-	if err := c.requireProject(); err != nil {
-		return nil, err
-	}
-	if req.Tag == "" {
-		return nil, errors.New("metal: a device request needs an identifying tag")
-	}
-	existing, err := c.ListDevices(ctx, DeviceFilter{Tag: req.Tag})
-	if err != nil {
-		return nil, err
-	}
-	switch len(existing) {
-	case 0:
-	case 1:
-		return &existing[0], nil
-	default:
-		ids := make([]string, len(existing))
-		for i := range existing {
-			ids[i] = existing[i].GetId()
-		}
-		return nil, fmt.Errorf("metal: %d devices carry tag %q (%v); refusing to create another", len(existing), req.Tag, ids)
-	}
-	return c.CreateDevice(ctx, req)
-}
-
 // CreateDevice creates a device without looking for one carrying req.Tag
-// first: for a caller that knows it never asked for one (EnsureDevice is
-// the safe retry otherwise). req.Tag is added to the tags.
+// first: for a caller that knows it never asked for one (any other looks
+// for its device by the tag first). It is not retried after a server error,
+// whose outcome is unknown. req.Tag is added to the tags.
 func (c *Client) CreateDevice(ctx context.Context, req DeviceRequest) (*metalv1.Device, error) {
 	if err := c.requireProject(); err != nil {
 		return nil, err
@@ -104,10 +76,6 @@ func (c *Client) CreateDevice(ctx context.Context, req DeviceRequest) (*metalv1.
 		return c.api.DevicesApi.CreateDevice(ctx, c.projectID).CreateDeviceRequest(in).Execute()
 	})
 }
-
-// HardwareReservationNextAvailable as DeviceRequest.HardwareReservationID lets
-// the API pick a provisionable reservation.
-const HardwareReservationNextAvailable = "next-available"
 
 func (req DeviceRequest) createInput() (metalv1.CreateDeviceRequest, error) {
 	billing := metalv1.DEVICECREATEINPUTBILLINGCYCLE_HOURLY

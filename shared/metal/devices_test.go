@@ -282,14 +282,14 @@ func TestHardwareReservations(t *testing.T) {
 		}
 	}
 
-	next, err := e.client.EnsureDevice(ctx, req("next", metal.HardwareReservationNextAvailable))
+	next, err := e.client.EnsureDevice(ctx, req("next", sim.NextAvailable))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if hr := next.GetHardwareReservation(); hr.GetId() != simtest.HardwareReservation2 {
 		t.Errorf("next-available took %q, want the provisionable %s", hr.GetId(), simtest.HardwareReservation2)
 	}
-	if _, err := e.client.EnsureDevice(ctx, req("none-left", metal.HardwareReservationNextAvailable)); !metal.IsUnprocessable(err) {
+	if _, err := e.client.EnsureDevice(ctx, req("none-left", sim.NextAvailable)); !metal.IsUnprocessable(err) {
 		t.Errorf("next-available with none left: %v, want unprocessable", err)
 	}
 

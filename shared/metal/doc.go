@@ -7,15 +7,22 @@
 //     token kept out of logs, errors and metrics;
 //   - a deadline on every call, and retries with exponential backoff and
 //     jitter that are only attempted when repeating the request is safe;
-//   - typed errors (IsNotFound, IsUnprocessable, IsRateLimited,
-//     IsUnauthorized) carrying the API's own messages;
+//   - typed errors (IsNotFound, IsUnprocessable, IsUnauthorized, and
+//     ErrRateLimited for errors.Is) carrying the API's own messages;
 //   - transparent pagination;
 //   - Prometheus metrics per operation.
 //
-// Only the operations the providers use are exposed. Creates are made
-// idempotent by looking the object up first (EnsureDevice,
-// EnsureVRFIPReservation) rather than by retrying a POST whose outcome is
-// unknown.
+// The client exposes only the calls the providers make: CAPP's devices,
+// hardware reservations, VLANs, port disbonds, VLAN assignment batches and
+// public IPv4 reservations (capp/device), and IPAM's reads of a VRF and its
+// IP reservations. The calls only tests make are the tests' own.
+//
+// A create whose outcome is unknown (a server error, a dropped connection)
+// is never retried: the caller finds what it asked for before asking again.
+// A device carries an identifying tag (DeviceRequest.Tag) that ListDevices
+// filters by, a public IPv4 reservation tags that ListPublicIPv4Reservations
+// matches, and a port's batches are read with ListVLANAssignmentBatches
+// before another is sent. Deletes take an object already gone as done.
 //
 // The in-process simulator in package sim speaks the same wire protocol and is
 // what the tests and `make run` point this client at.

@@ -15,8 +15,7 @@ import (
 // Error kinds, matched with errors.Is (or the Is* helpers) against the errors
 // the Client returns.
 var (
-	// ErrNotFound: the object does not exist (HTTP 404), or a lookup such
-	// as FindVirtualNetworkByVXLAN matched nothing.
+	// ErrNotFound: the object does not exist (HTTP 404).
 	ErrNotFound = errors.New("not found")
 	// ErrUnauthorized: the token is invalid (401) or may not access the
 	// object (403).
@@ -97,10 +96,6 @@ func IsUnauthorized(err error) bool { return errors.Is(err, ErrUnauthorized) }
 
 // IsUnprocessable reports whether the API rejected the request as invalid.
 func IsUnprocessable(err error) bool { return errors.Is(err, ErrUnprocessable) }
-
-// IsRateLimited reports whether the API was still rate limiting the call when
-// its retries ran out.
-func IsRateLimited(err error) bool { return errors.Is(err, ErrRateLimited) }
 
 // ErrorMessages returns the messages the API gave for a failed call, e.g. why
 // a VRF IP reservation was refused; nil when err is not an API answer.

@@ -10,9 +10,10 @@ import (
 )
 
 var (
-	opFindIPReservations = operation{name: "findIPReservations"}
-	opFindIPAddressByID  = operation{name: "findIPAddressById"}
-	opCreateIPAssignment = operation{name: "createIPAssignment"}
+	opRequestIPReservation = operation{name: "requestIPReservation"}
+	opFindIPReservations   = operation{name: "findIPReservations"}
+	opFindIPAddressByID    = operation{name: "findIPAddressById"}
+	opCreateIPAssignment   = operation{name: "createIPAssignment"}
 )
 
 // ReservePublicIPv4 reserves one public IPv4 address (a /32) in metro, in the

@@ -24,13 +24,13 @@ const (
 // A call is retried when the answer is 429 (the platform refused it before
 // acting, so any request may be repeated; Retry-After is honoured), a 5xx
 // other than 501, or a transport error, as long as repeating the request is
-// safe: GET, HEAD, PUT and DELETE are idempotent; the port actions (assign,
-// unassign, convert, bond, disbond, native VLAN) are no-ops on the platform
-// when their effect is already in place, so they are retried too. Any other
-// POST (a create) is only retried after a 429 or when the connection could
-// not be established, because a 5xx or a dropped connection leaves unknown
-// whether the object was created; callers stay idempotent by looking the
-// object up before creating it (EnsureDevice, EnsureVRFIPReservation).
+// safe: GET, HEAD, PUT and DELETE are idempotent; a port action (disbond)
+// is a no-op on the platform when its effect is already in place, so it is
+// retried too. Any other POST (a create) is only retried after a 429 or when
+// the connection could not be established, because a 5xx or a dropped
+// connection leaves unknown whether the object was created; callers stay
+// idempotent by looking the object up (by its tags) before creating it
+// again.
 type RetryPolicy struct {
 	// MaxAttempts caps the HTTP requests per call, the first included
 	// (default 5; 1 disables retries).

@@ -44,7 +44,7 @@ func TestExampleSeed(t *testing.T) {
 	if err != nil || ny.GetVxlan() != simtest.NodesVXLAN || ny.GetMetroCode() != "ny" {
 		t.Errorf("New York VLAN = %+v, %v", ny, err)
 	}
-	other := sdkClient(api.url, simtest.OtherAPIKey)
+	other := simtest.SDK(api.url, simtest.OtherAPIKey)
 	if _, _, err := other.VRFsApi.FindVrfById(ctx, simtest.VRF).Execute(); err == nil {
 		t.Error("the other project's key reads the demo project's VRF")
 	}

@@ -41,14 +41,7 @@ func newAPI(t *testing.T, opts sim.Options) *api {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Close)
-	return &api{sim: s.Server, clock: clock, url: s.URL, sdk: sdkClient(s.URL, token)}
-}
-
-func sdkClient(url, key string) *metalv1.APIClient {
-	cfg := metalv1.NewConfiguration()
-	cfg.Servers = metalv1.ServerConfigurations{{URL: url + "/metal/v1"}}
-	cfg.AddDefaultHeader("X-Auth-Token", key)
-	return metalv1.NewAPIClient(cfg)
+	return &api{sim: s.Server, clock: clock, url: s.URL, sdk: simtest.SDK(s.URL, token)}
 }
 
 // do sends a raw request with the example project's key.
@@ -85,12 +78,12 @@ func TestAuthentication(t *testing.T) {
 	ctx := context.Background()
 
 	for _, key := range []string{"", "wrong"} {
-		_, resp, err := sdkClient(a.url, key).VRFsApi.FindVrfById(ctx, vrfID).Execute()
+		_, resp, err := simtest.SDK(a.url, key).VRFsApi.FindVrfById(ctx, vrfID).Execute()
 		if err == nil || resp.StatusCode != http.StatusUnauthorized {
 			t.Errorf("key %q: %v, want 401", key, err)
 		}
 	}
-	if _, _, err := sdkClient(a.url, "user-key").VRFsApi.FindVrfById(ctx, vrfID).Execute(); err != nil {
+	if _, _, err := simtest.SDK(a.url, "user-key").VRFsApi.FindVrfById(ctx, vrfID).Execute(); err != nil {
 		t.Errorf("a user-level key: %v", err)
 	}
 
@@ -99,7 +92,7 @@ func TestAuthentication(t *testing.T) {
 	if err := a.sim.Seed(other); err != nil {
 		t.Fatal(err)
 	}
-	foreign := sdkClient(a.url, "other-key")
+	foreign := simtest.SDK(a.url, "other-key")
 	if _, resp, err := foreign.VRFsApi.FindVrfById(ctx, vrfID).Execute(); err == nil || resp.StatusCode != http.StatusNotFound {
 		t.Errorf("another project's VRF: %v, want 404", err)
 	}

@@ -477,7 +477,7 @@ var _ = Describe("A PacketMachine with bad input", func() {
 	})
 
 	It("names hardware reservations that do not exist or are taken, and takes the first free one of a list", func() {
-		taken, err := metalAPI.EnsureDevice(ctx, metal.DeviceRequest{Tag: "test:" + ns, Plan: simtest.ReservedPlan, Metro: simtest.Metro,
+		taken, err := metalAPI.CreateDevice(ctx, metal.DeviceRequest{Tag: "test:" + ns, Plan: simtest.ReservedPlan, Metro: simtest.Metro,
 			OperatingSystem: "ubuntu_24_04", HardwareReservationID: simtest.HardwareReservation1})
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func() { Expect(metalAPI.DeleteDevice(ctx, taken.GetId())).To(Succeed()) })

@@ -70,7 +70,7 @@ func TestUpgradeFromUpstreamCAPP(t *testing.T) {
 		if m.controlPlane {
 			role = "kubernetes.io/role:master"
 		}
-		d, err := metalAPI.EnsureDevice(ctx, metal.DeviceRequest{
+		d, err := metalAPI.CreateDevice(ctx, metal.DeviceRequest{
 			Tag: "capp:machine-uid:" + m.name, Hostname: m.name, Plan: "c3.small.x86", Metro: simtest.Metro,
 			OperatingSystem: "ubuntu_20_04", Tags: []string{"capp:cluster-id:" + cluster, "capp:namespace:" + ns, role},
 		})
