@@ -35,8 +35,8 @@ func (r *poolReconciler) reconcileAllocator(ctx context.Context, pool v1alpha1.P
 	takeOver, takingOver := annotations[v1alpha1.TakeOverAnnotation]
 	switch {
 	case allocating == "" || allocating == r.cluster && annotations[v1alpha1.HandoverHashAnnotation] == "":
-		// A pool stamped before hashes existed gets its hash too: a copy
-		// made from then on can be taken over.
+		// A pool just taken over (see below) has no hash: it gets a token
+		// of this cluster's own.
 		token, err := r.tokens.token(ctx, pool)
 		if err != nil {
 			return "", err
