@@ -2,12 +2,14 @@ package controllers
 
 import (
 	"context"
+	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/events"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/cluster-api/util/annotations"
+	"sigs.k8s.io/cluster-api/util/predicates"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -21,60 +23,57 @@ import (
 
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolref"
-	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/registry"
 )
+
+// This file says what wakes a claim.
 
 // unboundClaimsByPool indexes claims that wait for an address by the pool
 // they wait on, so freeing an address wakes exactly those claims.
 const unboundClaimsByPool = "metal-vrf.ipam/unbound-claims-by-pool"
 
-// poolAdapter is what is particular to our pools in the claim lifecycle
-// that claimReconciler drives (finalizers, owner references, the IPAddress
-// object, addressRef): the claim's watches, and a claimHandler per claim.
-type poolAdapter struct {
-	client      client.Client
-	reader      client.Reader
-	recorder    events.EventRecorder
-	registry    *registry.Registry
-	concurrency int
-	releases    *releases
-}
+// claimsByCluster indexes claims by the name of their Cluster, so that a
+// Cluster that unpauses or appears wakes exactly its claims.
+const claimsByCluster = "metal-vrf.ipam/claims-by-cluster"
 
-// SetupWithManager adds the claim watches: claims of our pool kinds, their
-// IPAddresses, and the two wake-ups for claims that wait for an address (a
-// pool whose spec or resolved sources changed or that unpaused, and an
-// address that was released).
-func (a *poolAdapter) setupWithManager(b *ctrl.Builder) {
+// setupWithManager adds the claim watches: claims of our pool kinds (of
+// this shard, with an unpaused Cluster), their IPAddresses, a Cluster that
+// unpauses or appears, and the two wake-ups for claims that wait for an
+// address (a pool whose spec or resolved sources changed or that unpaused,
+// and an address that was released).
+func (r *claimReconciler) setupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &ipamv1.IPAddressClaim{}, claimsByCluster, indexClaimCluster); err != nil {
+		return fmt.Errorf("indexing claims by Cluster: %w", err)
+	}
 	ourKinds := func(refersTo func(metav1.GroupKind) predicate.Funcs) predicate.Predicate {
 		return predicate.Or(
 			refersTo(metav1.GroupKind{Group: v1alpha1.GroupVersion.Group, Kind: v1alpha1.MetalVRFIPPoolKind}),
 			refersTo(metav1.GroupKind{Group: v1alpha1.GroupVersion.Group, Kind: v1alpha1.GlobalMetalVRFIPPoolKind}),
 		)
 	}
-	wakeWaiting := handler.EnqueueRequestsFromMapFunc(a.unboundClaimsOf)
+	wakeWaiting := handler.EnqueueRequestsFromMapFunc(r.unboundClaimsOf)
 	poolChanged := builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, unpaused(), resolvedChanged(), allocatorChanged()))
 
-	b.For(&ipamv1.IPAddressClaim{}, builder.WithPredicates(ourKinds(ipampredicates.ClaimReferencesPoolKind))).
+	return ctrl.NewControllerManagedBy(mgr).
+		WithEventFilter(predicates.ResourceNotPaused(mgr.GetScheme(), ctrl.LoggerFrom(ctx))).
+		WithEventFilter(r.shardEvents()).
+		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.claimsOfCluster), builder.WithPredicates(clusterUnpaused())).
+		For(&ipamv1.IPAddressClaim{}, builder.WithPredicates(ourKinds(ipampredicates.ClaimReferencesPoolKind))).
 		Owns(&ipamv1.IPAddress{}, builder.WithPredicates(ourKinds(ipampredicates.AddressReferencesPoolKind))).
 		Watches(&v1alpha1.MetalVRFIPPool{}, wakeWaiting, poolChanged).
 		Watches(&v1alpha1.GlobalMetalVRFIPPool{}, wakeWaiting, poolChanged).
-		WatchesRawSource(a.releases.claimSource(wakeWaiting)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: a.concurrency})
-}
-
-// handlerFor returns the handler for one claim.
-func (a *poolAdapter) handlerFor(claim *ipamv1.IPAddressClaim) *claimHandler {
-	return &claimHandler{poolAdapter: a, claim: claim}
+		WatchesRawSource(r.releases.claimSource(wakeWaiting)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.concurrency}).
+		Complete(r)
 }
 
 // unboundClaimsOf maps a pool to the claims waiting on it.
-func (a *poolAdapter) unboundClaimsOf(ctx context.Context, obj client.Object) []reconcile.Request {
+func (r *claimReconciler) unboundClaimsOf(ctx context.Context, obj client.Object) []reconcile.Request {
 	pool, ok := obj.(v1alpha1.Pool)
 	if !ok {
 		return nil
 	}
 	key := poolref.KeyOf(pool).String()
-	return claimRequests(ctx, a.client, "the claims waiting on pool "+key, client.MatchingFields{unboundClaimsByPool: key})
+	return claimRequests(ctx, r.client, "the claims waiting on pool "+key, client.MatchingFields{unboundClaimsByPool: key})
 }
 
 // indexUnboundClaim indexes a claim of our pools that holds no address yet.
@@ -128,6 +127,53 @@ func unpaused() predicate.Funcs {
 		},
 		CreateFunc:  func(event.CreateEvent) bool { return true },
 		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+}
+
+func indexClaimCluster(obj client.Object) []string {
+	claim, ok := obj.(*ipamv1.IPAddressClaim)
+	if !ok {
+		return nil
+	}
+	if name := clusterName(claim); name != "" {
+		return []string{name}
+	}
+	return nil
+}
+
+// claimsOfCluster maps a Cluster to its claims.
+func (r *claimReconciler) claimsOfCluster(ctx context.Context, cluster client.Object) []reconcile.Request {
+	return claimRequests(ctx, r.client, "the claims of Cluster "+client.ObjectKeyFromObject(cluster).String(),
+		client.InNamespace(cluster.GetNamespace()), client.MatchingFields{claimsByCluster: cluster.GetName()})
+}
+
+// claimRequests lists the claims that match opts and returns a request for
+// each; what says which claims in the log when the list fails.
+func claimRequests(ctx context.Context, reader client.Reader, what string, opts ...client.ListOption) []reconcile.Request {
+	var claims ipamv1.IPAddressClaimList
+	if err := reader.List(ctx, &claims, opts...); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing "+what)
+		return nil
+	}
+	requests := make([]reconcile.Request, 0, len(claims.Items))
+	for i := range claims.Items {
+		requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&claims.Items[i])})
+	}
+	return requests
+}
+
+// clusterUnpaused passes the Cluster events that may let waiting claims go
+// on: a Cluster created unpaused, one that unpauses, one deleted.
+func clusterUnpaused() predicate.Funcs {
+	isPaused := func(obj client.Object) bool {
+		cluster, ok := obj.(*clusterv1.Cluster)
+		return ok && annotations.IsPaused(cluster, cluster)
+	}
+	return predicate.Funcs{
+		CreateFunc:  func(e event.CreateEvent) bool { return !isPaused(e.Object) },
+		UpdateFunc:  func(e event.UpdateEvent) bool { return isPaused(e.ObjectOld) && !isPaused(e.ObjectNew) },
+		DeleteFunc:  func(event.DeleteEvent) bool { return true },
 		GenericFunc: func(event.GenericEvent) bool { return false },
 	}
 }
