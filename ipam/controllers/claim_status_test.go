@@ -44,7 +44,7 @@ func TestClaimConditionsFromFacts(t *testing.T) {
 		{"pinned address ruled out", requestedUnavailable{pool: pool, address: netip.MustParseAddr("10.0.0.1"), pinnedBy: "spec.preAllocations[0]",
 			ruledOut: "is the pool's gateway (spec.gateway)"}, "False", ipamv1.IPAddressClaimReadyAllocationFailedReason,
 			`spec.preAllocations[0] pins 10.0.0.1 to the claim's owner, but it is the pool's gateway (spec.gateway) in MetalVRFIPPool "pool": pin an address the pool hands out`},
-		{"a fact of another condition", struct{}{}, "Unknown", "UnknownFact", "struct {}"},
+		{"a fact of a pool", noSources{}, "Unknown", "UnknownFact", "controllers.noSources"},
 	})
 }
 
