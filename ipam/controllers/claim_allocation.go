@@ -40,7 +40,7 @@ const releaseRetryDelay = 5 * time.Second
 type claimScope struct {
 	claim *ipamv1.IPAddressClaim
 	pool  v1alpha1.Pool
-	// ready is the fact setClaimReady derives the Ready condition from;
+	// ready is the fact the Ready condition is derived from (claimReady);
 	// nil leaves the condition as it is.
 	ready fact
 }

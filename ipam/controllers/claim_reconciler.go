@@ -99,7 +99,9 @@ func (r *claimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ct
 	before := claim.DeepCopy()
 	s := &claimScope{claim: claim}
 	defer func() {
-		setClaimReady(claim, s.ready)
+		if s.ready != nil {
+			setCondition(claim, claimReady(s.ready))
+		}
 		if err := r.patchStatus(ctx, before, claim); err != nil {
 			reterr = kerrors.NewAggregate([]error{reterr, err})
 		}
@@ -362,7 +364,7 @@ func (r *claimReconciler) reportNoCluster(ctx context.Context, claim *ipamv1.IPA
 		field = "label " + clusterv1.ClusterNameLabel
 	}
 	before := claim.DeepCopy()
-	setClaimReady(claim, clusterMissing{field, name, claim.Namespace})
+	setCondition(claim, claimReady(clusterMissing{field, name, claim.Namespace}))
 	return r.patchStatus(ctx, before, claim)
 }
 

@@ -70,15 +70,6 @@ type (
 	addressBound struct{ address string }
 )
 
-// setClaimReady writes the claim's Ready condition as f says; a nil f
-// leaves it as it is.
-func setClaimReady(claim *ipamv1.IPAddressClaim, f fact) {
-	if f == nil {
-		return
-	}
-	setCondition(claim, claimReady(f))
-}
-
 // claimReady derives the claim's Ready condition from f; a fact it does
 // not know is Unknown, which the table test catches.
 func claimReady(f fact) metav1.Condition {

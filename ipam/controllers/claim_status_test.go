@@ -48,15 +48,11 @@ func TestClaimConditionsFromFacts(t *testing.T) {
 	})
 }
 
-// The claim's Ready condition carries its generation and a bounded
-// message; without a fact it stays as it was.
-func TestSetClaimReady(t *testing.T) {
+// A condition carries the generation it was observed at and a bounded
+// message.
+func TestSetCondition(t *testing.T) {
 	claim := &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Generation: 3}}
-	setClaimReady(claim, nil)
-	if len(claim.Status.Conditions) != 0 {
-		t.Fatalf("no fact wrote %+v", claim.Status.Conditions)
-	}
-	setClaimReady(claim, allocationFailed{errors.New(strings.Repeat("x", 2*message.MaxMessage))})
+	setCondition(claim, claimReady(allocationFailed{errors.New(strings.Repeat("x", 2*message.MaxMessage))}))
 	c := conditions.Get(claim, ipamv1.IPAddressClaimReadyCondition)
 	if c == nil || c.ObservedGeneration != 3 || len(c.Message) > message.MaxMessage {
 		t.Errorf("Ready = %+v, want generation 3 and a message of at most %d bytes", c, message.MaxMessage)

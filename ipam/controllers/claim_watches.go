@@ -51,7 +51,7 @@ func (r *claimReconciler) setupWithManager(ctx context.Context, mgr ctrl.Manager
 		)
 	}
 	wakeWaiting := handler.EnqueueRequestsFromMapFunc(r.unboundClaimsOf)
-	poolChanged := builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, unpaused(), resolvedChanged(), allocatorChanged()))
+	poolChanged := builder.WithPredicates(poolWakesClaims())
 
 	return ctrl.NewControllerManagedBy(mgr).
 		WithEventFilter(predicates.ResourceNotPaused(mgr.GetScheme(), ctrl.LoggerFrom(ctx))).
@@ -89,46 +89,25 @@ func indexUnboundClaim(obj client.Object) []string {
 	return []string{key.String()}
 }
 
-// resolvedChanged passes updates that change what a pool's sources gave: a
-// status change, which bumps no generation.
-func resolvedChanged() predicate.Funcs {
-	return predicate.Funcs{
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			before, okBefore := e.ObjectOld.(v1alpha1.Pool)
-			after, okAfter := e.ObjectNew.(v1alpha1.Pool)
-			return okBefore && okAfter && !equality.Semantic.DeepEqual(before.PoolStatus().Resolved, after.PoolStatus().Resolved)
-		},
-		CreateFunc:  func(event.CreateEvent) bool { return false },
-		DeleteFunc:  func(event.DeleteEvent) bool { return false },
-		GenericFunc: func(event.GenericEvent) bool { return false },
-	}
-}
-
-// allocatorChanged passes updates that change where a global pool
-// allocates (see reconcileAllocator): a take-over lets its claims be served.
-func allocatorChanged() predicate.Funcs {
-	return predicate.Funcs{
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			before, after := e.ObjectOld.GetAnnotations(), e.ObjectNew.GetAnnotations()
-			return before[v1alpha1.AllocatingClusterAnnotation] != after[v1alpha1.AllocatingClusterAnnotation] ||
-				before[v1alpha1.HandoverTokenAnnotation] != after[v1alpha1.HandoverTokenAnnotation]
-		},
-		CreateFunc:  func(event.CreateEvent) bool { return false },
-		DeleteFunc:  func(event.DeleteEvent) bool { return false },
-		GenericFunc: func(event.GenericEvent) bool { return false },
-	}
-}
-
-// unpaused passes updates that remove the paused annotation.
-func unpaused() predicate.Funcs {
-	return predicate.Funcs{
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			return annotations.HasPaused(e.ObjectOld) && !annotations.HasPaused(e.ObjectNew)
-		},
-		CreateFunc:  func(event.CreateEvent) bool { return true },
-		DeleteFunc:  func(event.DeleteEvent) bool { return false },
-		GenericFunc: func(event.GenericEvent) bool { return false },
-	}
+// poolWakesClaims passes the pool events that may let the claims waiting
+// on the pool be served: all but updates, and the updates that change its
+// spec, unpause it, change what its sources gave (a status change, which
+// bumps no generation) or where a global pool allocates (see
+// reconcileAllocator: a take-over lets its claims be served).
+func poolWakesClaims() predicate.Funcs {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		before, okBefore := e.ObjectOld.(v1alpha1.Pool)
+		after, okAfter := e.ObjectNew.(v1alpha1.Pool)
+		if !okBefore || !okAfter {
+			return false
+		}
+		was, is := before.GetAnnotations(), after.GetAnnotations()
+		return before.GetGeneration() != after.GetGeneration() ||
+			annotations.HasPaused(before) && !annotations.HasPaused(after) ||
+			!equality.Semantic.DeepEqual(before.PoolStatus().Resolved, after.PoolStatus().Resolved) ||
+			was[v1alpha1.AllocatingClusterAnnotation] != is[v1alpha1.AllocatingClusterAnnotation] ||
+			was[v1alpha1.HandoverTokenAnnotation] != is[v1alpha1.HandoverTokenAnnotation]
+	}}
 }
 
 func indexClaimCluster(obj client.Object) []string {

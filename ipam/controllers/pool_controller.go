@@ -147,34 +147,27 @@ func (r *poolReconciler) reconcileNormal(ctx context.Context, pool v1alpha1.Pool
 		r.warnNetworkShrunk(ctx, pool, stats.OutOfRange)
 	}
 
-	facts.ready = r.readiness(pool, stats, facts.sources, handOverWaits)
+	facts.ready = r.counted(pool, stats, facts.sources, handOverWaits)
 	// Ready, as last written, says whether the pool was exhausted before.
-	if _, exhausted := facts.ready.(addressesExhausted); exhausted && conditions.GetReason(pool, v1alpha1.ReadyCondition) != v1alpha1.ExhaustedReason {
+	if c := poolReady(facts.ready); c.Reason == v1alpha1.ExhaustedReason && conditions.GetReason(pool, c.Type) != c.Reason {
 		r.recorder.Eventf(pool, nil, corev1.EventTypeWarning, v1alpha1.ExhaustedReason, "Allocate", "All %s addresses are in use", stats.Total)
 	}
 	pool.PoolStatus().ObservedGeneration = pool.GetGeneration()
 	return ctrl.Result{RequeueAfter: requeueAfter}, nil
 }
 
-// readiness is what the pool's counts, its sources and a hand-over that
-// waits (handOverWaits) say of whether it serves claims.
-func (r *poolReconciler) readiness(pool v1alpha1.Pool, stats registry.Stats, sources fact, handOverWaits map[string]int) fact {
-	failed, sourcesFailed := sources.(sourcesFailed)
-	switch {
-	case stats.Elsewhere != nil:
-		return allocatesElsewhere{pool.GetAnnotations()[v1alpha1.AllocatingClusterAnnotation] == r.cluster, stats.Elsewhere}
-	case stats.SpaceErr != nil && sourcesFailed && len(pool.PoolStatus().Resolved) == 0:
-		return sourcesGaveNothing{failed}
-	case stats.SpaceErr != nil:
-		return spaceInvalid{stats.SpaceErr}
-	case stats.Free.Sign() == 0:
-		return addressesExhausted{stats.Total.String()}
-	}
-	f := serving{
-		retired:            stats.Retired,
+// counted is what the pool's counts, its sources and a hand-over that
+// waits (handOverWaits) show of whether it serves claims.
+func (r *poolReconciler) counted(pool v1alpha1.Pool, stats registry.Stats, sources fact, handOverWaits map[string]int) poolCounted {
+	f := poolCounted{
+		stats:              stats,
+		handedOver:         pool.GetAnnotations()[v1alpha1.AllocatingClusterAnnotation] == r.cluster,
 		handOverWaits:      handOverWaits,
 		idleExclusions:     poolspace.IdleExclusions(pool.PoolSpec(), pool.PoolStatus().Resolved),
 		idlePreAllocations: poolspace.IdlePreAllocations(pool.PoolSpec(), pool.PoolStatus().Resolved),
+	}
+	if failed, ok := sources.(sourcesFailed); ok && len(pool.PoolStatus().Resolved) == 0 {
+		f.unresolved = &failed
 	}
 	if stats.Foreign > 0 {
 		f.foreignVRF = pool.PoolSpec().VRF.ID

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/registry"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/message"
 )
 
@@ -46,26 +47,17 @@ type (
 
 // Facts of whether the pool serves claims (Ready).
 type (
-	// allocatesElsewhere: another management cluster allocates from the
-	// global pool (err says which); handedOver when this one handed it
-	// over.
-	allocatesElsewhere struct {
+	// poolCounted: the registry's counts of the pool, and what else Ready
+	// says of it.
+	poolCounted struct {
+		stats registry.Stats
+		// handedOver: this management cluster handed the global pool over.
 		handedOver bool
-		err        error
-	}
-	// sourcesGaveNothing: the pool has no address because its sources
-	// failed.
-	sourcesGaveNothing struct{ sources sourcesFailed }
-	// spaceInvalid: the spec does not resolve into an address space.
-	spaceInvalid struct{ err error }
-	// addressesExhausted: all total addresses are in use.
-	addressesExhausted struct{ total string }
-	// serving: the pool serves claims, with what it notes of them.
-	serving struct {
+		// unresolved is why the sources failed when they resolved nothing.
+		unresolved *sourcesFailed
 		// foreignVRF is the pool's VRF when other pools of it hold some of
 		// its addresses.
 		foreignVRF string
-		retired    int64
 		// handOverWaits counts by namespace the claims here that hold
 		// addresses a hand-over waits for.
 		handOverWaits                      map[string]int
@@ -114,37 +106,38 @@ func (f sourcesFailed) message() string {
 func poolReady(f fact) metav1.Condition {
 	const t = v1alpha1.ReadyCondition
 	switch f := f.(type) {
-	case allocatesElsewhere:
-		if f.handedOver {
-			return falseCondition(t, v1alpha1.HandedOverReason, f.err.Error())
-		}
-		return falseCondition(t, v1alpha1.AllocatesElsewhereReason, f.err.Error())
-	case sourcesGaveNothing:
-		// It says why the sources failed, not what an empty spec lacks.
-		return falseCondition(t, v1alpha1.SourcesNotResolvedReason, "No address to hand out: "+f.sources.message())
-	case spaceInvalid:
-		return falseCondition(t, v1alpha1.InvalidSpecReason, f.err.Error())
-	case addressesExhausted:
-		return falseCondition(t, v1alpha1.ExhaustedReason,
-			fmt.Sprintf("All %s addresses are in use; waiting claims are served as addresses are released", f.total))
-	case serving:
-		return trueCondition(t, v1alpha1.ReadyReason, f.message())
+	case poolCounted:
+		return poolCountedCondition(f)
 	case waitingForRelease:
 		return falseCondition(t, poolDeletingReason, fmt.Sprintf("Waiting for %d IPAddresses to be released before the pool is deleted", f.used))
 	}
 	return unknownFact(t, f)
 }
 
-// message says that the pool serves claims and what it notes. The counts
-// live in status.ipAddresses: a message that repeated them would cost a
-// second write on every allocation.
-func (f serving) message() string {
+func poolCountedCondition(f poolCounted) metav1.Condition {
+	const t = v1alpha1.ReadyCondition
+	switch stats := f.stats; {
+	case stats.Elsewhere != nil && f.handedOver:
+		return falseCondition(t, v1alpha1.HandedOverReason, stats.Elsewhere.Error())
+	case stats.Elsewhere != nil:
+		return falseCondition(t, v1alpha1.AllocatesElsewhereReason, stats.Elsewhere.Error())
+	case stats.SpaceErr != nil && f.unresolved != nil:
+		// It says why the sources failed, not what an empty spec lacks.
+		return falseCondition(t, v1alpha1.SourcesNotResolvedReason, "No address to hand out: "+f.unresolved.message())
+	case stats.SpaceErr != nil:
+		return falseCondition(t, v1alpha1.InvalidSpecReason, stats.SpaceErr.Error())
+	case stats.Free.Sign() == 0:
+		return falseCondition(t, v1alpha1.ExhaustedReason,
+			fmt.Sprintf("All %s addresses are in use; waiting claims are served as addresses are released", stats.Total))
+	}
+	// The counts live in status.ipAddresses: a message that repeated them
+	// would cost a second write on every allocation.
 	text := "The pool serves claims"
 	if f.foreignVRF != "" {
 		text += fmt.Sprintf("; other pools of VRF %s hold some of its addresses", f.foreignVRF)
 	}
-	if f.retired > 0 {
-		text += fmt.Sprintf("; %d addresses whose IPAddresses were left without their claims (moved to another management cluster) are kept out of use", f.retired)
+	if f.stats.Retired > 0 {
+		text += fmt.Sprintf("; %d addresses whose IPAddresses were left without their claims (moved to another management cluster) are kept out of use", f.stats.Retired)
 	}
 	if len(f.handOverWaits) > 0 {
 		text += "; the hand-over waits for the claims here to move: " + countByNamespace(f.handOverWaits)
@@ -157,7 +150,7 @@ func (f serving) message() string {
 	if len(f.idlePreAllocations) > 0 {
 		text += "; but " + f.idlePreAllocations.ToAggregate().Error()
 	}
-	return text
+	return trueCondition(t, v1alpha1.ReadyReason, text)
 }
 
 // countByNamespace says how many claims of each namespace hold addresses.

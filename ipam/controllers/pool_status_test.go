@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"errors"
+	"math/big"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/registry"
 )
 
 // Each fact a pool's reconcile records becomes one condition: its status,
@@ -23,24 +25,33 @@ func TestPoolConditionsFromFacts(t *testing.T) {
 		{"failed", down, "False", v1alpha1.MetalAPIUnavailableReason, "reading VRF v1: 503; PacketCluster ns/pc not found (spec.networkRef)"},
 		{"failed, serving stale addresses", sourcesFailed{reason: v1alpha1.InvalidCredentialsReason, messages: []string{"refused"}, stale: true, lastSync: &at},
 			"False", v1alpha1.InvalidCredentialsReason, "refused; serving the addresses resolved at 2026-03-01T12:00:00Z, which may be stale"},
-		{"a fact of Ready", spaceInvalid{errors.New("x")}, "Unknown", "UnknownFact", "controllers.spaceInvalid"},
+		{"a fact of Ready", waitingForRelease{}, "Unknown", "UnknownFact", "controllers.waitingForRelease"},
 	})
+	counted := func(free int64, change func(*poolCounted)) poolCounted {
+		f := poolCounted{stats: registry.Stats{Total: big.NewInt(254), Free: big.NewInt(free)}}
+		change(&f)
+		return f
+	}
 	checkConditions(t, poolReady, []conditionCase{
-		{"allocates elsewhere", allocatesElsewhere{err: errors.New("management cluster a allocates")}, "False", v1alpha1.AllocatesElsewhereReason,
-			"management cluster a allocates"},
-		{"handed over", allocatesElsewhere{handedOver: true, err: errors.New("handed over")}, "False", v1alpha1.HandedOverReason, "handed over"},
-		{"sources gave nothing", sourcesGaveNothing{down}, "False", v1alpha1.SourcesNotResolvedReason,
-			"No address to hand out: reading VRF v1: 503; PacketCluster ns/pc not found (spec.networkRef)"},
-		{"invalid spec", spaceInvalid{errors.New(`spec.addresses[0]: Invalid value: "x": not an address`)}, "False", v1alpha1.InvalidSpecReason,
-			`spec.addresses[0]: Invalid value: "x": not an address`},
-		{"exhausted", addressesExhausted{"254"}, "False", v1alpha1.ExhaustedReason,
+		{"allocates elsewhere", counted(0, func(f *poolCounted) { f.stats.Elsewhere = errors.New("management cluster a allocates") }),
+			"False", v1alpha1.AllocatesElsewhereReason, "management cluster a allocates"},
+		{"handed over", counted(0, func(f *poolCounted) { f.handedOver, f.stats.Elsewhere = true, errors.New("handed over") }),
+			"False", v1alpha1.HandedOverReason, "handed over"},
+		{"sources gave nothing", counted(0, func(f *poolCounted) { f.stats.SpaceErr, f.unresolved = errors.New("no addresses"), &down }),
+			"False", v1alpha1.SourcesNotResolvedReason, "No address to hand out: reading VRF v1: 503; PacketCluster ns/pc not found (spec.networkRef)"},
+		{"invalid spec", counted(0, func(f *poolCounted) {
+			f.stats.SpaceErr = errors.New(`spec.addresses[0]: Invalid value: "x": not an address`)
+		}),
+			"False", v1alpha1.InvalidSpecReason, `spec.addresses[0]: Invalid value: "x": not an address`},
+		{"exhausted", counted(0, func(*poolCounted) {}), "False", v1alpha1.ExhaustedReason,
 			"All 254 addresses are in use; waiting claims are served as addresses are released"},
-		{"serving", serving{}, "True", v1alpha1.ReadyReason, "The pool serves claims"},
-		{"serving with notes", serving{foreignVRF: "v1", retired: 2, handOverWaits: map[string]int{"b": 1, "a": 3}, idleExclusions: idle},
-			"True", v1alpha1.ReadyReason, "The pool serves claims; other pools of VRF v1 hold some of its addresses; " +
-				"2 addresses whose IPAddresses were left without their claims (moved to another management cluster) are kept out of use; " +
-				"the hand-over waits for the claims here to move: 3 in namespace a, 1 in namespace b; " +
-				`but spec.excludedAddresses[0]: Invalid value: "10.9.0.1": lies outside the pool's addresses: it excludes nothing`},
+		{"serving", counted(1, func(*poolCounted) {}), "True", v1alpha1.ReadyReason, "The pool serves claims"},
+		{"serving with notes", counted(1, func(f *poolCounted) {
+			f.foreignVRF, f.stats.Retired, f.handOverWaits, f.idleExclusions = "v1", 2, map[string]int{"b": 1, "a": 3}, idle
+		}), "True", v1alpha1.ReadyReason, "The pool serves claims; other pools of VRF v1 hold some of its addresses; " +
+			"2 addresses whose IPAddresses were left without their claims (moved to another management cluster) are kept out of use; " +
+			"the hand-over waits for the claims here to move: 3 in namespace a, 1 in namespace b; " +
+			`but spec.excludedAddresses[0]: Invalid value: "10.9.0.1": lies outside the pool's addresses: it excludes nothing`},
 		{"deleting", waitingForRelease{4}, "False", poolDeletingReason, "Waiting for 4 IPAddresses to be released before the pool is deleted"},
 		{"a fact of SourcesResolved", noSources{}, "Unknown", "UnknownFact", "controllers.noSources"},
 	})
@@ -50,7 +61,7 @@ func TestPoolConditionsFromFacts(t *testing.T) {
 // whose phase recorded nothing keeps its last value.
 func TestSetPoolStatus(t *testing.T) {
 	pool := &v1alpha1.MetalVRFIPPool{ObjectMeta: metav1.ObjectMeta{Generation: 2}}
-	setPoolStatus(pool, poolFacts{sources: sourcesResolved{1}, ready: serving{}})
+	setPoolStatus(pool, poolFacts{sources: sourcesResolved{1}, ready: poolCounted{stats: registry.Stats{Total: big.NewInt(1), Free: big.NewInt(1)}}})
 	setPoolStatus(pool, poolFacts{})
 	if !conditions.IsTrue(pool, v1alpha1.SourcesResolvedCondition) || !conditions.IsTrue(pool, v1alpha1.ReadyCondition) {
 		t.Fatalf("conditions = %+v, want both True", pool.Status.Conditions)
