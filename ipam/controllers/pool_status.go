@@ -51,7 +51,8 @@ type (
 	// says of it.
 	poolCounted struct {
 		stats registry.Stats
-		// handedOver: this management cluster handed the global pool over.
+		// handedOver: the pool names this management cluster as the one
+		// that allocates, so stats.Elsewhere means it handed the pool over.
 		handedOver bool
 		// unresolved is why the sources failed when they resolved nothing.
 		unresolved *sourcesFailed
