@@ -95,19 +95,14 @@ func indexUnboundClaim(obj client.Object) []string {
 // bumps no generation) or where a global pool allocates (see
 // reconcileAllocator: a take-over lets its claims be served).
 func poolWakesClaims() predicate.Funcs {
-	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		before, okBefore := e.ObjectOld.(v1alpha1.Pool)
-		after, okAfter := e.ObjectNew.(v1alpha1.Pool)
-		if !okBefore || !okAfter {
-			return false
-		}
+	return poolUpdates(func(before, after v1alpha1.Pool) bool {
 		was, is := before.GetAnnotations(), after.GetAnnotations()
 		return before.GetGeneration() != after.GetGeneration() ||
 			annotations.HasPaused(before) && !annotations.HasPaused(after) ||
 			!equality.Semantic.DeepEqual(before.PoolStatus().Resolved, after.PoolStatus().Resolved) ||
 			was[v1alpha1.AllocatingClusterAnnotation] != is[v1alpha1.AllocatingClusterAnnotation] ||
 			was[v1alpha1.HandoverTokenAnnotation] != is[v1alpha1.HandoverTokenAnnotation]
-	}}
+	})
 }
 
 func indexClaimCluster(obj client.Object) []string {

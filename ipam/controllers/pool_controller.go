@@ -355,12 +355,7 @@ func (r *poolReconciler) countsChanged() handler.Funcs {
 // included, still wakes the pool; the generation covers the spec and the
 // start of a deletion.
 func notOnlyCounts() predicate.Funcs {
-	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		before, okBefore := e.ObjectOld.(v1alpha1.Pool)
-		after, okAfter := e.ObjectNew.(v1alpha1.Pool)
-		if !okBefore || !okAfter {
-			return true
-		}
+	return poolUpdates(func(before, after v1alpha1.Pool) bool {
 		statusBefore, statusAfter := *before.PoolStatus(), *after.PoolStatus()
 		statusBefore.IPAddresses, statusAfter.IPAddresses = nil, nil
 		return before.GetGeneration() != after.GetGeneration() ||
@@ -368,6 +363,16 @@ func notOnlyCounts() predicate.Funcs {
 			!maps.Equal(before.GetAnnotations(), after.GetAnnotations()) ||
 			!slices.Equal(before.GetFinalizers(), after.GetFinalizers()) ||
 			!equality.Semantic.DeepEqual(statusBefore, statusAfter)
+	})
+}
+
+// poolUpdates passes the updates of a pool that pass lets through, and
+// every other event.
+func poolUpdates(pass func(before, after v1alpha1.Pool) bool) predicate.Funcs {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		before, okBefore := e.ObjectOld.(v1alpha1.Pool)
+		after, okAfter := e.ObjectNew.(v1alpha1.Pool)
+		return !okBefore || !okAfter || pass(before, after)
 	}}
 }
 
