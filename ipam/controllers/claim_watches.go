@@ -38,8 +38,8 @@ const claimsByCluster = "metal-vrf.ipam/claims-by-cluster"
 // setupWithManager adds the claim watches: claims of our pool kinds (of
 // this shard, with an unpaused Cluster), their IPAddresses, a Cluster that
 // unpauses or appears, and the two wake-ups for claims that wait for an
-// address (a pool whose spec or resolved sources changed or that unpaused,
-// and an address that was released).
+// address (a pool that may serve them now, see poolWakesClaims, and an
+// address that was released).
 func (r *claimReconciler) setupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &ipamv1.IPAddressClaim{}, claimsByCluster, indexClaimCluster); err != nil {
 		return fmt.Errorf("indexing claims by Cluster: %w", err)
@@ -51,7 +51,6 @@ func (r *claimReconciler) setupWithManager(ctx context.Context, mgr ctrl.Manager
 		)
 	}
 	wakeWaiting := handler.EnqueueRequestsFromMapFunc(r.unboundClaimsOf)
-	poolChanged := builder.WithPredicates(poolWakesClaims())
 
 	return ctrl.NewControllerManagedBy(mgr).
 		WithEventFilter(predicates.ResourceNotPaused(mgr.GetScheme(), ctrl.LoggerFrom(ctx))).
@@ -59,8 +58,8 @@ func (r *claimReconciler) setupWithManager(ctx context.Context, mgr ctrl.Manager
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.claimsOfCluster), builder.WithPredicates(clusterUnpaused())).
 		For(&ipamv1.IPAddressClaim{}, builder.WithPredicates(ourKinds(ipampredicates.ClaimReferencesPoolKind))).
 		Owns(&ipamv1.IPAddress{}, builder.WithPredicates(ourKinds(ipampredicates.AddressReferencesPoolKind))).
-		Watches(&v1alpha1.MetalVRFIPPool{}, wakeWaiting, poolChanged).
-		Watches(&v1alpha1.GlobalMetalVRFIPPool{}, wakeWaiting, poolChanged).
+		Watches(&v1alpha1.MetalVRFIPPool{}, wakeWaiting, builder.WithPredicates(poolWakesClaims())).
+		Watches(&v1alpha1.GlobalMetalVRFIPPool{}, wakeWaiting, builder.WithPredicates(poolWakesClaims())).
 		WatchesRawSource(r.releases.claimSource(wakeWaiting)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.concurrency}).
 		Complete(r)

@@ -1,7 +1,10 @@
 // Package controllers holds the IPAM provider's controllers: the claim
-// reconciler, which allocates through ipam/internal/registry; the pool reconciler that resolves pool sources (Metal VRFs, PacketCluster networks), keeps pool
-// status, deletion protection and where a global pool allocates; and the
-// IPAddress reconciler that releases what a claim left behind.
+// reconciler, which allocates through ipam/internal/registry; the pool
+// reconciler that resolves pool sources (Metal VRFs, PacketCluster
+// networks), keeps pool status, deletion protection and where a global pool
+// allocates; and the IPAddress reconciler that releases what a claim left
+// behind. The claim's and the pool's conditions are derived from the facts
+// their reconciles record (claim_status.go, pool_status.go).
 package controllers
 
 import (
