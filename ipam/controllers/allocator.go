@@ -2,10 +2,6 @@ package controllers
 
 import (
 	"context"
-	"fmt"
-	"maps"
-	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -17,12 +13,11 @@ import (
 // v1alpha1.AllocatingClusterAnnotation): it names this management cluster,
 // with the hash of the pool's hand-over token, on a pool that names none;
 // hands the pool over when asked and nothing here holds its addresses any
-// more; and takes over a copy given the token of its hash. It returns what
-// the pool's Ready condition must add about a hand-over that waits, if
-// anything.
-func (r *poolReconciler) reconcileAllocator(ctx context.Context, pool v1alpha1.Pool) (string, error) {
+// more; and takes over a copy given the token of its hash. It returns, by
+// namespace, the claims here that a hand-over waits for.
+func (r *poolReconciler) reconcileAllocator(ctx context.Context, pool v1alpha1.Pool) (map[string]int, error) {
 	if poolref.KindOf(pool) != v1alpha1.GlobalMetalVRFIPPoolKind {
-		return "", nil
+		return nil, nil
 	}
 	annotations := pool.GetAnnotations()
 	if annotations == nil {
@@ -35,21 +30,21 @@ func (r *poolReconciler) reconcileAllocator(ctx context.Context, pool v1alpha1.P
 	takeOver, takingOver := annotations[v1alpha1.TakeOverAnnotation]
 	switch {
 	case allocating == "" || allocating == r.cluster && annotations[v1alpha1.HandoverHashAnnotation] == "":
-		// A pool stamped before hashes existed gets its hash too: a copy
-		// made from then on can be taken over.
+		// A pool just taken over (see below) has no hash: it gets a token
+		// of this cluster's own.
 		token, err := r.tokens.token(ctx, pool)
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		annotations[v1alpha1.AllocatingClusterAnnotation] = r.cluster
 		annotations[v1alpha1.HandoverHashAnnotation] = hashOf(token)
 	case allocating == r.cluster && handOver && !handedOver:
 		holders, err := r.registry.HandOver(ctx, pool)
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		if len(holders) > 0 {
-			return "; the hand-over waits for the claims here to move: " + countByNamespace(holders), nil
+			return holders, nil
 		}
 		secret := r.tokens.secretKey(pool).String()
 		annotations[v1alpha1.HandoverTokenAnnotation] = secret
@@ -63,7 +58,7 @@ func (r *poolReconciler) reconcileAllocator(ctx context.Context, pool v1alpha1.P
 			r.recorder.Eventf(pool, nil, corev1.EventTypeWarning, "TakeOverRefused", "TakeOver",
 				"annotation %s refused: %v; set it to key %s of the Secret that annotation %s of the pool in management cluster %s names once that cluster has handed the pool over",
 				v1alpha1.TakeOverAnnotation, err, v1alpha1.HandoverTokenKey, v1alpha1.HandoverTokenAnnotation, allocating)
-			return "", nil
+			return nil, nil
 		}
 		annotations[v1alpha1.AllocatingClusterAnnotation] = r.cluster
 		// The hash was of the source's token, which its administrators know:
@@ -74,14 +69,5 @@ func (r *poolReconciler) reconcileAllocator(ctx context.Context, pool v1alpha1.P
 		r.recorder.Eventf(pool, nil, corev1.EventTypeNormal, "TakenOver", "TakeOver",
 			"Took the pool over from management cluster %s: it hands out addresses here now", allocating)
 	}
-	return "", nil
-}
-
-// countByNamespace says how many claims of each namespace hold addresses.
-func countByNamespace(holders map[string]int) string {
-	var parts []string
-	for _, ns := range slices.Sorted(maps.Keys(holders)) {
-		parts = append(parts, fmt.Sprintf("%d in namespace %s", holders[ns], ns))
-	}
-	return strings.Join(parts, ", ")
+	return nil, nil
 }

@@ -12,33 +12,23 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/annotations"
-	"sigs.k8s.io/cluster-api/util/conditions"
-	"sigs.k8s.io/cluster-api/util/predicates"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"sigs.k8s.io/cluster-api-ipam-provider-in-cluster/pkg/ipamutil"
 
-	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolref"
-	"github.com/metal-vrf/cluster-api-metal-vrf/shared/message"
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/registry"
 )
-
-// claimsByCluster indexes claims by the name of their Cluster, so that a
-// Cluster that unpauses or appears wakes exactly its claims.
-const claimsByCluster = "metal-vrf.ipam/claims-by-cluster"
 
 // addressVisibleTimeout bounds the wait for a new IPAddress to reach the
 // cache (see reconcileNormal).
@@ -47,10 +37,12 @@ const addressVisibleTimeout = 5 * time.Second
 // claimReconciler drives the CAPI IPAM contract for the claims of our pools:
 // finalizer, IPAddress, status.addressRef and the Ready condition, release on
 // deletion. What is particular to our pools (finding the pool, handing out
-// and taking back addresses, the claim's watches) is the poolAdapter's and
-// its claimHandler's, called directly: reconcileNormal shows where an
-// address is allocated (docs/contributing.md says why this is not
-// ipamutil.ClaimReconciler behind ipamutil's interfaces).
+// and taking back addresses through the registry) is in claim_allocation.go,
+// called directly: reconcileNormal shows where an address is allocated
+// (docs/contributing.md says why this is not ipamutil.ClaimReconciler
+// behind ipamutil's interfaces). Its phases record what they observe in the
+// claimScope; the deferred status write derives the Ready condition from
+// it (claim_status.go).
 //
 // It keeps ipamutil.ClaimReconciler's contract: the same finalizers, the
 // IPAddress of ipamutil.NewIPAddress owned by its claim (controller) and its
@@ -70,26 +62,18 @@ const addressVisibleTimeout = 5 * time.Second
 //     reconcile goes on to allocate instead of waiting for the watch to bring
 //     the claim back.
 //
-// The claim handler's releaseAddress removes the IPAddress itself before it
-// frees the address (see claimHandler.releaseAddress), so a deleted claim
-// only has its finalizer left to drop.
+// releaseAddress removes the IPAddress itself before it frees the address,
+// so a deleted claim only has its finalizer left to drop.
 type claimReconciler struct {
-	client           client.Client
+	client client.Client
+	// reader reads through the API server where the cache could be stale.
+	reader           client.Reader
 	scheme           *runtime.Scheme
-	adapter          *poolAdapter
+	recorder         events.EventRecorder
+	registry         *registry.Registry
+	releases         *releases
+	concurrency      int
 	watchFilterValue string
-}
-
-func (r *claimReconciler) setupWithManager(ctx context.Context, mgr ctrl.Manager) error {
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &ipamv1.IPAddressClaim{}, claimsByCluster, indexClaimCluster); err != nil {
-		return fmt.Errorf("indexing claims by Cluster: %w", err)
-	}
-	b := ctrl.NewControllerManagedBy(mgr).
-		WithEventFilter(predicates.ResourceNotPaused(mgr.GetScheme(), ctrl.LoggerFrom(ctx))).
-		WithEventFilter(r.shardEvents()).
-		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.claimsOfCluster), builder.WithPredicates(clusterUnpaused()))
-	r.adapter.setupWithManager(b)
-	return b.Complete(r)
 }
 
 // Reconcile brings one claim to its desired state: bound while it lives,
@@ -113,17 +97,20 @@ func (r *claimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ct
 	}
 
 	before := claim.DeepCopy()
+	s := &claimScope{claim: claim}
 	defer func() {
+		if s.ready != nil {
+			setCondition(claim, claimReady(s.ready))
+		}
 		if err := r.patchStatus(ctx, before, claim); err != nil {
 			reterr = kerrors.NewAggregate([]error{reterr, err})
 		}
 	}()
 
-	claimHandler := r.adapter.handlerFor(claim)
-	pool, err := claimHandler.fetchPool(ctx)
+	pool, err := r.fetchPool(ctx, s)
 	switch {
 	case apierrors.IsNotFound(err) && deleting:
-		return r.reconcileDelete(ctx, claim, claimHandler)
+		return r.reconcileDelete(ctx, s)
 	case apierrors.IsNotFound(err):
 		// The pool watch brings the claim back when the pool appears.
 		return ctrl.Result{}, nil
@@ -135,20 +122,21 @@ func (r *claimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ct
 		return ctrl.Result{}, nil
 	}
 	if deleting {
-		return r.reconcileDelete(ctx, claim, claimHandler)
+		return r.reconcileDelete(ctx, s)
 	}
-	return ctrl.Result{}, r.reconcileNormal(ctx, claim, pool, claimHandler)
+	return ctrl.Result{}, r.reconcileNormal(ctx, s)
 }
 
 // reconcileNormal binds the claim: an IPAddress it already has keeps its
 // address (adopt); otherwise the pool hands out an address (allocate),
 // which its new IPAddress carries. Then the claim points at it.
-func (r *claimReconciler) reconcileNormal(ctx context.Context, claim *ipamv1.IPAddressClaim, pool v1alpha1.Pool, claimHandler *claimHandler) error {
+func (r *claimReconciler) reconcileNormal(ctx context.Context, s *claimScope) error {
+	claim, pool := s.claim, s.pool
 	address := ipamutil.NewIPAddress(claim, pool)
 	err := r.client.Get(ctx, client.ObjectKeyFromObject(&address), &address)
 	switch {
 	case apierrors.IsNotFound(err):
-		if err := claimHandler.allocate(ctx, &address); err != nil {
+		if err := r.allocate(ctx, s, &address); err != nil {
 			return fmt.Errorf("allocating the address of IPAddress %s: %w", address.Name, err)
 		}
 		if err := r.ownAddress(&address, claim, pool); err != nil {
@@ -164,7 +152,7 @@ func (r *claimReconciler) reconcileNormal(ctx context.Context, claim *ipamv1.IPA
 	case err != nil:
 		return fmt.Errorf("reading IPAddress %s: %w", address.Name, err)
 	default:
-		if err := r.adopt(ctx, claim, pool, claimHandler, &address); err != nil {
+		if err := r.adopt(ctx, s, &address); err != nil {
 			return err
 		}
 	}
@@ -174,12 +162,12 @@ func (r *claimReconciler) reconcileNormal(ctx context.Context, claim *ipamv1.IPA
 
 // adopt binds the claim to the IPAddress it already has, and writes the
 // IPAddress only if that changed it (owners, labels, DNS servers).
-func (r *claimReconciler) adopt(ctx context.Context, claim *ipamv1.IPAddressClaim, pool v1alpha1.Pool, claimHandler *claimHandler, address *ipamv1.IPAddress) error {
+func (r *claimReconciler) adopt(ctx context.Context, s *claimScope, address *ipamv1.IPAddress) error {
 	before := address.DeepCopy()
-	if err := claimHandler.adopt(ctx, address); err != nil {
+	if err := r.adoptAddress(ctx, s, address); err != nil {
 		return fmt.Errorf("adopting IPAddress %s: %w", address.Name, err)
 	}
-	if err := r.ownAddress(address, claim, pool); err != nil {
+	if err := r.ownAddress(address, s.claim, s.pool); err != nil {
 		return err
 	}
 	if equality.Semantic.DeepEqual(before, address) {
@@ -215,14 +203,15 @@ func (r *claimReconciler) awaitCached(ctx context.Context, address *ipamv1.IPAdd
 // collector's finalizers of a foreground or orphaning deletion are not
 // waited for: the collector removes them only once the claim's IPAddress,
 // which this release deletes, is gone or let go.
-func (r *claimReconciler) reconcileDelete(ctx context.Context, claim *ipamv1.IPAddressClaim, claimHandler *claimHandler) (ctrl.Result, error) {
+func (r *claimReconciler) reconcileDelete(ctx context.Context, s *claimScope) (ctrl.Result, error) {
+	claim := s.claim
 	if others := slices.DeleteFunc(slices.Clone(claim.Finalizers), func(f string) bool {
 		return f == ipamutil.ReleaseAddressFinalizer || f == metav1.FinalizerDeleteDependents || f == metav1.FinalizerOrphanDependents
 	}); len(others) > 0 {
 		ctrl.LoggerFrom(ctx).V(1).Info("Keeping the address while other finalizers protect the claim", "finalizers", others)
 		return ctrl.Result{}, nil
 	}
-	res, err := claimHandler.releaseAddress(ctx)
+	res, err := r.releaseAddress(ctx, s)
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("releasing the address: %w", err)
 	}
@@ -375,14 +364,7 @@ func (r *claimReconciler) reportNoCluster(ctx context.Context, claim *ipamv1.IPA
 		field = "label " + clusterv1.ClusterNameLabel
 	}
 	before := claim.DeepCopy()
-	conditions.Set(claim, metav1.Condition{
-		Type:   ipamv1.IPAddressClaimReadyCondition,
-		Status: metav1.ConditionFalse,
-		Reason: clusterNotFoundReason,
-		Message: fmt.Sprintf("%s %s: no Cluster of that name in namespace %s; the claim is served once the Cluster exists",
-			field, message.Quote(name), claim.Namespace),
-		ObservedGeneration: claim.Generation,
-	})
+	setCondition(claim, claimReady(clusterMissing{field, name, claim.Namespace}))
 	return r.patchStatus(ctx, before, claim)
 }
 
@@ -393,51 +375,4 @@ func clusterName(claim *ipamv1.IPAddressClaim) string {
 		return claim.Spec.ClusterName
 	}
 	return claim.Labels[clusterv1.ClusterNameLabel]
-}
-
-func indexClaimCluster(obj client.Object) []string {
-	claim, ok := obj.(*ipamv1.IPAddressClaim)
-	if !ok {
-		return nil
-	}
-	if name := clusterName(claim); name != "" {
-		return []string{name}
-	}
-	return nil
-}
-
-// claimsOfCluster maps a Cluster to its claims.
-func (r *claimReconciler) claimsOfCluster(ctx context.Context, cluster client.Object) []reconcile.Request {
-	return claimRequests(ctx, r.client, "the claims of Cluster "+client.ObjectKeyFromObject(cluster).String(),
-		client.InNamespace(cluster.GetNamespace()), client.MatchingFields{claimsByCluster: cluster.GetName()})
-}
-
-// claimRequests lists the claims that match opts and returns a request for
-// each; what says which claims in the log when the list fails.
-func claimRequests(ctx context.Context, reader client.Reader, what string, opts ...client.ListOption) []reconcile.Request {
-	var claims ipamv1.IPAddressClaimList
-	if err := reader.List(ctx, &claims, opts...); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing "+what)
-		return nil
-	}
-	requests := make([]reconcile.Request, 0, len(claims.Items))
-	for i := range claims.Items {
-		requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&claims.Items[i])})
-	}
-	return requests
-}
-
-// clusterUnpaused passes the Cluster events that may let waiting claims go
-// on: a Cluster created unpaused, one that unpauses, one deleted.
-func clusterUnpaused() predicate.Funcs {
-	isPaused := func(obj client.Object) bool {
-		cluster, ok := obj.(*clusterv1.Cluster)
-		return ok && annotations.IsPaused(cluster, cluster)
-	}
-	return predicate.Funcs{
-		CreateFunc:  func(e event.CreateEvent) bool { return !isPaused(e.Object) },
-		UpdateFunc:  func(e event.UpdateEvent) bool { return isPaused(e.ObjectOld) && !isPaused(e.ObjectNew) },
-		DeleteFunc:  func(event.DeleteEvent) bool { return true },
-		GenericFunc: func(event.GenericEvent) bool { return false },
-	}
 }

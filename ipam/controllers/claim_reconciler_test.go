@@ -44,6 +44,41 @@ func TestClusterUnpaused(t *testing.T) {
 	}
 }
 
+// TestPoolWakesClaims: the claims waiting on a pool wake when it may serve
+// them now, not on every write of its counts.
+func TestPoolWakesClaims(t *testing.T) {
+	pool := func(change func(p *v1alpha1.MetalVRFIPPool)) *v1alpha1.MetalVRFIPPool {
+		p := &v1alpha1.MetalVRFIPPool{ObjectMeta: metav1.ObjectMeta{Name: "pool", Generation: 1, Annotations: map[string]string{}}}
+		change(p)
+		return p
+	}
+	same := func(*v1alpha1.MetalVRFIPPool) {}
+	p := poolWakesClaims()
+	for _, tc := range []struct {
+		name   string
+		before func(*v1alpha1.MetalVRFIPPool)
+		after  func(*v1alpha1.MetalVRFIPPool)
+		want   bool
+	}{
+		{"counts only", same, func(p *v1alpha1.MetalVRFIPPool) { p.Status.IPAddresses = &v1alpha1.IPAddressesSummary{Used: 1} }, false},
+		{"spec", same, func(p *v1alpha1.MetalVRFIPPool) { p.Generation = 2 }, true},
+		{"unpaused", func(p *v1alpha1.MetalVRFIPPool) { p.Annotations[clusterv1.PausedAnnotation] = "" }, same, true},
+		{"paused", same, func(p *v1alpha1.MetalVRFIPPool) { p.Annotations[clusterv1.PausedAnnotation] = "" }, false},
+		{"sources resolved", same, func(p *v1alpha1.MetalVRFIPPool) {
+			p.Status.Resolved = []v1alpha1.ResolvedAddresses{{Address: "10.0.0.0/24"}}
+		}, true},
+		{"taken over", same, func(p *v1alpha1.MetalVRFIPPool) { p.Annotations[v1alpha1.AllocatingClusterAnnotation] = "here" }, true},
+		{"handed over", same, func(p *v1alpha1.MetalVRFIPPool) { p.Annotations[v1alpha1.HandoverTokenAnnotation] = "ns/secret" }, true},
+	} {
+		if got := p.Update(event.UpdateEvent{ObjectOld: pool(tc.before), ObjectNew: pool(tc.after)}); got != tc.want {
+			t.Errorf("%s: wakes the pool's claims: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if !p.Create(event.CreateEvent{Object: pool(same)}) || !p.Delete(event.DeleteEvent{Object: pool(same)}) {
+		t.Error("a pool created or deleted does not wake its claims")
+	}
+}
+
 func TestIndexClaimCluster(t *testing.T) {
 	for _, tc := range []struct {
 		name  string

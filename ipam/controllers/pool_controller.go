@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -45,9 +44,6 @@ import (
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/message"
 )
 
-// poolDeletingReason: the pool waits for its addresses to be released before it goes.
-const poolDeletingReason = "Deleting"
-
 // poolsByPacketCluster indexes pools by the PacketCluster of their
 // spec.networkRef, so that a change to it reaches exactly the pools reading it.
 const poolsByPacketCluster = "metal-vrf.ipam/pools-by-packetcluster"
@@ -57,7 +53,8 @@ const maxSourceRetry = 30 * time.Second
 
 // poolReconciler keeps a pool's status (resolved sources, counts, Ready,
 // SourcesResolved, Paused) and holds its deletion until no address of it is
-// in use. One instance serves one kind.
+// in use. One instance serves one kind. Its phases record facts; the
+// deferred patch derives the conditions from them (pool_status.go).
 type poolReconciler struct {
 	client   client.Client
 	registry *registry.Registry
@@ -110,7 +107,9 @@ func (r *poolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctr
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	var facts poolFacts
 	defer func() {
+		setPoolStatus(pool, facts)
 		if err := patchHelper.Patch(ctx, pool, patch.WithOwnedConditions{Conditions: []string{
 			v1alpha1.ReadyCondition, v1alpha1.SourcesResolvedCondition,
 		}}); err != nil {
@@ -119,15 +118,15 @@ func (r *poolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctr
 	}()
 
 	if !pool.GetDeletionTimestamp().IsZero() {
-		return ctrl.Result{}, r.reconcileDelete(ctx, pool)
+		return ctrl.Result{}, r.reconcileDelete(ctx, pool, &facts)
 	}
-	return r.reconcileNormal(ctx, pool)
+	return r.reconcileNormal(ctx, pool, &facts)
 }
 
-func (r *poolReconciler) reconcileNormal(ctx context.Context, pool v1alpha1.Pool) (ctrl.Result, error) {
+func (r *poolReconciler) reconcileNormal(ctx context.Context, pool v1alpha1.Pool, facts *poolFacts) (ctrl.Result, error) {
 	controllerutil.AddFinalizer(pool, v1alpha1.ProtectPoolFinalizer)
 
-	requeueAfter, err := r.reconcileSources(ctx, pool)
+	requeueAfter, err := r.reconcileSources(ctx, pool, facts)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -139,7 +138,6 @@ func (r *poolReconciler) reconcileNormal(ctx context.Context, pool v1alpha1.Pool
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	wasExhausted := conditions.GetReason(pool, v1alpha1.ReadyCondition) == v1alpha1.ExhaustedReason
 	var outOfRangeBefore int64
 	if summary := pool.PoolStatus().IPAddresses; summary != nil {
 		outOfRangeBefore = summary.OutOfRange
@@ -149,50 +147,32 @@ func (r *poolReconciler) reconcileNormal(ctx context.Context, pool v1alpha1.Pool
 		r.warnNetworkShrunk(ctx, pool, stats.OutOfRange)
 	}
 
-	// A space that does not resolve because the sources gave nothing says
-	// why the sources failed, not what an empty spec lacks.
-	sourcesGaveNothing := conditions.IsFalse(pool, v1alpha1.SourcesResolvedCondition) && len(pool.PoolStatus().Resolved) == 0
-	switch {
-	case stats.Elsewhere != nil:
-		reason := v1alpha1.AllocatesElsewhereReason
-		if pool.GetAnnotations()[v1alpha1.AllocatingClusterAnnotation] == r.cluster {
-			reason = v1alpha1.HandedOverReason
-		}
-		r.setReady(pool, metav1.ConditionFalse, reason, stats.Elsewhere.Error())
-	case stats.SpaceErr != nil && sourcesGaveNothing:
-		r.setReady(pool, metav1.ConditionFalse, v1alpha1.SourcesNotResolvedReason,
-			"No address to hand out: "+conditions.GetMessage(pool, v1alpha1.SourcesResolvedCondition))
-	case stats.SpaceErr != nil:
-		r.setReady(pool, metav1.ConditionFalse, v1alpha1.InvalidSpecReason, stats.SpaceErr.Error())
-	case stats.Free.Sign() == 0:
-		r.setReady(pool, metav1.ConditionFalse, v1alpha1.ExhaustedReason,
-			fmt.Sprintf("All %s addresses are in use; waiting claims are served as addresses are released", stats.Total))
-		if !wasExhausted {
-			r.recorder.Eventf(pool, nil, corev1.EventTypeWarning, v1alpha1.ExhaustedReason, "Allocate", "All %s addresses are in use", stats.Total)
-		}
-	default:
-		// The counts live in status.ipAddresses: a message that repeated them
-		// would cost a second write on every allocation.
-		text := "The pool serves claims"
-		if stats.Foreign > 0 {
-			text += fmt.Sprintf("; other pools of VRF %s hold some of its addresses", pool.PoolSpec().VRF.ID)
-		}
-		// An exclusion outside what the sources gave is likely a typo, but
-		// the sources may grow into it: it is said, not refused.
-		if stats.Retired > 0 {
-			text += fmt.Sprintf("; %d addresses whose IPAddresses were left without their claims (moved to another management cluster) are kept out of use", stats.Retired)
-		}
-		text += handOverWaits
-		if idle := poolspace.IdleExclusions(pool.PoolSpec(), pool.PoolStatus().Resolved); len(idle) > 0 {
-			text += "; but " + idle.ToAggregate().Error()
-		}
-		if idle := poolspace.IdlePreAllocations(pool.PoolSpec(), pool.PoolStatus().Resolved); len(idle) > 0 {
-			text += "; but " + idle.ToAggregate().Error()
-		}
-		r.setReady(pool, metav1.ConditionTrue, v1alpha1.ReadyReason, text)
+	facts.ready = r.counted(pool, stats, facts.sources, handOverWaits)
+	// Ready, as last written, says whether the pool was exhausted before.
+	if c := poolReady(facts.ready); c.Reason == v1alpha1.ExhaustedReason && conditions.GetReason(pool, c.Type) != c.Reason {
+		r.recorder.Eventf(pool, nil, corev1.EventTypeWarning, v1alpha1.ExhaustedReason, "Allocate", "All %s addresses are in use", stats.Total)
 	}
 	pool.PoolStatus().ObservedGeneration = pool.GetGeneration()
 	return ctrl.Result{RequeueAfter: requeueAfter}, nil
+}
+
+// counted is what the pool's counts, its sources and a hand-over that
+// waits (handOverWaits) show of whether it serves claims.
+func (r *poolReconciler) counted(pool v1alpha1.Pool, stats registry.Stats, sources fact, handOverWaits map[string]int) poolCounted {
+	f := poolCounted{
+		stats:              stats,
+		handedOver:         pool.GetAnnotations()[v1alpha1.AllocatingClusterAnnotation] == r.cluster,
+		handOverWaits:      handOverWaits,
+		idleExclusions:     poolspace.IdleExclusions(pool.PoolSpec(), pool.PoolStatus().Resolved),
+		idlePreAllocations: poolspace.IdlePreAllocations(pool.PoolSpec(), pool.PoolStatus().Resolved),
+	}
+	if failed, ok := sources.(sourcesFailed); ok && len(pool.PoolStatus().Resolved) == 0 {
+		f.unresolved = &failed
+	}
+	if stats.Foreign > 0 {
+		f.foreignVRF = pool.PoolSpec().VRF.ID
+	}
+	return f
 }
 
 // warnNetworkShrunk tells the PacketCluster whose network feeds the pool
@@ -213,15 +193,15 @@ func (r *poolReconciler) warnNetworkShrunk(ctx context.Context, pool v1alpha1.Po
 }
 
 // reconcileSources resolves spec.vrf and spec.networkRef into
-// status.resolved and says how it went in SourcesResolved. It returns when
-// to resolve again: after the resync period, or sooner after a failure.
+// status.resolved and records how it went for SourcesResolved. It returns
+// when to resolve again: after the resync period, or sooner after a failure.
 //
 // A source that failed keeps the entries it gave last time when the failure
 // may pass (the Metal API is down, the credentials are being fixed), so
 // allocation goes on from them, and the condition says they are stale. A
 // source that says its addresses are gone drops them; addresses in use from
 // them stay allocated as out of range, never revoked.
-func (r *poolReconciler) reconcileSources(ctx context.Context, pool v1alpha1.Pool) (time.Duration, error) {
+func (r *poolReconciler) reconcileSources(ctx context.Context, pool v1alpha1.Pool, facts *poolFacts) (time.Duration, error) {
 	status := pool.PoolStatus()
 	spec := pool.PoolSpec()
 	if spec.VRF == nil {
@@ -229,7 +209,7 @@ func (r *poolReconciler) reconcileSources(ctx context.Context, pool v1alpha1.Poo
 	}
 	if spec.VRF == nil && spec.NetworkRef == nil {
 		status.Resolved, status.LastSyncTime = nil, nil
-		conditions.Delete(pool, v1alpha1.SourcesResolvedCondition)
+		facts.sources = noSources{}
 		return 0, nil
 	}
 	results, err := r.sources.resolve(ctx, pool)
@@ -245,25 +225,13 @@ func (r *poolReconciler) reconcileSources(ctx context.Context, pool v1alpha1.Poo
 
 	if len(failed) == 0 {
 		status.LastSyncTime = ptr.To(metav1.Now())
-		conditions.Set(pool, metav1.Condition{
-			Type: v1alpha1.SourcesResolvedCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.SourcesResolvedReason,
-			Message:            fmt.Sprintf("%d address entries resolved", len(resolved)),
-			ObservedGeneration: pool.GetGeneration(),
-		})
+		facts.sources = sourcesResolved{len(resolved)}
 		return r.resync, nil
 	}
-	text := strings.Join(failed, "; ")
-	if stale {
-		text += fmt.Sprintf("; serving the addresses resolved at %s, which may be stale", status.LastSyncTime.UTC().Format(time.RFC3339))
+	facts.sources = sourcesFailed{reason, failed, stale, status.LastSyncTime}
+	if c := sourcesResolvedCondition(facts.sources); conditions.GetReason(pool, c.Type) != c.Reason {
+		r.recorder.Eventf(pool, nil, corev1.EventTypeWarning, c.Reason, "ResolveSources", "%s", c.Message)
 	}
-	text = message.Bound(text)
-	if conditions.GetReason(pool, v1alpha1.SourcesResolvedCondition) != reason {
-		r.recorder.Eventf(pool, nil, corev1.EventTypeWarning, reason, "ResolveSources", "%s", text)
-	}
-	conditions.Set(pool, metav1.Condition{
-		Type: v1alpha1.SourcesResolvedCondition, Status: metav1.ConditionFalse, Reason: reason,
-		Message: text, ObservedGeneration: pool.GetGeneration(),
-	})
 	return min(r.resync, maxSourceRetry), nil
 }
 
@@ -304,14 +272,13 @@ func combineSources(results []sourceResult, spec *v1alpha1.MetalVRFIPPoolSpec, s
 // reconcileDelete lets the pool go once none of its addresses is in use, or
 // at once when clusterctl move (or an admin, with the skip annotation) says
 // the addresses live on elsewhere.
-func (r *poolReconciler) reconcileDelete(ctx context.Context, pool v1alpha1.Pool) error {
+func (r *poolReconciler) reconcileDelete(ctx context.Context, pool v1alpha1.Pool, facts *poolFacts) error {
 	stats, err := r.registry.Stats(ctx, pool)
 	if err != nil {
 		return err
 	}
 	if stats.Used > 0 && !deletionForced(pool) {
-		r.setReady(pool, metav1.ConditionFalse, poolDeletingReason,
-			fmt.Sprintf("Waiting for %d IPAddresses to be released before the pool is deleted", stats.Used))
+		facts.ready = waitingForRelease{stats.Used}
 		return nil
 	}
 	if err := r.registry.Forget(ctx, pool); err != nil {
@@ -338,16 +305,6 @@ func (r *poolReconciler) publish(pool v1alpha1.Pool, stats registry.Stats) {
 	} {
 		poolAddresses.WithLabelValues(r.kind, pool.GetNamespace(), pool.GetName(), state).Set(value)
 	}
-}
-
-func (r *poolReconciler) setReady(pool v1alpha1.Pool, status metav1.ConditionStatus, reason, text string) {
-	conditions.Set(pool, metav1.Condition{
-		Type:               v1alpha1.ReadyCondition,
-		Status:             status,
-		Reason:             reason,
-		Message:            message.Bound(text),
-		ObservedGeneration: pool.GetGeneration(),
-	})
 }
 
 // clusterOf returns the Cluster named by the pool's cluster-name label, if
@@ -398,12 +355,7 @@ func (r *poolReconciler) countsChanged() handler.Funcs {
 // included, still wakes the pool; the generation covers the spec and the
 // start of a deletion.
 func notOnlyCounts() predicate.Funcs {
-	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		before, okBefore := e.ObjectOld.(v1alpha1.Pool)
-		after, okAfter := e.ObjectNew.(v1alpha1.Pool)
-		if !okBefore || !okAfter {
-			return true
-		}
+	return poolUpdates(func(before, after v1alpha1.Pool) bool {
 		statusBefore, statusAfter := *before.PoolStatus(), *after.PoolStatus()
 		statusBefore.IPAddresses, statusAfter.IPAddresses = nil, nil
 		return before.GetGeneration() != after.GetGeneration() ||
@@ -411,6 +363,16 @@ func notOnlyCounts() predicate.Funcs {
 			!maps.Equal(before.GetAnnotations(), after.GetAnnotations()) ||
 			!slices.Equal(before.GetFinalizers(), after.GetFinalizers()) ||
 			!equality.Semantic.DeepEqual(statusBefore, statusAfter)
+	})
+}
+
+// poolUpdates passes the updates of a pool that pass lets through, and
+// every other event.
+func poolUpdates(pass func(before, after v1alpha1.Pool) bool) predicate.Funcs {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		before, okBefore := e.ObjectOld.(v1alpha1.Pool)
+		after, okAfter := e.ObjectNew.(v1alpha1.Pool)
+		return !okBefore || !okAfter || pass(before, after)
 	}}
 }
 

@@ -39,8 +39,8 @@ func TestAReleaseWakesTheClaimsPool(t *testing.T) {
 	// A registry that never handed the claim's address out.
 	reg := registry.New(records.New(k8s, k8s, "records", records.Writer{Identity: "this"}), nil, "here")
 	rel := newReleases(v1alpha1.MetalVRFIPPoolKind, v1alpha1.GlobalMetalVRFIPPoolKind)
-	h := &claimHandler{poolAdapter: &poolAdapter{client: k8s, reader: k8s, registry: reg, releases: rel}, claim: claim, pool: pool}
-	if _, err := h.releaseAddress(context.Background()); err != nil {
+	r := &claimReconciler{client: k8s, reader: k8s, registry: reg, releases: rel}
+	if _, err := r.releaseAddress(context.Background(), &claimScope{claim: claim, pool: pool}); err != nil {
 		t.Fatal(err)
 	}
 	select {

@@ -1,8 +1,10 @@
 // Package controllers holds the IPAM provider's controllers: the claim
-// reconciler and the claim handler it calls, which allocates through
-// ipam/internal/registry; the pool reconciler that resolves pool sources (Metal VRFs, PacketCluster networks), keeps pool
-// status, deletion protection and where a global pool allocates; and the
-// IPAddress reconciler that releases what a claim left behind.
+// reconciler, which allocates through ipam/internal/registry; the pool
+// reconciler that resolves pool sources (Metal VRFs, PacketCluster
+// networks), keeps pool status, deletion protection and where a global pool
+// allocates; and the IPAddress reconciler that releases what a claim left
+// behind. The claim's and the pool's conditions are derived from the facts
+// their reconciles record (claim_status.go, pool_status.go).
 package controllers
 
 import (
@@ -104,19 +106,10 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) (*reg
 	if opts.PendingGrace > 0 {
 		reg.SetPendingGrace(opts.PendingGrace)
 	}
-	adapter := &poolAdapter{
-		client:      mgr.GetClient(),
-		reader:      mgr.GetAPIReader(),
-		recorder:    recorder,
-		registry:    reg,
-		concurrency: opts.Concurrency,
-		releases:    newReleases(v1alpha1.MetalVRFIPPoolKind, v1alpha1.GlobalMetalVRFIPPoolKind),
-	}
+	releases := newReleases(v1alpha1.MetalVRFIPPoolKind, v1alpha1.GlobalMetalVRFIPPoolKind)
 	claims := &claimReconciler{
-		client:           mgr.GetClient(),
-		scheme:           mgr.GetScheme(),
-		adapter:          adapter,
-		watchFilterValue: opts.WatchFilterValue,
+		client: mgr.GetClient(), reader: mgr.GetAPIReader(), scheme: mgr.GetScheme(), recorder: recorder, registry: reg,
+		releases: releases, concurrency: opts.Concurrency, watchFilterValue: opts.WatchFilterValue,
 	}
 	if err := claims.setupWithManager(ctx, mgr); err != nil {
 		return nil, fmt.Errorf("setting up the claim controller: %w", err)
@@ -128,8 +121,8 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) (*reg
 
 	for _, kind := range []string{v1alpha1.MetalVRFIPPoolKind, v1alpha1.GlobalMetalVRFIPPoolKind} {
 		pools := &poolReconciler{
-			client: mgr.GetClient(), registry: reg, sources: sources, recorder: adapter.recorder,
-			releases: adapter.releases, kind: kind, cluster: cluster, resync: opts.SourceResyncPeriod,
+			client: mgr.GetClient(), registry: reg, sources: sources, recorder: recorder,
+			releases: releases, kind: kind, cluster: cluster, resync: opts.SourceResyncPeriod,
 			tokens: handoverTokens{reader: mgr.GetAPIReader(), client: mgr.GetClient(), namespace: opts.AllocationNamespace},
 		}
 		if err := pools.setupWithManager(ctx, mgr, opts); err != nil {
@@ -137,12 +130,12 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) (*reg
 		}
 	}
 	addresses := &addressReconciler{
-		client: mgr.GetClient(), reader: mgr.GetAPIReader(), registry: reg, releases: adapter.releases, recorder: adapter.recorder,
+		client: mgr.GetClient(), reader: mgr.GetAPIReader(), registry: reg, releases: releases, recorder: recorder,
 	}
 	if err := addresses.setupWithManager(ctx, mgr, opts); err != nil {
 		return nil, fmt.Errorf("setting up the IPAddress controller: %w", err)
 	}
-	reaper := &recordsReaper{client: mgr.GetClient(), registry: reg, releases: adapter.releases, recorder: adapter.recorder}
+	reaper := &recordsReaper{client: mgr.GetClient(), registry: reg, releases: releases, recorder: recorder}
 	if err := reaper.setupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the pending records controller: %w", err)
 	}

@@ -33,7 +33,7 @@ func TestOwnsAddress(t *testing.T) {
 		}
 		return a
 	}
-	h := &claimHandler{claim: claim, pool: pool}
+	s := &claimScope{claim: claim, pool: pool}
 	for _, tc := range []struct {
 		name    string
 		address *ipamv1.IPAddress
@@ -45,7 +45,7 @@ func TestOwnsAddress(t *testing.T) {
 		{"the claim's UID but another pool", address("new", "other"), false},
 		{"no owner reference", address("", "pool"), false},
 	} {
-		err := h.ownsAddress(tc.address)
+		err := s.ownsAddress(tc.address)
 		if got := err == nil; got != tc.owns {
 			t.Errorf("%s: ownsAddress() = %v, want owned %v", tc.name, err, tc.owns)
 		}
