@@ -98,7 +98,11 @@ func sourcesResolvedCondition(f fact) metav1.Condition {
 // stale; it is bounded here because Ready quotes it.
 func (f sourcesFailed) message() string {
 	text := strings.Join(f.messages, "; ")
-	if f.stale {
+	switch {
+	case f.stale && f.lastSync == nil:
+		// Kept from a resolution that never completed: no time to name.
+		text += "; serving the addresses resolved before, which may be stale"
+	case f.stale:
 		text += fmt.Sprintf("; serving the addresses resolved at %s, which may be stale", f.lastSync.UTC().Format(time.RFC3339))
 	}
 	return message.Bound(text)

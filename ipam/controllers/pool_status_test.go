@@ -25,6 +25,8 @@ func TestPoolConditionsFromFacts(t *testing.T) {
 		{"failed", down, "False", v1alpha1.MetalAPIUnavailableReason, "reading VRF v1: 503; PacketCluster ns/pc not found (spec.networkRef)"},
 		{"failed, serving stale addresses", sourcesFailed{reason: v1alpha1.InvalidCredentialsReason, messages: []string{"refused"}, stale: true, lastSync: &at},
 			"False", v1alpha1.InvalidCredentialsReason, "refused; serving the addresses resolved at 2026-03-01T12:00:00Z, which may be stale"},
+		{"failed, serving stale addresses of no complete resolution", sourcesFailed{reason: v1alpha1.InvalidCredentialsReason, messages: []string{"refused"}, stale: true},
+			"False", v1alpha1.InvalidCredentialsReason, "refused; serving the addresses resolved before, which may be stale"},
 		{"a fact of Ready", waitingForRelease{}, "Unknown", "UnknownFact", "controllers.waitingForRelease"},
 	})
 	counted := func(free int64, change func(*poolCounted)) poolCounted {

@@ -26,7 +26,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/validation"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -324,21 +323,14 @@ func (s *Store) ForgetRetired(ctx context.Context, domain string, pool poolref.K
 
 // Free deletes every record of the claim.
 func (s *Store) Free(ctx context.Context, claim registry.Claim) error {
-	labels := []string{uidLabel(claim.UID)}
-	if len(validation.IsValidLabelValue(string(claim.UID))) == 0 {
-		// Records written before UIDs were hashed carry the UID itself.
-		labels = append(labels, string(claim.UID))
+	var list coordinationv1.LeaseList
+	if err := s.reader.List(ctx, &list, client.InNamespace(s.namespace), client.MatchingLabels{v1alpha1.AllocationClaimUIDLabel: uidLabel(claim.UID)}); err != nil {
+		return err
 	}
 	var errs []error
-	for _, label := range labels {
-		var list coordinationv1.LeaseList
-		if err := s.reader.List(ctx, &list, client.InNamespace(s.namespace), client.MatchingLabels{v1alpha1.AllocationClaimUIDLabel: label}); err != nil {
-			return err
-		}
-		for i := range list.Items {
-			if heldBy(&list.Items[i], claim) {
-				errs = append(errs, s.delete(ctx, &list.Items[i]))
-			}
+	for i := range list.Items {
+		if heldBy(&list.Items[i], claim) {
+			errs = append(errs, s.delete(ctx, &list.Items[i]))
 		}
 	}
 	return errors.Join(errs...)
@@ -359,15 +351,6 @@ func uidLabel(uid types.UID) string {
 func heldBy(obj *coordinationv1.Lease, claim registry.Claim) bool {
 	rec, err := recordOf(obj)
 	return err == nil && sameClaim(rec.Holder.Claim, claim)
-}
-
-// recordClaimUID is the UID of the claim holding a record: its annotation, or
-// the label of a record written before UIDs were hashed.
-func recordClaimUID(obj *coordinationv1.Lease) types.UID {
-	if uid, ok := obj.Annotations[v1alpha1.AllocationClaimUIDAnnotation]; ok {
-		return types.UID(uid)
-	}
-	return types.UID(obj.Labels[v1alpha1.AllocationClaimUIDLabel])
 }
 
 // delete deletes exactly this record, not one created since under its name.
@@ -506,7 +489,7 @@ func recordOf(obj *coordinationv1.Lease) (registry.Record, error) {
 		return registry.Record{}, annotation(v1alpha1.AllocationClaimAnnotation, "<namespace>/<name>")
 	}
 	retired := obj.Labels[v1alpha1.AllocationRetiredLabel] == "true"
-	uid := recordClaimUID(obj)
+	uid := types.UID(obj.Annotations[v1alpha1.AllocationClaimUIDAnnotation])
 	return registry.Record{Address: ip, Recorded: recordedAt(obj), Holder: registry.Holder{
 		Pool: pool,
 		Claim: registry.Claim{
