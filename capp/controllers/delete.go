@@ -24,10 +24,10 @@ func (r *PacketMachineReconciler) deleteDevice(ctx context.Context, s *machineSc
 	}
 	// A deletion's wait is set by a reconcile whose calls all succeeded,
 	// which cleared the backoff: the two never hold the machine at once.
-	if wait := r.polls.waiting(pm.UID, true); wait > 0 {
+	if wait := s.turn.PollWait(); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, false, nil
 	}
-	access, result, ok, err := openMetal(r.backoff, pm.UID, &s.retry, &s.facts.deletion, func() (*metalAccess, error) { return r.access(ctx, s) })
+	access, result, ok, err := openMetal(s.turn, &s.facts.deletion, func() (*metalAccess, error) { return r.access(ctx, s) })
 	if !ok {
 		return result, false, err
 	}
@@ -64,7 +64,7 @@ func (r *PacketMachineReconciler) deleteDevice(ctx context.Context, s *machineSc
 		r.Recorder.Eventf(pm, nil, corev1.EventTypeNormal, "DeviceDeleted", "DeleteDevice", "Deleted device %s", dev.ID)
 	}
 	s.facts.deletion = deviceGoing{id: dev.ID}
-	r.polls.set(pm.UID, minPoll, true)
+	s.turn.PollIn(minPoll)
 	return ctrl.Result{RequeueAfter: minPoll}, false, nil
 }
 
@@ -72,7 +72,7 @@ func (r *PacketMachineReconciler) deleteDevice(ctx context.Context, s *machineSc
 // the deferred patch writes it.
 func (r *PacketMachineReconciler) removeFinalizer(_ context.Context, s *machineScope) (ctrl.Result, bool, error) {
 	controllerutil.RemoveFinalizer(s.PacketMachine, infrav1.MachineFinalizer)
-	r.polls.forget(s.PacketMachine.UID)
+	s.turn.Forget()
 	return ctrl.Result{}, true, nil
 }
 

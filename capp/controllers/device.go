@@ -26,10 +26,10 @@ import (
 // out. It sets spec.providerID as soon as the device exists.
 func (r *PacketMachineReconciler) reconcileDevice(ctx context.Context, s *machineScope) (ctrl.Result, bool, error) {
 	pm := s.PacketMachine
-	if _, result, ok, err := openMetal(r.backoff, pm.UID, &s.retry, &s.facts.device, func() (*metalAccess, error) { return r.access(ctx, s) }); !ok {
+	if _, result, ok, err := openMetal(s.turn, &s.facts.device, func() (*metalAccess, error) { return r.access(ctx, s) }); !ok {
 		return result, false, err
 	}
-	if wait := r.polls.waiting(pm.UID, false); wait > 0 && !endpointPending(s) {
+	if wait := s.turn.PollWait(); wait > 0 && !endpointPending(s) {
 		// The last read said when to look again: the conditions stand.
 		return ctrl.Result{RequeueAfter: wait}, false, nil
 	}
@@ -296,7 +296,7 @@ func (r *PacketMachineReconciler) createFailed(ctx context.Context, s *machineSc
 	pm := s.PacketMachine
 	if rerr, ok := errors.AsType[*device.ReservationError](err); ok {
 		s.facts.device = reservationUnavailable{id: pm.Spec.HardwareReservationID, err: rerr}
-		return ctrl.Result{RequeueAfter: r.retryAfter(s)}, false, nil
+		return ctrl.Result{RequeueAfter: s.turn.RetryAfter()}, false, nil
 	}
 	if projectRefused(err) {
 		return r.projectNotFound(s, err), false, nil
@@ -307,7 +307,7 @@ func (r *PacketMachineReconciler) createFailed(ctx context.Context, s *machineSc
 			reservation: pm.Spec.HardwareReservationID, messages: metal.ErrorMessages(err),
 		}
 		warnOnChange(r.Recorder, pm, deviceReady(s.facts.device), "CreateDevice")
-		return ctrl.Result{RequeueAfter: r.retryAfter(s)}, false, nil
+		return ctrl.Result{RequeueAfter: s.turn.RetryAfter()}, false, nil
 	}
 	return r.metalFailed(ctx, s, &s.facts.device, "creating the device", err)
 }
@@ -316,7 +316,7 @@ func (r *PacketMachineReconciler) createFailed(ctx context.Context, s *machineSc
 // retries with backoff.
 func (r *PacketMachineReconciler) projectNotFound(s *machineScope, err error) ctrl.Result {
 	s.facts.device = projectUnreachable{project: s.access.project, source: s.access.source, err: err}
-	return ctrl.Result{RequeueAfter: r.retryAfter(s)}
+	return ctrl.Result{RequeueAfter: s.turn.RetryAfter()}
 }
 
 // deviceFailed records a device the platform failed to provision, with the
@@ -351,7 +351,7 @@ func (r *PacketMachineReconciler) access(ctx context.Context, s *machineScope) (
 func (r *PacketMachineReconciler) metalFailed(ctx context.Context, s *machineScope, into *fact, what string, err error) (ctrl.Result, bool, error) {
 	ctrl.LoggerFrom(ctx).Info("Metal API call failed", "call", what, "error", err.Error())
 	*into = metalCallFailed{what: what, err: err, source: s.access.source}
-	return ctrl.Result{RequeueAfter: r.retryAfter(s)}, false, nil
+	return ctrl.Result{RequeueAfter: s.turn.RetryAfter()}, false, nil
 }
 
 // machineFailureDomain is the failure domain the Machine is placed in
@@ -382,10 +382,4 @@ func firstOf(values ...string) string {
 func projectRefused(err error) bool {
 	apiErr, ok := errors.AsType[*metal.APIError](err)
 	return ok && (apiErr.StatusCode == http.StatusNotFound || apiErr.StatusCode == http.StatusForbidden)
-}
-
-// retryAfter records a failed Metal call of the machine and returns how long
-// to wait before the next.
-func (r *PacketMachineReconciler) retryAfter(s *machineScope) time.Duration {
-	return r.backoff.failed(s.PacketMachine.UID, &s.retry)
 }

@@ -81,7 +81,7 @@ func (r *PacketClusterReconciler) reconcileEndpoint(ctx context.Context, s *clus
 		}
 		return ctrl.Result{}, true, nil
 	}
-	x, result, ok, err := openMetal(r.backoff, pc.UID, &s.retry, &s.facts.endpoint, func() (*device.Executor, error) { return r.metal(ctx, s) })
+	x, result, ok, err := openMetal(s.turn, &s.facts.endpoint, func() (*device.Executor, error) { return r.metal(ctx, s) })
 	if !ok {
 		return result, false, err
 	}
@@ -148,7 +148,7 @@ func (r *PacketClusterReconciler) newReservation(ctx context.Context, s *cluster
 		if metal.IsUnprocessable(err) {
 			s.facts.endpoint = reservationRefused{metro: pc.Spec.Metro, messages: metal.ErrorMessages(err)}
 			warnOnChange(r.Recorder, pc, controlPlaneEndpointReady(s.facts.endpoint), "ReserveEndpoint")
-			return ctrl.Result{RequeueAfter: r.backoff.failed(pc.UID, &s.retry)}, false, nil
+			return ctrl.Result{RequeueAfter: s.turn.RetryAfter()}, false, nil
 		}
 		return r.endpointFailed(ctx, s, &s.facts.endpoint, "reserving a public IPv4 address in metro "+pc.Spec.Metro, err)
 	}
@@ -199,7 +199,7 @@ func (r *PacketClusterReconciler) useReservation(s *clusterScope, res device.End
 func (r *PacketClusterReconciler) endpointFailed(ctx context.Context, s *clusterScope, into *fact, what string, err error) (ctrl.Result, bool, error) {
 	ctrl.LoggerFrom(ctx).Info("Metal API call failed", "call", what, "error", err.Error())
 	*into = metalCallFailed{what: what, err: err, source: s.source, project: s.PacketCluster.Spec.ProjectID}
-	return ctrl.Result{RequeueAfter: r.backoff.failed(s.PacketCluster.UID, &s.retry)}, false, nil
+	return ctrl.Result{RequeueAfter: s.turn.RetryAfter()}, false, nil
 }
 
 // releaseEndpoint releases the reservation of the cluster's endpoint and is
@@ -212,7 +212,7 @@ func (r *PacketClusterReconciler) releaseEndpoint(ctx context.Context, s *cluste
 	if _, managed := pc.Annotations[infrav1.EndpointReservationAnnotation]; !managed {
 		return ctrl.Result{}, true, nil
 	}
-	x, result, ok, err := openMetal(r.backoff, pc.UID, &s.retry, &s.facts.deletion, func() (*device.Executor, error) { return r.metal(ctx, s) })
+	x, result, ok, err := openMetal(s.turn, &s.facts.deletion, func() (*device.Executor, error) { return r.metal(ctx, s) })
 	if !ok {
 		return result, false, err
 	}

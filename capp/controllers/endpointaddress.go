@@ -53,7 +53,7 @@ func (r *PacketMachineReconciler) reconcileEndpointAddress(ctx context.Context, 
 		// Another machine may have been faster; the next read tells.
 		s.facts.endpoint = endpointAssignRefused{address: ep.Address, device: s.Device.ID, messages: metal.ErrorMessages(err)}
 		warnOnChange(r.Recorder, pm, endpointAssigned(s.facts.endpoint), "AssignEndpoint")
-		return ctrl.Result{RequeueAfter: r.retryAfter(s)}, false, nil
+		return ctrl.Result{RequeueAfter: s.turn.RetryAfter()}, false, nil
 	case err != nil:
 		return r.metalFailed(ctx, s, &s.facts.endpoint, "routing the endpoint "+ep.Address+" to the device", err)
 	}

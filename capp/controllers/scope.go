@@ -13,6 +13,7 @@ import (
 	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/capp/cloudinit"
 	"github.com/metal-vrf/cluster-api-metal-vrf/capp/device"
+	"github.com/metal-vrf/cluster-api-metal-vrf/capp/internal/pacing"
 )
 
 // machineScope is what the phases of one reconcile share: the objects read
@@ -47,10 +48,10 @@ type machineScope struct {
 	placement placement
 
 	// facts are what the phases observed, for setStatus; run is where
-	// they stopped, retry the bookkeeping of failed Metal calls.
+	// they stopped; turn is the reconcile at the machine's Metal gate.
 	facts    machineFacts
 	run      phaseRun
-	retry    retryState
+	turn     *pacing.Turn
 	deleting bool
 }
 
@@ -68,12 +69,6 @@ type phaseRun struct {
 	stoppedAt int
 	failed    bool
 }
-
-// retryState is what a reconcile did about the object's backoff:
-// failed when a Metal call failed, backingOff when it made none because
-// an earlier one had failed. The backoff is reset only after a reconcile
-// with neither.
-type retryState struct{ failed, backingOff bool }
 
 // reasonChanges reports whether the condition's reason, as last written,
 // differs from reason: events are emitted on such changes only.
