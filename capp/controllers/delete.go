@@ -37,25 +37,21 @@ func (r *PacketMachineReconciler) deleteDevice(ctx context.Context, s *machineSc
 		r.Recorder.Eventf(pm, nil, corev1.EventTypeWarning, infrav1.DeviceNotOwnedReason, "DeleteDevice",
 			"Left device %s alone: %v", nerr.ID, nerr)
 		s.facts.deletion = deviceLeftAlone{err: nerr}
-		r.Creations.Release(pm.UID)
 		return ctrl.Result{}, true, nil
 	}
-	if err != nil && pm.Spec.ProviderID == "" && metal.IsNotFound(err) {
+	switch {
+	case err != nil && pm.Spec.ProviderID == "" && metal.IsNotFound(err):
 		// Looking for the device by tag lists the project's devices: a
 		// project the platform does not know holds none of them.
-		r.Creations.Release(pm.UID)
-		return ctrl.Result{}, true, nil
-	}
-	if err != nil {
+	case err != nil:
 		return r.metalFailed(ctx, s, &s.facts.deletion, "reading the device", err)
 	}
-	step := device.PlanDelete(dev)
-	switch step.Action {
+	s.step = device.PlanDelete(dev)
+	switch s.step.Action {
 	case device.Done:
-		r.Creations.Release(pm.UID)
 		return ctrl.Result{}, true, nil
 	case device.Delete:
-		err := access.executor.Run(ctx, step, dev)
+		err := access.executor.Run(ctx, s.step, dev)
 		countStep("delete", err)
 		if err != nil {
 			return r.metalFailed(ctx, s, &s.facts.deletion, "deleting device "+dev.ID, err)

@@ -52,13 +52,47 @@ func (r *PacketMachineReconciler) reconcileDevice(ctx context.Context, s *machin
 	case step.Reason == device.ReasonDeviceGone:
 		// Making another would give the Machine a new server behind the
 		// same providerID.
-		r.Creations.Release(pm.UID)
 		s.facts.device = deviceGone{id: device.DeviceID(pm.Spec.ProviderID)}
 		return ctrl.Result{}, false, nil
 	default:
-		r.Creations.Release(pm.UID)
 		return r.deviceFailed(ctx, s, step)
 	}
+}
+
+// followCreation is the one place a machine's creation slot is kept or
+// freed (creationReady takes it, right before Plan can decide Create), at
+// the end of each reconcile, from what the device's step and its fact say
+// of the device:
+//   - kept while the device is in creation: seen provisioning (WaitDevice,
+//     which also takes the slot back after a restart) or just created;
+//   - freed once its creation is over or did not happen: the device seen
+//     active or failed, gone, or not the machine's; a Create step that made
+//     no device; a deletion that found no device left, or left it alone;
+//   - left as it is when the reconcile stopped before it knew (held back,
+//     paced, a failed read, a set-up problem), while the machine waits to
+//     create (WaitCreate: it may be waiting for a slot), and while a
+//     deletion waits for the device to go.
+func (r *PacketMachineReconciler) followCreation(s *machineScope) {
+	pm := s.PacketMachine
+	if s.deleting {
+		if _, leftAlone := s.facts.deletion.(deviceLeftAlone); leftAlone || s.step.Action == device.Done {
+			r.Creations.Release(pm.UID)
+		}
+		return
+	}
+	switch f := s.facts.device.(type) {
+	case deviceSeen:
+		if !f.active {
+			r.Creations.Hold(pm.UID, client.ObjectKeyFromObject(pm), s.Device.CreatedAt)
+			return
+		}
+	case deviceGone, deviceNotOwned, deviceFailed:
+	default:
+		if !s.spec.MayCreate {
+			return
+		}
+	}
+	r.Creations.Release(pm.UID)
 }
 
 // observe reads what the platform has of the machine, once, and builds
@@ -161,19 +195,15 @@ func (r *PacketMachineReconciler) readPorts(ctx context.Context, s *machineScope
 	return ctrl.Result{}, true, nil
 }
 
-// deviceActive records an active device: DeviceReady is True and its
-// creation slot frees.
+// deviceActive records an active device: DeviceReady is True.
 func (r *PacketMachineReconciler) deviceActive(s *machineScope) {
-	r.Creations.Release(s.PacketMachine.UID)
 	s.facts.device = deviceSeen{id: s.Device.ID, state: s.Device.State, active: true}
 }
 
-// provisioning records a device in creation: it holds its creation slot
-// (also one whose creation began before a restart), and is read again after
-// a quarter of its age.
+// provisioning records a device in creation, read again after a quarter of
+// its age.
 func (r *PacketMachineReconciler) provisioning(s *machineScope) (ctrl.Result, bool, error) {
-	pm, dev := s.PacketMachine, s.Device
-	r.Creations.Hold(pm.UID, client.ObjectKeyFromObject(pm), dev.CreatedAt)
+	dev := s.Device
 	s.facts.device = deviceSeen{id: dev.ID, state: dev.State}
 	return ctrl.Result{RequeueAfter: provisioningPoll(time.Since(dev.CreatedAt))}, false, nil
 }
@@ -182,7 +212,6 @@ func (r *PacketMachineReconciler) provisioning(s *machineScope) (ctrl.Result, bo
 // nothing is done with it, and deleting the machine leaves it alone.
 func (r *PacketMachineReconciler) deviceNotOwned(ctx context.Context, s *machineScope, nerr *device.NotOwnedError) ctrl.Result {
 	pm := s.PacketMachine
-	r.Creations.Release(pm.UID)
 	field := fmt.Sprintf("spec.providerID %q", pm.Spec.ProviderID)
 	if pm.Spec.ProviderID == "" {
 		field = "the device carrying the machine's tag " + deviceTag(pm)
@@ -202,13 +231,11 @@ func (r *PacketMachineReconciler) create(ctx context.Context, s *machineScope) (
 	if !deviceRequested(pm) {
 		if done, err := r.markRequested(ctx, pm); !done {
 			// Our copy is stale (a newer one is on its way) or the write failed.
-			r.Creations.Release(pm.UID)
 			return ctrl.Result{}, false, err
 		}
 	}
 	dev, err := r.createDevice(ctx, s)
 	if err != nil {
-		r.Creations.Release(pm.UID)
 		return r.createFailed(ctx, s, err)
 	}
 	s.Device = dev

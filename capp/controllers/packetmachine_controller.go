@@ -180,6 +180,7 @@ func (r *PacketMachineReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	}
 	s := &machineScope{PacketMachine: pm, Machine: machine, Cluster: cluster}
 	return patched(ctx, r.Client, pm, ownedConditions, s.setStatus, func() (ctrl.Result, error) {
+		defer r.followCreation(s)
 		if !pm.DeletionTimestamp.IsZero() {
 			return r.reconcileDelete(ctx, s)
 		}

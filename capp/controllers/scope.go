@@ -38,7 +38,8 @@ type machineScope struct {
 	// machine's; nil when it has none or it was not read.
 	Device *device.Device
 	// spec is what the machine wants of the platform and step the next
-	// step device.Plan gave for it, both set by reconcileDevice;
+	// step device.Plan gave for it, both set by reconcileDevice (deleteDevice
+	// sets step to device.PlanDelete's once it has read the device);
 	// reconcilePorts carries out a step of the ports. hold says what a
 	// WaitCreate or WaitVLANs step waits for.
 	spec device.Spec
