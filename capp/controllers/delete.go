@@ -27,7 +27,7 @@ func (r *PacketMachineReconciler) deleteDevice(ctx context.Context, s *machineSc
 	if wait := s.turn.PollWait(); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, false, nil
 	}
-	access, result, ok, err := openMetal(s.turn, &s.facts.deletion, func() (*metalAccess, error) { return r.access(ctx, s) })
+	access, result, ok, err := openMetal(s.turn, func(f *setupError) { s.facts.deletion = f }, func() (*metalAccess, error) { return r.access(ctx, s) })
 	if !ok {
 		return result, false, err
 	}
@@ -44,7 +44,8 @@ func (r *PacketMachineReconciler) deleteDevice(ctx context.Context, s *machineSc
 		// Looking for the device by tag lists the project's devices: a
 		// project the platform does not know holds none of them.
 	case err != nil:
-		return r.metalFailed(ctx, s, &s.facts.deletion, "reading the device", err)
+		s.facts.deletion = r.metalFailed(ctx, s, "reading the device", err)
+		return retry(s.turn)
 	}
 	s.step = device.PlanDelete(dev)
 	switch s.step.Action {
@@ -54,7 +55,8 @@ func (r *PacketMachineReconciler) deleteDevice(ctx context.Context, s *machineSc
 		err := access.executor.Run(ctx, s.step, dev)
 		countStep("delete", err)
 		if err != nil {
-			return r.metalFailed(ctx, s, &s.facts.deletion, "deleting device "+dev.ID, err)
+			s.facts.deletion = r.metalFailed(ctx, s, "deleting device "+dev.ID, err)
+			return retry(s.turn)
 		}
 		ctrl.LoggerFrom(ctx).Info("Deleted the device", "device", dev.ID)
 		r.Recorder.Eventf(pm, nil, corev1.EventTypeNormal, "DeviceDeleted", "DeleteDevice", "Deleted device %s", dev.ID)

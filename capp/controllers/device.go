@@ -26,7 +26,7 @@ import (
 // out. It sets spec.providerID as soon as the device exists.
 func (r *PacketMachineReconciler) reconcileDevice(ctx context.Context, s *machineScope) (ctrl.Result, bool, error) {
 	pm := s.PacketMachine
-	if _, result, ok, err := openMetal(s.turn, &s.facts.device, func() (*metalAccess, error) { return r.access(ctx, s) }); !ok {
+	if _, result, ok, err := openMetal(s.turn, func(f *setupError) { s.facts.device = f }, func() (*metalAccess, error) { return r.access(ctx, s) }); !ok {
 		return result, false, err
 	}
 	if wait := s.turn.PollWait(); wait > 0 && !endpointPending(s) {
@@ -45,7 +45,7 @@ func (r *PacketMachineReconciler) reconcileDevice(ctx context.Context, s *machin
 	case step.Action == device.Create:
 		return r.create(ctx, s)
 	case step.Action == device.WaitCreate:
-		s.facts.device = s.hold.why
+		s.facts.device = s.hold.device
 		return ctrl.Result{RequeueAfter: s.hold.retry}, false, nil
 	case step.Action == device.WaitDevice:
 		return r.provisioning(s)
@@ -117,7 +117,8 @@ func (r *PacketMachineReconciler) observe(ctx context.Context, s *machineScope) 
 			return r.projectNotFound(s, err), false, nil
 		}
 		if err != nil {
-			return r.metalFailed(ctx, s, &s.facts.device, "reading the device", err)
+			s.facts.device = r.metalFailed(ctx, s, "reading the device", err)
+			return retry(s.turn)
 		}
 		s.Device = dev
 	}
@@ -141,7 +142,7 @@ func (r *PacketMachineReconciler) creationReady(ctx context.Context, s *machineS
 	pm := s.PacketMachine
 	place, fderr := placeDevice(pm.Spec, s.access.cluster, machineFailureDomain(s))
 	if fderr != nil {
-		s.hold = hold{why: fderr, retry: slowPoll}
+		s.hold = hold{device: fderr, retry: slowPoll}
 		return ctrl.Result{}, true, nil
 	}
 	s.placement = place
@@ -152,15 +153,16 @@ func (r *PacketMachineReconciler) creationReady(ctx context.Context, s *machineS
 			if place.failureDomain != "" {
 				f.failureDomain, f.metro = place.failureDomain, place.metro
 			}
-			s.spec.VLANsMissing, s.hold = true, hold{why: f, retry: vlanNotFound}
+			s.spec.VLANsMissing, s.hold = true, hold{device: f, retry: vlanNotFound}
 			return ctrl.Result{}, true, nil
 		}
 		if err != nil {
-			return r.metalFailed(ctx, s, &s.facts.device, "reading the project's VLANs", err)
+			s.facts.device = r.metalFailed(ctx, s, "reading the project's VLANs", err)
+			return retry(s.turn)
 		}
 	}
 	if !r.Creations.Acquire(pm.UID, client.ObjectKeyFromObject(pm)) {
-		s.hold = hold{why: waitingForSlot{waiting: r.Creations.Waiting(pm.Namespace)}, retry: slotPoll}
+		s.hold = hold{device: waitingForSlot{waiting: r.Creations.Waiting(pm.Namespace)}, retry: slotPoll}
 		return ctrl.Result{}, true, nil
 	}
 	s.spec.MayCreate = true
@@ -180,16 +182,18 @@ func (r *PacketMachineReconciler) readPorts(ctx context.Context, s *machineScope
 	x := s.access.executor
 	spec, err := x.ResolveVLANs(ctx, s.Device.Metro, s.spec)
 	if problems := vlanProblems(s.PacketMachine, err); problems != nil {
-		s.spec.VLANsMissing, s.hold = true, hold{why: vlansMissing{problems: problems}, retry: vlanNotFound}
+		s.spec.VLANsMissing, s.hold = true, hold{ports: vlansMissing{problems: problems}, retry: vlanNotFound}
 		return ctrl.Result{}, true, nil
 	}
 	if err != nil {
 		r.deviceActive(s)
-		return r.metalFailed(ctx, s, &s.facts.ports, "reading the project's VLANs", err)
+		s.facts.ports = r.metalFailed(ctx, s, "reading the project's VLANs", err)
+		return retry(s.turn)
 	}
 	if err := x.ReadBatches(ctx, spec, s.Device); err != nil {
 		r.deviceActive(s)
-		return r.metalFailed(ctx, s, &s.facts.ports, "reading the ports' VLAN batches", err)
+		s.facts.ports = r.metalFailed(ctx, s, "reading the ports' VLAN batches", err)
+		return retry(s.turn)
 	}
 	s.spec = spec
 	return ctrl.Result{}, true, nil
@@ -323,7 +327,7 @@ func (r *PacketMachineReconciler) createFailed(ctx context.Context, s *machineSc
 	pm := s.PacketMachine
 	if rerr, ok := errors.AsType[*device.ReservationError](err); ok {
 		s.facts.device = reservationUnavailable{id: pm.Spec.HardwareReservationID, err: rerr}
-		return ctrl.Result{RequeueAfter: s.turn.RetryAfter()}, false, nil
+		return retry(s.turn)
 	}
 	if projectRefused(err) {
 		return r.projectNotFound(s, err), false, nil
@@ -334,9 +338,10 @@ func (r *PacketMachineReconciler) createFailed(ctx context.Context, s *machineSc
 			reservation: pm.Spec.HardwareReservationID, messages: metal.ErrorMessages(err),
 		}
 		warnOnChange(r.Recorder, pm, deviceReady(s.facts.device), "CreateDevice")
-		return ctrl.Result{RequeueAfter: s.turn.RetryAfter()}, false, nil
+		return retry(s.turn)
 	}
-	return r.metalFailed(ctx, s, &s.facts.device, "creating the device", err)
+	s.facts.device = r.metalFailed(ctx, s, "creating the device", err)
+	return retry(s.turn)
 }
 
 // projectNotFound records a project the platform refused (404, 403) and
@@ -373,12 +378,11 @@ func (r *PacketMachineReconciler) access(ctx context.Context, s *machineScope) (
 	return s.access, nil
 }
 
-// metalFailed records a failed Metal call as the fact of the phase that
-// made it and retries with backoff.
-func (r *PacketMachineReconciler) metalFailed(ctx context.Context, s *machineScope, into *fact, what string, err error) (ctrl.Result, bool, error) {
+// metalFailed logs a failed Metal call and returns its fact, which the
+// phase that made it records before it retries (retry).
+func (r *PacketMachineReconciler) metalFailed(ctx context.Context, s *machineScope, what string, err error) metalCallFailed {
 	ctrl.LoggerFrom(ctx).Info("Metal API call failed", "call", what, "error", err.Error())
-	*into = metalCallFailed{what: what, err: err, source: s.access.source}
-	return ctrl.Result{RequeueAfter: s.turn.RetryAfter()}, false, nil
+	return metalCallFailed{what: what, err: err, source: s.access.source}
 }
 
 // machineFailureDomain is the failure domain the Machine is placed in

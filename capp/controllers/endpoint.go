@@ -31,7 +31,7 @@ const EndpointTagPrefix = device.EndpointTagPrefix
 type endpointPlan struct {
 	reserve bool
 	vip     bool
-	given   fact
+	given   clusterEndpointFact
 }
 
 // planEndpoint decides where the endpoint comes from. Once a reservation
@@ -81,7 +81,7 @@ func (r *PacketClusterReconciler) reconcileEndpoint(ctx context.Context, s *clus
 		}
 		return ctrl.Result{}, true, nil
 	}
-	x, result, ok, err := openMetal(s.turn, &s.facts.endpoint, func() (*device.Executor, error) { return r.metal(ctx, s) })
+	x, result, ok, err := openMetal(s.turn, func(f *setupError) { s.facts.endpoint = f }, func() (*device.Executor, error) { return r.metal(ctx, s) })
 	if !ok {
 		return result, false, err
 	}
@@ -106,7 +106,8 @@ func (r *PacketClusterReconciler) recordedReservation(ctx context.Context, s *cl
 		s.facts.endpoint = reservationGone{id: id, host: pc.Spec.ControlPlaneEndpoint.Host}
 		return ctrl.Result{RequeueAfter: slowPoll}, false, nil
 	case err != nil:
-		return r.endpointFailed(ctx, s, &s.facts.endpoint, "reading reservation "+id, err)
+		s.facts.endpoint = r.endpointFailed(ctx, s, "reading reservation "+id, err)
+		return retry(s.turn)
 	}
 	return r.useReservation(s, ep)
 }
@@ -118,7 +119,8 @@ func (r *PacketClusterReconciler) newReservation(ctx context.Context, s *cluster
 	pc := s.PacketCluster
 	tagged, err := x.FindEndpoints(ctx, endpointTag(pc))
 	if err != nil {
-		return r.endpointFailed(ctx, s, &s.facts.endpoint, "listing the project's public IPv4 reservations", err)
+		s.facts.endpoint = r.endpointFailed(ctx, s, "listing the project's public IPv4 reservations", err)
+		return retry(s.turn)
 	}
 	plan := device.PlanReservation(tagged, pc.Spec.ControlPlaneEndpoint.Host)
 	if !plan.Reserve {
@@ -126,7 +128,8 @@ func (r *PacketClusterReconciler) newReservation(ctx context.Context, s *cluster
 			err := x.ReleaseEndpoint(ctx, extra)
 			countEndpointStep("release", err)
 			if err != nil {
-				return r.endpointFailed(ctx, s, &s.facts.endpoint, "releasing the surplus reservation "+extra.ReservationID, err)
+				s.facts.endpoint = r.endpointFailed(ctx, s, "releasing the surplus reservation "+extra.ReservationID, err)
+				return retry(s.turn)
 			}
 			r.Recorder.Eventf(pc, nil, corev1.EventTypeNormal, "EndpointReservationReleased", "ReserveEndpoint",
 				"Released surplus reservation %s (%s) carrying this cluster's tag", extra.ReservationID, extra.Address)
@@ -148,9 +151,10 @@ func (r *PacketClusterReconciler) newReservation(ctx context.Context, s *cluster
 		if metal.IsUnprocessable(err) {
 			s.facts.endpoint = reservationRefused{metro: pc.Spec.Metro, messages: metal.ErrorMessages(err)}
 			warnOnChange(r.Recorder, pc, controlPlaneEndpointReady(s.facts.endpoint), "ReserveEndpoint")
-			return ctrl.Result{RequeueAfter: s.turn.RetryAfter()}, false, nil
+			return retry(s.turn)
 		}
-		return r.endpointFailed(ctx, s, &s.facts.endpoint, "reserving a public IPv4 address in metro "+pc.Spec.Metro, err)
+		s.facts.endpoint = r.endpointFailed(ctx, s, "reserving a public IPv4 address in metro "+pc.Spec.Metro, err)
+		return retry(s.turn)
 	}
 	ctrl.LoggerFrom(ctx).Info("Reserved the endpoint", "reservation", ep.ReservationID, "address", ep.Address)
 	r.Recorder.Eventf(pc, nil, corev1.EventTypeNormal, "EndpointReserved", "ReserveEndpoint",
@@ -194,12 +198,11 @@ func (r *PacketClusterReconciler) useReservation(s *clusterScope, res device.End
 	return ctrl.Result{}, true, nil
 }
 
-// endpointFailed records a failed Metal call as the fact of the phase that
-// made it and retries with backoff.
-func (r *PacketClusterReconciler) endpointFailed(ctx context.Context, s *clusterScope, into *fact, what string, err error) (ctrl.Result, bool, error) {
+// endpointFailed logs a failed Metal call and returns its fact, which the
+// phase that made it records before it retries (retry).
+func (r *PacketClusterReconciler) endpointFailed(ctx context.Context, s *clusterScope, what string, err error) metalCallFailed {
 	ctrl.LoggerFrom(ctx).Info("Metal API call failed", "call", what, "error", err.Error())
-	*into = metalCallFailed{what: what, err: err, source: s.source, project: s.PacketCluster.Spec.ProjectID}
-	return ctrl.Result{RequeueAfter: s.turn.RetryAfter()}, false, nil
+	return metalCallFailed{what: what, err: err, source: s.source, project: s.PacketCluster.Spec.ProjectID}
 }
 
 // releaseEndpoint releases the reservation of the cluster's endpoint and is
@@ -212,19 +215,21 @@ func (r *PacketClusterReconciler) releaseEndpoint(ctx context.Context, s *cluste
 	if _, managed := pc.Annotations[infrav1.EndpointReservationAnnotation]; !managed {
 		return ctrl.Result{}, true, nil
 	}
-	x, result, ok, err := openMetal(s.turn, &s.facts.deletion, func() (*device.Executor, error) { return r.metal(ctx, s) })
+	x, result, ok, err := openMetal(s.turn, func(f *setupError) { s.facts.deletion = f }, func() (*device.Executor, error) { return r.metal(ctx, s) })
 	if !ok {
 		return result, false, err
 	}
 	found, err := r.endpointReservations(ctx, x, pc)
 	if err != nil {
-		return r.endpointFailed(ctx, s, &s.facts.deletion, "looking for the endpoint's reservation", err)
+		s.facts.deletion = r.endpointFailed(ctx, s, "looking for the endpoint's reservation", err)
+		return retry(s.turn)
 	}
 	for _, res := range found {
 		err := x.ReleaseEndpoint(ctx, res)
 		countEndpointStep("release", err)
 		if err != nil {
-			return r.endpointFailed(ctx, s, &s.facts.deletion, "releasing reservation "+res.ReservationID, err)
+			s.facts.deletion = r.endpointFailed(ctx, s, "releasing reservation "+res.ReservationID, err)
+			return retry(s.turn)
 		}
 		ctrl.LoggerFrom(ctx).Info("Released the endpoint's reservation", "reservation", res.ReservationID, "address", res.Address)
 		r.Recorder.Eventf(pc, nil, corev1.EventTypeNormal, "EndpointReleased", "ReleaseEndpoint",
@@ -232,7 +237,8 @@ func (r *PacketClusterReconciler) releaseEndpoint(ctx context.Context, s *cluste
 	}
 	if len(found) > 0 {
 		if found, err = r.endpointReservations(ctx, x, pc); err != nil {
-			return r.endpointFailed(ctx, s, &s.facts.deletion, "checking the endpoint's reservation is gone", err)
+			s.facts.deletion = r.endpointFailed(ctx, s, "checking the endpoint's reservation is gone", err)
+			return retry(s.turn)
 		}
 	}
 	if len(found) > 0 {

@@ -32,7 +32,8 @@ func (r *PacketMachineReconciler) reconcileNodeReport(ctx context.Context, s *ma
 	}
 	events, err := s.access.executor.Events(ctx, s.Device.ID)
 	if err != nil {
-		return r.metalFailed(ctx, s, &s.facts.node, "reading the device's events", err)
+		s.facts.node = r.metalFailed(ctx, s, "reading the device's events", err)
+		return retry(s.turn)
 	}
 	f := nodeReported{device: s.Device.ID, report: device.NodeReport(events), timeout: r.NodeReportTimeout}
 	activeFor := time.Since(activeSince(pm))

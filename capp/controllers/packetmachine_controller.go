@@ -255,9 +255,9 @@ func runPhases[S any](ctx context.Context, s S, run *phaseRun, phases []phase[S]
 // openMetal begins a phase that calls the Metal API: it makes no call
 // while the backoff after the object's last failed one lasts (the
 // conditions that failure left stand), then opens the access (open), a
-// set-up problem becoming the phase's fact (into). ok false ends the phase
-// with result and err.
-func openMetal[A any](turn *pacing.Turn, into *fact, open func() (A, error)) (access A, result ctrl.Result, ok bool, err error) {
+// set-up problem becoming the phase's fact (into, which records it in the
+// phase's slot). ok false ends the phase with result and err.
+func openMetal[A any](turn *pacing.Turn, into func(*setupError), open func() (A, error)) (access A, result ctrl.Result, ok bool, err error) {
 	if wait := turn.Backoff(); wait > 0 {
 		return access, ctrl.Result{RequeueAfter: wait}, false, nil
 	}
@@ -269,13 +269,19 @@ func openMetal[A any](turn *pacing.Turn, into *fact, open func() (A, error)) (ac
 }
 
 // setupFailed records a set-up problem (err a *setupError) as the fact of
-// the phase that met it; it is looked at again now and then, since a Secret
-// created later is not watched. Any other error is returned.
-func setupFailed(into *fact, err error) (ctrl.Result, bool, error) {
+// the phase that met it (into); it is looked at again now and then, since a
+// Secret created later is not watched. Any other error is returned.
+func setupFailed(into func(*setupError), err error) (ctrl.Result, bool, error) {
 	serr, ok := errors.AsType[*setupError](err)
 	if !ok {
 		return ctrl.Result{}, false, err
 	}
-	*into = serr
+	into(serr)
 	return ctrl.Result{RequeueAfter: noCredentials}, false, nil
+}
+
+// retry ends a phase whose Metal call failed: it looks again once the
+// backoff, which the failure makes longer, is over.
+func retry(turn *pacing.Turn) (ctrl.Result, bool, error) {
+	return ctrl.Result{RequeueAfter: turn.RetryAfter()}, false, nil
 }

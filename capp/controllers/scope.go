@@ -56,12 +56,14 @@ type machineScope struct {
 	deleting bool
 }
 
-// hold is what keeps a machine's next step from being taken (a failure
-// domain, a VLAN or a creation slot missing): the fact that says so, and
-// when to look again.
+// hold is what keeps a machine's next step from being taken: the fact that
+// says so, of the device (a failure domain, a VLAN or a creation slot
+// missing: WaitCreate) or of its ports (a VLAN missing: WaitVLANs), and when
+// to look again.
 type hold struct {
-	why   fact
-	retry time.Duration
+	device deviceFact
+	ports  portsFact
+	retry  time.Duration
 }
 
 // phaseRun is where a run of phases stopped: the index of the phase that
