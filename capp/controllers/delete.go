@@ -44,8 +44,7 @@ func (r *PacketMachineReconciler) deleteDevice(ctx context.Context, s *machineSc
 		// Looking for the device by tag lists the project's devices: a
 		// project the platform does not know holds none of them.
 	case err != nil:
-		s.facts.deletion = r.metalFailed(ctx, s, "reading the device", err)
-		return retry(s.turn)
+		return r.metalFailed(ctx, s, func(f metalCallFailed) { s.facts.deletion = f }, "reading the device", err)
 	}
 	s.step = device.PlanDelete(dev)
 	switch s.step.Action {
@@ -55,8 +54,7 @@ func (r *PacketMachineReconciler) deleteDevice(ctx context.Context, s *machineSc
 		err := access.executor.Run(ctx, s.step, dev)
 		countStep("delete", err)
 		if err != nil {
-			s.facts.deletion = r.metalFailed(ctx, s, "deleting device "+dev.ID, err)
-			return retry(s.turn)
+			return r.metalFailed(ctx, s, func(f metalCallFailed) { s.facts.deletion = f }, "deleting device "+dev.ID, err)
 		}
 		ctrl.LoggerFrom(ctx).Info("Deleted the device", "device", dev.ID)
 		r.Recorder.Eventf(pm, nil, corev1.EventTypeNormal, "DeviceDeleted", "DeleteDevice", "Deleted device %s", dev.ID)

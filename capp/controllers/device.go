@@ -59,19 +59,17 @@ func (r *PacketMachineReconciler) reconcileDevice(ctx context.Context, s *machin
 	}
 }
 
-// followCreation is the one place a machine's creation slot is kept or
-// freed (creationReady takes it, right before Plan can decide Create), at
-// the end of each reconcile, from what the device's step and its fact say
-// of the device:
-//   - kept while the device is in creation: seen provisioning (WaitDevice,
-//     which also takes the slot back after a restart) or just created;
-//   - freed once its creation is over or did not happen: the device seen
-//     active or failed, gone, or not the machine's; a Create step that made
-//     no device; a deletion that found no device left, or left it alone;
-//   - left as it is when the reconcile stopped before it knew (held back,
-//     paced, a failed read, a set-up problem), while the machine waits to
-//     create (WaitCreate: it may be waiting for a slot), and while a
-//     deletion waits for the device to go.
+// followCreation, deferred by Reconcile, is the one place a machine's
+// creation slot (which creationReady takes right before Plan can decide
+// Create) is kept or freed, from the device's step and fact. It is kept
+// while the device is in creation: seen provisioning (WaitDevice, which also
+// takes it back after a restart) or just created. It is freed once the
+// creation is over or did not happen: the device seen active or failed,
+// gone or not the machine's, a Create step that made none, a deletion that
+// found none left (PlanDelete's Done) or left it alone. It is left as it is
+// when the reconcile stopped before it knew (held back, paced, a failed
+// read or set-up), waits to create (WaitCreate: it may be waiting for a
+// slot) or waits for its device to go.
 func (r *PacketMachineReconciler) followCreation(s *machineScope) {
 	pm := s.PacketMachine
 	if s.deleting {
@@ -117,8 +115,7 @@ func (r *PacketMachineReconciler) observe(ctx context.Context, s *machineScope) 
 			return r.projectNotFound(s, err), false, nil
 		}
 		if err != nil {
-			s.facts.device = r.metalFailed(ctx, s, "reading the device", err)
-			return retry(s.turn)
+			return r.metalFailed(ctx, s, func(f metalCallFailed) { s.facts.device = f }, "reading the device", err)
 		}
 		s.Device = dev
 	}
@@ -157,8 +154,7 @@ func (r *PacketMachineReconciler) creationReady(ctx context.Context, s *machineS
 			return ctrl.Result{}, true, nil
 		}
 		if err != nil {
-			s.facts.device = r.metalFailed(ctx, s, "reading the project's VLANs", err)
-			return retry(s.turn)
+			return r.metalFailed(ctx, s, func(f metalCallFailed) { s.facts.device = f }, "reading the project's VLANs", err)
 		}
 	}
 	if !r.Creations.Acquire(pm.UID, client.ObjectKeyFromObject(pm)) {
@@ -187,13 +183,11 @@ func (r *PacketMachineReconciler) readPorts(ctx context.Context, s *machineScope
 	}
 	if err != nil {
 		r.deviceActive(s)
-		s.facts.ports = r.metalFailed(ctx, s, "reading the project's VLANs", err)
-		return retry(s.turn)
+		return r.metalFailed(ctx, s, func(f metalCallFailed) { s.facts.ports = f }, "reading the project's VLANs", err)
 	}
 	if err := x.ReadBatches(ctx, spec, s.Device); err != nil {
 		r.deviceActive(s)
-		s.facts.ports = r.metalFailed(ctx, s, "reading the ports' VLAN batches", err)
-		return retry(s.turn)
+		return r.metalFailed(ctx, s, func(f metalCallFailed) { s.facts.ports = f }, "reading the ports' VLAN batches", err)
 	}
 	s.spec = spec
 	return ctrl.Result{}, true, nil
@@ -327,7 +321,7 @@ func (r *PacketMachineReconciler) createFailed(ctx context.Context, s *machineSc
 	pm := s.PacketMachine
 	if rerr, ok := errors.AsType[*device.ReservationError](err); ok {
 		s.facts.device = reservationUnavailable{id: pm.Spec.HardwareReservationID, err: rerr}
-		return retry(s.turn)
+		return ctrl.Result{RequeueAfter: s.turn.RetryAfter()}, false, nil
 	}
 	if projectRefused(err) {
 		return r.projectNotFound(s, err), false, nil
@@ -338,10 +332,9 @@ func (r *PacketMachineReconciler) createFailed(ctx context.Context, s *machineSc
 			reservation: pm.Spec.HardwareReservationID, messages: metal.ErrorMessages(err),
 		}
 		warnOnChange(r.Recorder, pm, deviceReady(s.facts.device), "CreateDevice")
-		return retry(s.turn)
+		return ctrl.Result{RequeueAfter: s.turn.RetryAfter()}, false, nil
 	}
-	s.facts.device = r.metalFailed(ctx, s, "creating the device", err)
-	return retry(s.turn)
+	return r.metalFailed(ctx, s, func(f metalCallFailed) { s.facts.device = f }, "creating the device", err)
 }
 
 // projectNotFound records a project the platform refused (404, 403) and
@@ -378,11 +371,13 @@ func (r *PacketMachineReconciler) access(ctx context.Context, s *machineScope) (
 	return s.access, nil
 }
 
-// metalFailed logs a failed Metal call and returns its fact, which the
-// phase that made it records before it retries (retry).
-func (r *PacketMachineReconciler) metalFailed(ctx context.Context, s *machineScope, what string, err error) metalCallFailed {
+// metalFailed records a failed Metal call as the fact of the phase that
+// made it (into, which puts it in the phase's slot) and retries with
+// backoff.
+func (r *PacketMachineReconciler) metalFailed(ctx context.Context, s *machineScope, into func(metalCallFailed), what string, err error) (ctrl.Result, bool, error) {
 	ctrl.LoggerFrom(ctx).Info("Metal API call failed", "call", what, "error", err.Error())
-	return metalCallFailed{what: what, err: err, source: s.access.source}
+	into(metalCallFailed{what: what, err: err, source: s.access.source})
+	return ctrl.Result{RequeueAfter: s.turn.RetryAfter()}, false, nil
 }
 
 // machineFailureDomain is the failure domain the Machine is placed in

@@ -106,8 +106,7 @@ func (r *PacketClusterReconciler) recordedReservation(ctx context.Context, s *cl
 		s.facts.endpoint = reservationGone{id: id, host: pc.Spec.ControlPlaneEndpoint.Host}
 		return ctrl.Result{RequeueAfter: slowPoll}, false, nil
 	case err != nil:
-		s.facts.endpoint = r.endpointFailed(ctx, s, "reading reservation "+id, err)
-		return retry(s.turn)
+		return r.endpointFailed(ctx, s, func(f metalCallFailed) { s.facts.endpoint = f }, "reading reservation "+id, err)
 	}
 	return r.useReservation(s, ep)
 }
@@ -119,8 +118,7 @@ func (r *PacketClusterReconciler) newReservation(ctx context.Context, s *cluster
 	pc := s.PacketCluster
 	tagged, err := x.FindEndpoints(ctx, endpointTag(pc))
 	if err != nil {
-		s.facts.endpoint = r.endpointFailed(ctx, s, "listing the project's public IPv4 reservations", err)
-		return retry(s.turn)
+		return r.endpointFailed(ctx, s, func(f metalCallFailed) { s.facts.endpoint = f }, "listing the project's public IPv4 reservations", err)
 	}
 	plan := device.PlanReservation(tagged, pc.Spec.ControlPlaneEndpoint.Host)
 	if !plan.Reserve {
@@ -128,8 +126,7 @@ func (r *PacketClusterReconciler) newReservation(ctx context.Context, s *cluster
 			err := x.ReleaseEndpoint(ctx, extra)
 			countEndpointStep("release", err)
 			if err != nil {
-				s.facts.endpoint = r.endpointFailed(ctx, s, "releasing the surplus reservation "+extra.ReservationID, err)
-				return retry(s.turn)
+				return r.endpointFailed(ctx, s, func(f metalCallFailed) { s.facts.endpoint = f }, "releasing the surplus reservation "+extra.ReservationID, err)
 			}
 			r.Recorder.Eventf(pc, nil, corev1.EventTypeNormal, "EndpointReservationReleased", "ReserveEndpoint",
 				"Released surplus reservation %s (%s) carrying this cluster's tag", extra.ReservationID, extra.Address)
@@ -151,10 +148,9 @@ func (r *PacketClusterReconciler) newReservation(ctx context.Context, s *cluster
 		if metal.IsUnprocessable(err) {
 			s.facts.endpoint = reservationRefused{metro: pc.Spec.Metro, messages: metal.ErrorMessages(err)}
 			warnOnChange(r.Recorder, pc, controlPlaneEndpointReady(s.facts.endpoint), "ReserveEndpoint")
-			return retry(s.turn)
+			return ctrl.Result{RequeueAfter: s.turn.RetryAfter()}, false, nil
 		}
-		s.facts.endpoint = r.endpointFailed(ctx, s, "reserving a public IPv4 address in metro "+pc.Spec.Metro, err)
-		return retry(s.turn)
+		return r.endpointFailed(ctx, s, func(f metalCallFailed) { s.facts.endpoint = f }, "reserving a public IPv4 address in metro "+pc.Spec.Metro, err)
 	}
 	ctrl.LoggerFrom(ctx).Info("Reserved the endpoint", "reservation", ep.ReservationID, "address", ep.Address)
 	r.Recorder.Eventf(pc, nil, corev1.EventTypeNormal, "EndpointReserved", "ReserveEndpoint",
@@ -198,11 +194,13 @@ func (r *PacketClusterReconciler) useReservation(s *clusterScope, res device.End
 	return ctrl.Result{}, true, nil
 }
 
-// endpointFailed logs a failed Metal call and returns its fact, which the
-// phase that made it records before it retries (retry).
-func (r *PacketClusterReconciler) endpointFailed(ctx context.Context, s *clusterScope, what string, err error) metalCallFailed {
+// endpointFailed records a failed Metal call as the fact of the phase that
+// made it (into, which puts it in the phase's slot) and retries with
+// backoff.
+func (r *PacketClusterReconciler) endpointFailed(ctx context.Context, s *clusterScope, into func(metalCallFailed), what string, err error) (ctrl.Result, bool, error) {
 	ctrl.LoggerFrom(ctx).Info("Metal API call failed", "call", what, "error", err.Error())
-	return metalCallFailed{what: what, err: err, source: s.source, project: s.PacketCluster.Spec.ProjectID}
+	into(metalCallFailed{what: what, err: err, source: s.source, project: s.PacketCluster.Spec.ProjectID})
+	return ctrl.Result{RequeueAfter: s.turn.RetryAfter()}, false, nil
 }
 
 // releaseEndpoint releases the reservation of the cluster's endpoint and is
@@ -221,15 +219,13 @@ func (r *PacketClusterReconciler) releaseEndpoint(ctx context.Context, s *cluste
 	}
 	found, err := r.endpointReservations(ctx, x, pc)
 	if err != nil {
-		s.facts.deletion = r.endpointFailed(ctx, s, "looking for the endpoint's reservation", err)
-		return retry(s.turn)
+		return r.endpointFailed(ctx, s, func(f metalCallFailed) { s.facts.deletion = f }, "looking for the endpoint's reservation", err)
 	}
 	for _, res := range found {
 		err := x.ReleaseEndpoint(ctx, res)
 		countEndpointStep("release", err)
 		if err != nil {
-			s.facts.deletion = r.endpointFailed(ctx, s, "releasing reservation "+res.ReservationID, err)
-			return retry(s.turn)
+			return r.endpointFailed(ctx, s, func(f metalCallFailed) { s.facts.deletion = f }, "releasing reservation "+res.ReservationID, err)
 		}
 		ctrl.LoggerFrom(ctx).Info("Released the endpoint's reservation", "reservation", res.ReservationID, "address", res.Address)
 		r.Recorder.Eventf(pc, nil, corev1.EventTypeNormal, "EndpointReleased", "ReleaseEndpoint",
@@ -237,8 +233,7 @@ func (r *PacketClusterReconciler) releaseEndpoint(ctx context.Context, s *cluste
 	}
 	if len(found) > 0 {
 		if found, err = r.endpointReservations(ctx, x, pc); err != nil {
-			s.facts.deletion = r.endpointFailed(ctx, s, "checking the endpoint's reservation is gone", err)
-			return retry(s.turn)
+			return r.endpointFailed(ctx, s, func(f metalCallFailed) { s.facts.deletion = f }, "checking the endpoint's reservation is gone", err)
 		}
 	}
 	if len(found) > 0 {

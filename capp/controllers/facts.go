@@ -16,8 +16,8 @@ import (
 // them into conditions and status fields.
 //
 // Each condition's slot in machineFacts and clusterFacts has a type of its
-// own, which only the facts of that condition implement, by embedding its
-// mark: a fact put in another condition's slot does not compile.
+// own, whose method only the facts of that condition have: a fact put in
+// another condition's slot does not compile.
 type (
 	claimsFact          interface{ claimsFact() }          // IPAddressClaimed
 	bootstrapFact       interface{ bootstrapFact() }       // BootstrapDataRendered
@@ -30,49 +30,10 @@ type (
 	clusterDeletionFact interface{ clusterDeletionFact() } // a PacketCluster's Deleting
 )
 
-// The marks, one per condition.
-type (
-	forClaims          struct{}
-	forBootstrap       struct{}
-	forDevice          struct{}
-	forPorts           struct{}
-	forEndpoint        struct{}
-	forNode            struct{}
-	forDeletion        struct{}
-	forClusterEndpoint struct{}
-	forClusterDeletion struct{}
-)
-
-func (forClaims) claimsFact()                   {}
-func (forBootstrap) bootstrapFact()             {}
-func (forDevice) deviceFact()                   {}
-func (forPorts) portsFact()                     {}
-func (forEndpoint) endpointFact()               {}
-func (forNode) nodeFact()                       {}
-func (forDeletion) deletionFact()               {}
-func (forClusterEndpoint) clusterEndpointFact() {}
-func (forClusterDeletion) clusterDeletionFact() {}
-
-// The typed errors of the phases are facts too.
-func (*setupError) bootstrapFact()         {}
-func (*setupError) deviceFact()            {}
-func (*setupError) deletionFact()          {}
-func (*setupError) clusterEndpointFact()   {}
-func (*setupError) clusterDeletionFact()   {}
-func (*failureDomainError) deviceFact()    {}
-func (*foreignSecretError) bootstrapFact() {}
-
 // Facts any phase may record.
 type (
 	// metalCallFailed: a Metal API call failed; it is retried with backoff.
 	metalCallFailed struct {
-		forDevice
-		forPorts
-		forEndpoint
-		forNode
-		forDeletion
-		forClusterEndpoint
-		forClusterDeletion
 		// what names the call, for messages.
 		what string
 		err  error
@@ -82,22 +43,32 @@ type (
 	}
 	// alreadyTrue: the condition was True as last written and the phase did
 	// not look again.
-	alreadyTrue struct {
-		forEndpoint
-		forNode
-		reason, message string
-	}
+	alreadyTrue struct{ reason, message string }
 	// ipamMissing: the cluster serves no IPAddressClaim API.
-	ipamMissing struct {
-		forClaims
-		forClusterEndpoint
-	}
+	ipamMissing struct{}
 )
+
+func (metalCallFailed) deviceFact()          {}
+func (metalCallFailed) portsFact()           {}
+func (metalCallFailed) endpointFact()        {}
+func (metalCallFailed) nodeFact()            {}
+func (metalCallFailed) deletionFact()        {}
+func (metalCallFailed) clusterEndpointFact() {}
+func (metalCallFailed) clusterDeletionFact() {}
+func (*setupError) bootstrapFact()           {}
+func (*setupError) deviceFact()              {}
+func (*setupError) deletionFact()            {}
+func (*setupError) clusterEndpointFact()     {}
+func (*setupError) clusterDeletionFact()     {}
+func (alreadyTrue) endpointFact()            {}
+func (alreadyTrue) nodeFact()                {}
+func (ipamMissing) claimsFact()              {}
+func (ipamMissing) clusterEndpointFact()     {}
 
 // Facts of a machine's claims (IPAddressClaimed).
 type (
 	// claimCount is how many of the machine's claims are bound, of all;
-	// the claims' facts embed it, and with it the claims' mark.
+	// the other facts of the claims embed it, and with it claimsFact.
 	claimCount struct{ bound, total int }
 	// claimsDeleting: claims the machine uses are being deleted.
 	claimsDeleting struct {
@@ -123,6 +94,8 @@ type (
 	}
 )
 
+func (claimCount) claimsFact() {}
+
 // claimWait is what is known of a claim that is not bound.
 type claimWait struct {
 	name string
@@ -143,61 +116,51 @@ type claimWait struct {
 
 // Facts of the user-data (BootstrapDataRendered).
 type (
-	waitingForBootstrap struct{ forBootstrap }
+	waitingForBootstrap struct{}
 	// bootstrapInvalid: the bootstrap data cannot be merged; err says why.
-	bootstrapInvalid struct {
-		forBootstrap
-		err error
-	}
+	bootstrapInvalid struct{ err error }
 	// vipNetworkMissing: a control-plane machine of a kube-vip cluster has
 	// no network on the VIP's vxlan.
 	vipNetworkMissing struct {
-		forBootstrap
 		cluster string
 		vxlan   int
 	}
 	// waitingForClusterVIP: the PacketCluster's VIP is not bound yet.
-	waitingForClusterVIP struct {
-		forBootstrap
-		cluster string
-	}
+	waitingForClusterVIP struct{ cluster string }
 	// clusterVIPInvalid: the PacketCluster's status.vip does not parse.
 	clusterVIPInvalid struct {
-		forBootstrap
 		cluster string
 		err     error
 	}
 	// bootstrapRendered: the user-data is in its Secret.
-	bootstrapRendered struct {
-		forBootstrap
-		secret string
-	}
+	bootstrapRendered struct{ secret string }
 )
+
+func (waitingForBootstrap) bootstrapFact()  {}
+func (bootstrapInvalid) bootstrapFact()     {}
+func (vipNetworkMissing) bootstrapFact()    {}
+func (waitingForClusterVIP) bootstrapFact() {}
+func (clusterVIPInvalid) bootstrapFact()    {}
+func (bootstrapRendered) bootstrapFact()    {}
+func (*foreignSecretError) bootstrapFact()  {}
 
 // Facts of the device (DeviceReady).
 type (
 	// deviceSeen: the device as the platform shows it.
 	deviceSeen struct {
-		forDevice
 		id, state string
 		active    bool
 	}
 	// deviceGone: the device the machine had no longer exists.
-	deviceGone struct {
-		forDevice
-		id string
-	}
+	deviceGone struct{ id string }
 	// deviceNotOwned: the device found is not provably the machine's;
 	// field names where it was found.
 	deviceNotOwned struct {
-		forDevice
 		field string
 		err   *device.NotOwnedError
 	}
 	// vlansMissing: networks whose VLANs the metro lacks, by field.
 	vlansMissing struct {
-		forDevice
-		forPorts
 		problems []vlanProblem
 		// failureDomain and metro are set when the Machine's failure
 		// domain chose the metro.
@@ -205,38 +168,40 @@ type (
 	}
 	// waitingForSlot: too many devices are in creation; waiting says for
 	// which.
-	waitingForSlot struct {
-		forDevice
-		waiting string
-	}
+	waitingForSlot struct{ waiting string }
 	// reservationUnavailable: spec.hardwareReservationID cannot be used.
 	reservationUnavailable struct {
-		forDevice
 		id  string
 		err *device.ReservationError
 	}
 	// createRefused: the platform refused the create (422).
 	createRefused struct {
-		forDevice
 		plan, os, metro, facility, reservation string
 		messages                               []string
 	}
 	// projectUnreachable: the platform refused the project (404, 403).
 	projectUnreachable struct {
-		forDevice
 		project, source string
 		err             error
 	}
 	// deviceFailed: the platform failed the device (or deleted it);
 	// message is the plan's, platformReason the platform's newest event.
 	deviceFailed struct {
-		forDevice
 		deleted                 bool
 		message, platformReason string
 	}
 )
 
-func (claimCount) claimsFact() {}
+func (deviceSeen) deviceFact()             {}
+func (deviceGone) deviceFact()             {}
+func (deviceNotOwned) deviceFact()         {}
+func (vlansMissing) deviceFact()           {}
+func (waitingForSlot) deviceFact()         {}
+func (reservationUnavailable) deviceFact() {}
+func (createRefused) deviceFact()          {}
+func (projectUnreachable) deviceFact()     {}
+func (deviceFailed) deviceFact()           {}
+func (*failureDomainError) deviceFact()    {}
 
 // vlanProblem is a network whose VLAN cannot be used.
 type vlanProblem struct {
@@ -246,16 +211,9 @@ type vlanProblem struct {
 
 // Facts of the ports (VLANsAttached).
 type (
-	vlansAttached struct {
-		forPorts
-		spec device.Spec
-	}
-	batchInFlight struct {
-		forPorts
-		batch, port string
-	}
-	portFailed struct {
-		forPorts
+	vlansAttached struct{ spec device.Spec }
+	batchInFlight struct{ batch, port string }
+	portFailed    struct {
 		// index is the port's in spec.ports when the device lacks it
 		// (notFound).
 		notFound bool
@@ -266,46 +224,48 @@ type (
 	// portStepSent: this reconcile took the port out of bond0 (disbond) or
 	// sent its VLANs.
 	portStepSent struct {
-		forPorts
 		disbond bool
 		port    string
 		vlans   []device.VLAN
 	}
 )
 
+func (vlansMissing) portsFact()  {}
+func (vlansAttached) portsFact() {}
+func (batchInFlight) portsFact() {}
+func (portFailed) portsFact()    {}
+func (portStepSent) portsFact()  {}
+
 // Facts of the endpoint's routing (ControlPlaneEndpointAssigned).
 type (
 	// endpointNotOwned: the reservation the PacketCluster names is not
 	// provably its own.
 	endpointNotOwned struct {
-		forEndpoint
 		cluster, id string
 		err         *device.NotOwnedError
 	}
 	// endpointRouted: the endpoint is routed, to this device or (elsewhere)
 	// to others.
 	endpointRouted struct {
-		forEndpoint
 		address, device string
 		elsewhere       []string
 	}
 	endpointAssignRefused struct {
-		forEndpoint
 		address, device string
 		messages        []string
 	}
 )
 
+func (endpointNotOwned) endpointFact()      {}
+func (endpointRouted) endpointFact()        {}
+func (endpointAssignRefused) endpointFact() {}
+
 // Facts of the node's report (NodeNetworkConfigured).
 type (
 	// nodeReportNotExpected: the device was not created by this provider.
-	nodeReportNotExpected struct {
-		forNode
-		device, tag string
-	}
+	nodeReportNotExpected struct{ device, tag string }
 	// nodeReported: what the node said, and whether it is late.
 	nodeReported struct {
-		forNode
 		device  string
 		report  device.Report
 		late    bool
@@ -313,21 +273,19 @@ type (
 	}
 )
 
+func (nodeReportNotExpected) nodeFact() {}
+func (nodeReported) nodeFact()          {}
+
 // Facts of a machine's deletion (Deleting).
 type (
-	deviceLeftAlone struct {
-		forDeletion
-		err *device.NotOwnedError
-	}
-	deviceGoing struct {
-		forDeletion
-		id string
-	}
-	claimsReleasing struct {
-		forDeletion
-		remaining int
-	}
+	deviceLeftAlone struct{ err *device.NotOwnedError }
+	deviceGoing     struct{ id string }
+	claimsReleasing struct{ remaining int }
 )
+
+func (deviceLeftAlone) deletionFact() {}
+func (deviceGoing) deletionFact()     {}
+func (claimsReleasing) deletionFact() {}
 
 // machineFacts are the facts of one PacketMachine reconcile, one per
 // condition; nil when its phase did not run or recorded nothing.
@@ -344,77 +302,57 @@ type machineFacts struct {
 // Facts of a PacketCluster's endpoint (ControlPlaneEndpointReady).
 type (
 	// endpointSetByUser: spec.controlPlaneEndpoint is the user's.
-	endpointSetByUser struct {
-		forClusterEndpoint
-		endpoint string
-	}
+	endpointSetByUser struct{ endpoint string }
 	// endpointMissing: nothing sets the endpoint with this vipManager (or,
 	// for CPEM, without spec.metro).
-	endpointMissing struct {
-		forClusterEndpoint
-		vipManager infrav1.VIPManager
-	}
+	endpointMissing struct{ vipManager infrav1.VIPManager }
 	// reservationGone: the reservation on record is gone from the platform.
-	reservationGone struct {
-		forClusterEndpoint
-		id, host string
-	}
+	reservationGone struct{ id, host string }
 	// reservationNotOwned: the reservation on record is not provably the
 	// cluster's.
 	reservationNotOwned struct {
-		forClusterEndpoint
 		id  string
 		err error
 	}
 	// reservationRefused: the platform refused to reserve (422).
 	reservationRefused struct {
-		forClusterEndpoint
 		metro    string
 		messages []string
 	}
 	// endpointReserved: the endpoint is the reservation's.
-	endpointReserved struct {
-		forClusterEndpoint
-		endpoint, id, address, metro string
-	}
+	endpointReserved struct{ endpoint, id, address, metro string }
 	// vipClaimDeleting: the VIP's claim is being deleted.
-	vipClaimDeleting struct {
-		forClusterEndpoint
-		claim string
-	}
+	vipClaimDeleting struct{ claim string }
 	// vipWaiting: the VIP's claim is not bound yet.
-	vipWaiting struct {
-		forClusterEndpoint
-		claim, kind, pool string
-	}
+	vipWaiting struct{ claim, kind, pool string }
 	// vipNotAnAddress: the claim's IPAddress holds no IP address.
-	vipNotAnAddress struct {
-		forClusterEndpoint
-		address, claim, value string
-	}
+	vipNotAnAddress struct{ address, claim, value string }
 	// vipEndpointMismatch: the endpoint's host is another address.
-	vipEndpointMismatch struct {
-		forClusterEndpoint
-		host, vip, claim string
-	}
+	vipEndpointMismatch struct{ host, vip, claim string }
 	// vipClaimed: the endpoint is the VIP bound to the claim.
-	vipClaimed struct {
-		forClusterEndpoint
-		endpoint, vip, claim, kind, pool string
-	}
+	vipClaimed struct{ endpoint, vip, claim, kind, pool string }
 )
+
+func (endpointSetByUser) clusterEndpointFact()   {}
+func (endpointMissing) clusterEndpointFact()     {}
+func (reservationGone) clusterEndpointFact()     {}
+func (reservationNotOwned) clusterEndpointFact() {}
+func (reservationRefused) clusterEndpointFact()  {}
+func (endpointReserved) clusterEndpointFact()    {}
+func (vipClaimDeleting) clusterEndpointFact()    {}
+func (vipWaiting) clusterEndpointFact()          {}
+func (vipNotAnAddress) clusterEndpointFact()     {}
+func (vipEndpointMismatch) clusterEndpointFact() {}
+func (vipClaimed) clusterEndpointFact()          {}
 
 // Facts of a PacketCluster's deletion (Deleting).
 type (
-	reservationsGoing struct {
-		forClusterDeletion
-		ids []string
-	}
-	vipClaimGoing struct {
-		forClusterDeletion
-		claim string
-	}
+	reservationsGoing struct{ ids []string }
+	vipClaimGoing     struct{ claim string }
 )
+
+func (reservationsGoing) clusterDeletionFact() {}
+func (vipClaimGoing) clusterDeletionFact()     {}
 
 // clusterFacts are the facts of one PacketCluster reconcile.
 type clusterFacts struct {

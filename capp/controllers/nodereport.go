@@ -32,8 +32,7 @@ func (r *PacketMachineReconciler) reconcileNodeReport(ctx context.Context, s *ma
 	}
 	events, err := s.access.executor.Events(ctx, s.Device.ID)
 	if err != nil {
-		s.facts.node = r.metalFailed(ctx, s, "reading the device's events", err)
-		return retry(s.turn)
+		return r.metalFailed(ctx, s, func(f metalCallFailed) { s.facts.node = f }, "reading the device's events", err)
 	}
 	f := nodeReported{device: s.Device.ID, report: device.NodeReport(events), timeout: r.NodeReportTimeout}
 	activeFor := time.Since(activeSince(pm))

@@ -279,9 +279,3 @@ func setupFailed(into func(*setupError), err error) (ctrl.Result, bool, error) {
 	into(serr)
 	return ctrl.Result{RequeueAfter: noCredentials}, false, nil
 }
-
-// retry ends a phase whose Metal call failed: it looks again once the
-// backoff, which the failure makes longer, is over.
-func retry(turn *pacing.Turn) (ctrl.Result, bool, error) {
-	return ctrl.Result{RequeueAfter: turn.RetryAfter()}, false, nil
-}

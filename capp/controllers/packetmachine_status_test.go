@@ -179,7 +179,9 @@ func TestMachineAddresses(t *testing.T) {
 
 // unknownDeviceFact is a fact of DeviceReady its derivation does not know
 // (a fact of another condition does not compile there).
-type unknownDeviceFact struct{ forDevice }
+type unknownDeviceFact struct{}
+
+func (unknownDeviceFact) deviceFact() {}
 
 // A fact no derivation knows is Unknown, never a guess.
 func TestUnknownFact(t *testing.T) {

@@ -43,8 +43,7 @@ func (r *PacketMachineReconciler) reconcilePorts(ctx context.Context, s *machine
 	err := s.access.executor.Run(ctx, step, s.Device)
 	countStep(stepName(step.Action), err)
 	if err != nil {
-		s.facts.ports = r.metalFailed(ctx, s, fmt.Sprintf("%s on port %s", step.Action, step.Port), err)
-		return retry(s.turn)
+		return r.metalFailed(ctx, s, func(f metalCallFailed) { s.facts.ports = f }, fmt.Sprintf("%s on port %s", step.Action, step.Port), err)
 	}
 	s.facts.ports = portStepSent{disbond: step.Action == device.Disbond, port: step.Port, vlans: step.VLANs}
 	if step.Action == device.Disbond {

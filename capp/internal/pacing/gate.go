@@ -11,14 +11,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// Gate keeps each object's Metal calls to its pace. After a failed call
-// the object waits a backoff, from first doubling up to a ceiling, reset once a
-// reconcile makes its calls without a failure. After a reconcile that read
-// what the object waits for (a device provisioning, a batch in flight, the
-// node's report), it waits the poll interval that reconcile set. A
-// reconcile that an unrelated event brings early (a claim's update, the
-// object's own status write) makes no call before its wait is over, and the
-// conditions stand.
+// Gate keeps each object's Metal calls to its pace: after a failed call it
+// waits a backoff (first, doubling up to ceiling, reset once a reconcile
+// makes its calls without a failure); after a reconcile that read what it
+// waits for (a device provisioning, a batch in flight, the node's report),
+// the poll interval that reconcile set. A reconcile that an unrelated event
+// brings early (a claim's update, the object's own status write) makes no
+// call before the wait is over, and the conditions stand.
 type Gate struct {
 	first, ceiling time.Duration
 	now            func() time.Time
@@ -31,8 +30,8 @@ type Gate struct {
 
 // waits is what holds one object back.
 type waits struct {
-	// failures counts the failed reconciles in a row; retry is when the
-	// backoff after the last one ends.
+	// failures counts the failed calls since the last reset; retry is
+	// when the backoff after the last one ends.
 	failures int
 	retry    time.Time
 	// poll is when the object's next read is due; pollDeleting says the
@@ -100,14 +99,8 @@ func (t *Turn) RetryAfter() time.Duration {
 	g := t.gate
 	var wait time.Duration
 	g.with(t.obj, func(w *waits) {
-		wait = g.first
-		for range w.failures {
-			if wait >= g.ceiling {
-				break
-			}
-			wait *= 2
-		}
-		wait = min(wait, g.ceiling)
+		// Past 2^20 times first, any ceiling is reached.
+		wait = min(g.first<<min(w.failures, 20), g.ceiling)
 		w.failures++
 		w.retry = g.now().Add(wait)
 	})
