@@ -60,7 +60,7 @@ func (r *PacketMachineReconciler) reconcileBootstrapData(ctx context.Context, s 
 		return r.bootstrapDataInvalid(s, fmt.Errorf("bootstrap data Secret %s: %w", *dataSecretName, terr))
 	}
 	if err != nil {
-		return setupFailed(&s.facts.bootstrap, err)
+		return setupFailed(func(f *setupError) { s.facts.bootstrap = f }, err)
 	}
 	userData, err := cloudinit.UserData(data, s.Networks, r.Render, kubeVIP)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 
 	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/capp/device"
+	"github.com/metal-vrf/cluster-api-metal-vrf/capp/internal/pacing"
 )
 
 // clusterScope is what the phases of one PacketCluster reconcile share.
@@ -20,9 +21,9 @@ type clusterScope struct {
 	source   string
 
 	// facts are what the phases observed, for setStatus; run is where
-	// they stopped, retry the bookkeeping of failed Metal calls.
+	// they stopped; turn is the reconcile at the cluster's Metal gate.
 	facts    clusterFacts
 	run      phaseRun
-	retry    retryState
+	turn     *pacing.Turn
 	deleting bool
 }

@@ -24,10 +24,10 @@ func (r *PacketMachineReconciler) deleteDevice(ctx context.Context, s *machineSc
 	}
 	// A deletion's wait is set by a reconcile whose calls all succeeded,
 	// which cleared the backoff: the two never hold the machine at once.
-	if wait := r.polls.waiting(pm.UID, true); wait > 0 {
+	if wait := s.turn.PollWait(); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, false, nil
 	}
-	access, result, ok, err := openMetal(r.backoff, pm.UID, &s.retry, &s.facts.deletion, func() (*metalAccess, error) { return r.access(ctx, s) })
+	access, result, ok, err := openMetal(s.turn, func(f *setupError) { s.facts.deletion = f }, func() (*metalAccess, error) { return r.access(ctx, s) })
 	if !ok {
 		return result, false, err
 	}
@@ -37,34 +37,30 @@ func (r *PacketMachineReconciler) deleteDevice(ctx context.Context, s *machineSc
 		r.Recorder.Eventf(pm, nil, corev1.EventTypeWarning, infrav1.DeviceNotOwnedReason, "DeleteDevice",
 			"Left device %s alone: %v", nerr.ID, nerr)
 		s.facts.deletion = deviceLeftAlone{err: nerr}
-		r.Creations.Release(pm.UID)
 		return ctrl.Result{}, true, nil
 	}
-	if err != nil && pm.Spec.ProviderID == "" && metal.IsNotFound(err) {
+	switch {
+	case err != nil && pm.Spec.ProviderID == "" && metal.IsNotFound(err):
 		// Looking for the device by tag lists the project's devices: a
 		// project the platform does not know holds none of them.
-		r.Creations.Release(pm.UID)
-		return ctrl.Result{}, true, nil
+	case err != nil:
+		return r.metalFailed(ctx, s, func(f metalCallFailed) { s.facts.deletion = f }, "reading the device", err)
 	}
-	if err != nil {
-		return r.metalFailed(ctx, s, &s.facts.deletion, "reading the device", err)
-	}
-	step := device.PlanDelete(dev)
-	switch step.Action {
+	s.step = device.PlanDelete(dev)
+	switch s.step.Action {
 	case device.Done:
-		r.Creations.Release(pm.UID)
 		return ctrl.Result{}, true, nil
 	case device.Delete:
-		err := access.executor.Run(ctx, step, dev)
+		err := access.executor.Run(ctx, s.step, dev)
 		countStep("delete", err)
 		if err != nil {
-			return r.metalFailed(ctx, s, &s.facts.deletion, "deleting device "+dev.ID, err)
+			return r.metalFailed(ctx, s, func(f metalCallFailed) { s.facts.deletion = f }, "deleting device "+dev.ID, err)
 		}
 		ctrl.LoggerFrom(ctx).Info("Deleted the device", "device", dev.ID)
 		r.Recorder.Eventf(pm, nil, corev1.EventTypeNormal, "DeviceDeleted", "DeleteDevice", "Deleted device %s", dev.ID)
 	}
 	s.facts.deletion = deviceGoing{id: dev.ID}
-	r.polls.set(pm.UID, minPoll, true)
+	s.turn.PollIn(minPoll)
 	return ctrl.Result{RequeueAfter: minPoll}, false, nil
 }
 
@@ -72,7 +68,7 @@ func (r *PacketMachineReconciler) deleteDevice(ctx context.Context, s *machineSc
 // the deferred patch writes it.
 func (r *PacketMachineReconciler) removeFinalizer(_ context.Context, s *machineScope) (ctrl.Result, bool, error) {
 	controllerutil.RemoveFinalizer(s.PacketMachine, infrav1.MachineFinalizer)
-	r.polls.forget(s.PacketMachine.UID)
+	s.turn.Forget()
 	return ctrl.Result{}, true, nil
 }
 

@@ -26,10 +26,10 @@ import (
 // out. It sets spec.providerID as soon as the device exists.
 func (r *PacketMachineReconciler) reconcileDevice(ctx context.Context, s *machineScope) (ctrl.Result, bool, error) {
 	pm := s.PacketMachine
-	if _, result, ok, err := openMetal(r.backoff, pm.UID, &s.retry, &s.facts.device, func() (*metalAccess, error) { return r.access(ctx, s) }); !ok {
+	if _, result, ok, err := openMetal(s.turn, func(f *setupError) { s.facts.device = f }, func() (*metalAccess, error) { return r.access(ctx, s) }); !ok {
 		return result, false, err
 	}
-	if wait := r.polls.waiting(pm.UID, false); wait > 0 && !endpointPending(s) {
+	if wait := s.turn.PollWait(); wait > 0 && !endpointPending(s) {
 		// The last read said when to look again: the conditions stand.
 		return ctrl.Result{RequeueAfter: wait}, false, nil
 	}
@@ -45,20 +45,52 @@ func (r *PacketMachineReconciler) reconcileDevice(ctx context.Context, s *machin
 	case step.Action == device.Create:
 		return r.create(ctx, s)
 	case step.Action == device.WaitCreate:
-		s.facts.device = s.hold.why
+		s.facts.device = s.hold.device
 		return ctrl.Result{RequeueAfter: s.hold.retry}, false, nil
 	case step.Action == device.WaitDevice:
 		return r.provisioning(s)
 	case step.Reason == device.ReasonDeviceGone:
 		// Making another would give the Machine a new server behind the
 		// same providerID.
-		r.Creations.Release(pm.UID)
 		s.facts.device = deviceGone{id: device.DeviceID(pm.Spec.ProviderID)}
 		return ctrl.Result{}, false, nil
 	default:
-		r.Creations.Release(pm.UID)
 		return r.deviceFailed(ctx, s, step)
 	}
+}
+
+// followCreation, deferred by Reconcile, is the one place a machine's
+// creation slot (which creationReady takes right before Plan can decide
+// Create) is kept or freed, from the device's step and fact. It is kept
+// while the device is in creation: seen provisioning (WaitDevice, which also
+// takes it back after a restart) or just created. It is freed once the
+// creation is over or did not happen: the device seen active or failed,
+// gone or not the machine's, a Create step that made none, a deletion that
+// found none left (PlanDelete's Done) or left it alone. It is left as it is
+// when the reconcile stopped before it knew (held back, paced, a failed
+// read or set-up), waits to create (WaitCreate: it may be waiting for a
+// slot) or waits for its device to go.
+func (r *PacketMachineReconciler) followCreation(s *machineScope) {
+	pm := s.PacketMachine
+	if s.deleting {
+		if _, leftAlone := s.facts.deletion.(deviceLeftAlone); leftAlone || s.step.Action == device.Done {
+			r.Creations.Release(pm.UID)
+		}
+		return
+	}
+	switch f := s.facts.device.(type) {
+	case deviceSeen:
+		if !f.active {
+			r.Creations.Hold(pm.UID, client.ObjectKeyFromObject(pm), s.Device.CreatedAt)
+			return
+		}
+	case deviceGone, deviceNotOwned, deviceFailed:
+	default:
+		if !s.spec.MayCreate {
+			return
+		}
+	}
+	r.Creations.Release(pm.UID)
 }
 
 // observe reads what the platform has of the machine, once, and builds
@@ -83,7 +115,7 @@ func (r *PacketMachineReconciler) observe(ctx context.Context, s *machineScope) 
 			return r.projectNotFound(s, err), false, nil
 		}
 		if err != nil {
-			return r.metalFailed(ctx, s, &s.facts.device, "reading the device", err)
+			return r.metalFailed(ctx, s, func(f metalCallFailed) { s.facts.device = f }, "reading the device", err)
 		}
 		s.Device = dev
 	}
@@ -107,7 +139,7 @@ func (r *PacketMachineReconciler) creationReady(ctx context.Context, s *machineS
 	pm := s.PacketMachine
 	place, fderr := placeDevice(pm.Spec, s.access.cluster, machineFailureDomain(s))
 	if fderr != nil {
-		s.hold = hold{why: fderr, retry: slowPoll}
+		s.hold = hold{device: fderr, retry: slowPoll}
 		return ctrl.Result{}, true, nil
 	}
 	s.placement = place
@@ -118,15 +150,15 @@ func (r *PacketMachineReconciler) creationReady(ctx context.Context, s *machineS
 			if place.failureDomain != "" {
 				f.failureDomain, f.metro = place.failureDomain, place.metro
 			}
-			s.spec.VLANsMissing, s.hold = true, hold{why: f, retry: vlanNotFound}
+			s.spec.VLANsMissing, s.hold = true, hold{device: f, retry: vlanNotFound}
 			return ctrl.Result{}, true, nil
 		}
 		if err != nil {
-			return r.metalFailed(ctx, s, &s.facts.device, "reading the project's VLANs", err)
+			return r.metalFailed(ctx, s, func(f metalCallFailed) { s.facts.device = f }, "reading the project's VLANs", err)
 		}
 	}
 	if !r.Creations.Acquire(pm.UID, client.ObjectKeyFromObject(pm)) {
-		s.hold = hold{why: waitingForSlot{waiting: r.Creations.Waiting(pm.Namespace)}, retry: slotPoll}
+		s.hold = hold{device: waitingForSlot{waiting: r.Creations.Waiting(pm.Namespace)}, retry: slotPoll}
 		return ctrl.Result{}, true, nil
 	}
 	s.spec.MayCreate = true
@@ -146,34 +178,30 @@ func (r *PacketMachineReconciler) readPorts(ctx context.Context, s *machineScope
 	x := s.access.executor
 	spec, err := x.ResolveVLANs(ctx, s.Device.Metro, s.spec)
 	if problems := vlanProblems(s.PacketMachine, err); problems != nil {
-		s.spec.VLANsMissing, s.hold = true, hold{why: vlansMissing{problems: problems}, retry: vlanNotFound}
+		s.spec.VLANsMissing, s.hold = true, hold{ports: vlansMissing{problems: problems}, retry: vlanNotFound}
 		return ctrl.Result{}, true, nil
 	}
 	if err != nil {
 		r.deviceActive(s)
-		return r.metalFailed(ctx, s, &s.facts.ports, "reading the project's VLANs", err)
+		return r.metalFailed(ctx, s, func(f metalCallFailed) { s.facts.ports = f }, "reading the project's VLANs", err)
 	}
 	if err := x.ReadBatches(ctx, spec, s.Device); err != nil {
 		r.deviceActive(s)
-		return r.metalFailed(ctx, s, &s.facts.ports, "reading the ports' VLAN batches", err)
+		return r.metalFailed(ctx, s, func(f metalCallFailed) { s.facts.ports = f }, "reading the ports' VLAN batches", err)
 	}
 	s.spec = spec
 	return ctrl.Result{}, true, nil
 }
 
-// deviceActive records an active device: DeviceReady is True and its
-// creation slot frees.
+// deviceActive records an active device: DeviceReady is True.
 func (r *PacketMachineReconciler) deviceActive(s *machineScope) {
-	r.Creations.Release(s.PacketMachine.UID)
 	s.facts.device = deviceSeen{id: s.Device.ID, state: s.Device.State, active: true}
 }
 
-// provisioning records a device in creation: it holds its creation slot
-// (also one whose creation began before a restart), and is read again after
-// a quarter of its age.
+// provisioning records a device in creation, read again after a quarter of
+// its age.
 func (r *PacketMachineReconciler) provisioning(s *machineScope) (ctrl.Result, bool, error) {
-	pm, dev := s.PacketMachine, s.Device
-	r.Creations.Hold(pm.UID, client.ObjectKeyFromObject(pm), dev.CreatedAt)
+	dev := s.Device
 	s.facts.device = deviceSeen{id: dev.ID, state: dev.State}
 	return ctrl.Result{RequeueAfter: provisioningPoll(time.Since(dev.CreatedAt))}, false, nil
 }
@@ -182,7 +210,6 @@ func (r *PacketMachineReconciler) provisioning(s *machineScope) (ctrl.Result, bo
 // nothing is done with it, and deleting the machine leaves it alone.
 func (r *PacketMachineReconciler) deviceNotOwned(ctx context.Context, s *machineScope, nerr *device.NotOwnedError) ctrl.Result {
 	pm := s.PacketMachine
-	r.Creations.Release(pm.UID)
 	field := fmt.Sprintf("spec.providerID %q", pm.Spec.ProviderID)
 	if pm.Spec.ProviderID == "" {
 		field = "the device carrying the machine's tag " + deviceTag(pm)
@@ -202,13 +229,11 @@ func (r *PacketMachineReconciler) create(ctx context.Context, s *machineScope) (
 	if !deviceRequested(pm) {
 		if done, err := r.markRequested(ctx, pm); !done {
 			// Our copy is stale (a newer one is on its way) or the write failed.
-			r.Creations.Release(pm.UID)
 			return ctrl.Result{}, false, err
 		}
 	}
 	dev, err := r.createDevice(ctx, s)
 	if err != nil {
-		r.Creations.Release(pm.UID)
 		return r.createFailed(ctx, s, err)
 	}
 	s.Device = dev
@@ -296,7 +321,7 @@ func (r *PacketMachineReconciler) createFailed(ctx context.Context, s *machineSc
 	pm := s.PacketMachine
 	if rerr, ok := errors.AsType[*device.ReservationError](err); ok {
 		s.facts.device = reservationUnavailable{id: pm.Spec.HardwareReservationID, err: rerr}
-		return ctrl.Result{RequeueAfter: r.retryAfter(s)}, false, nil
+		return ctrl.Result{RequeueAfter: s.turn.RetryAfter()}, false, nil
 	}
 	if projectRefused(err) {
 		return r.projectNotFound(s, err), false, nil
@@ -307,16 +332,16 @@ func (r *PacketMachineReconciler) createFailed(ctx context.Context, s *machineSc
 			reservation: pm.Spec.HardwareReservationID, messages: metal.ErrorMessages(err),
 		}
 		warnOnChange(r.Recorder, pm, deviceReady(s.facts.device), "CreateDevice")
-		return ctrl.Result{RequeueAfter: r.retryAfter(s)}, false, nil
+		return ctrl.Result{RequeueAfter: s.turn.RetryAfter()}, false, nil
 	}
-	return r.metalFailed(ctx, s, &s.facts.device, "creating the device", err)
+	return r.metalFailed(ctx, s, func(f metalCallFailed) { s.facts.device = f }, "creating the device", err)
 }
 
 // projectNotFound records a project the platform refused (404, 403) and
 // retries with backoff.
 func (r *PacketMachineReconciler) projectNotFound(s *machineScope, err error) ctrl.Result {
 	s.facts.device = projectUnreachable{project: s.access.project, source: s.access.source, err: err}
-	return ctrl.Result{RequeueAfter: r.retryAfter(s)}
+	return ctrl.Result{RequeueAfter: s.turn.RetryAfter()}
 }
 
 // deviceFailed records a device the platform failed to provision, with the
@@ -347,11 +372,12 @@ func (r *PacketMachineReconciler) access(ctx context.Context, s *machineScope) (
 }
 
 // metalFailed records a failed Metal call as the fact of the phase that
-// made it and retries with backoff.
-func (r *PacketMachineReconciler) metalFailed(ctx context.Context, s *machineScope, into *fact, what string, err error) (ctrl.Result, bool, error) {
+// made it (into, which puts it in the phase's slot) and retries with
+// backoff.
+func (r *PacketMachineReconciler) metalFailed(ctx context.Context, s *machineScope, into func(metalCallFailed), what string, err error) (ctrl.Result, bool, error) {
 	ctrl.LoggerFrom(ctx).Info("Metal API call failed", "call", what, "error", err.Error())
-	*into = metalCallFailed{what: what, err: err, source: s.access.source}
-	return ctrl.Result{RequeueAfter: r.retryAfter(s)}, false, nil
+	into(metalCallFailed{what: what, err: err, source: s.access.source})
+	return ctrl.Result{RequeueAfter: s.turn.RetryAfter()}, false, nil
 }
 
 // machineFailureDomain is the failure domain the Machine is placed in
@@ -382,10 +408,4 @@ func firstOf(values ...string) string {
 func projectRefused(err error) bool {
 	apiErr, ok := errors.AsType[*metal.APIError](err)
 	return ok && (apiErr.StatusCode == http.StatusNotFound || apiErr.StatusCode == http.StatusForbidden)
-}
-
-// retryAfter records a failed Metal call of the machine and returns how long
-// to wait before the next.
-func (r *PacketMachineReconciler) retryAfter(s *machineScope) time.Duration {
-	return r.backoff.failed(s.PacketMachine.UID, &s.retry)
 }

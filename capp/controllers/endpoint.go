@@ -31,7 +31,7 @@ const EndpointTagPrefix = device.EndpointTagPrefix
 type endpointPlan struct {
 	reserve bool
 	vip     bool
-	given   fact
+	given   clusterEndpointFact
 }
 
 // planEndpoint decides where the endpoint comes from. Once a reservation
@@ -81,7 +81,7 @@ func (r *PacketClusterReconciler) reconcileEndpoint(ctx context.Context, s *clus
 		}
 		return ctrl.Result{}, true, nil
 	}
-	x, result, ok, err := openMetal(r.backoff, pc.UID, &s.retry, &s.facts.endpoint, func() (*device.Executor, error) { return r.metal(ctx, s) })
+	x, result, ok, err := openMetal(s.turn, func(f *setupError) { s.facts.endpoint = f }, func() (*device.Executor, error) { return r.metal(ctx, s) })
 	if !ok {
 		return result, false, err
 	}
@@ -106,7 +106,7 @@ func (r *PacketClusterReconciler) recordedReservation(ctx context.Context, s *cl
 		s.facts.endpoint = reservationGone{id: id, host: pc.Spec.ControlPlaneEndpoint.Host}
 		return ctrl.Result{RequeueAfter: slowPoll}, false, nil
 	case err != nil:
-		return r.endpointFailed(ctx, s, &s.facts.endpoint, "reading reservation "+id, err)
+		return r.endpointFailed(ctx, s, func(f metalCallFailed) { s.facts.endpoint = f }, "reading reservation "+id, err)
 	}
 	return r.useReservation(s, ep)
 }
@@ -118,7 +118,7 @@ func (r *PacketClusterReconciler) newReservation(ctx context.Context, s *cluster
 	pc := s.PacketCluster
 	tagged, err := x.FindEndpoints(ctx, endpointTag(pc))
 	if err != nil {
-		return r.endpointFailed(ctx, s, &s.facts.endpoint, "listing the project's public IPv4 reservations", err)
+		return r.endpointFailed(ctx, s, func(f metalCallFailed) { s.facts.endpoint = f }, "listing the project's public IPv4 reservations", err)
 	}
 	plan := device.PlanReservation(tagged, pc.Spec.ControlPlaneEndpoint.Host)
 	if !plan.Reserve {
@@ -126,7 +126,7 @@ func (r *PacketClusterReconciler) newReservation(ctx context.Context, s *cluster
 			err := x.ReleaseEndpoint(ctx, extra)
 			countEndpointStep("release", err)
 			if err != nil {
-				return r.endpointFailed(ctx, s, &s.facts.endpoint, "releasing the surplus reservation "+extra.ReservationID, err)
+				return r.endpointFailed(ctx, s, func(f metalCallFailed) { s.facts.endpoint = f }, "releasing the surplus reservation "+extra.ReservationID, err)
 			}
 			r.Recorder.Eventf(pc, nil, corev1.EventTypeNormal, "EndpointReservationReleased", "ReserveEndpoint",
 				"Released surplus reservation %s (%s) carrying this cluster's tag", extra.ReservationID, extra.Address)
@@ -148,9 +148,9 @@ func (r *PacketClusterReconciler) newReservation(ctx context.Context, s *cluster
 		if metal.IsUnprocessable(err) {
 			s.facts.endpoint = reservationRefused{metro: pc.Spec.Metro, messages: metal.ErrorMessages(err)}
 			warnOnChange(r.Recorder, pc, controlPlaneEndpointReady(s.facts.endpoint), "ReserveEndpoint")
-			return ctrl.Result{RequeueAfter: r.backoff.failed(pc.UID, &s.retry)}, false, nil
+			return ctrl.Result{RequeueAfter: s.turn.RetryAfter()}, false, nil
 		}
-		return r.endpointFailed(ctx, s, &s.facts.endpoint, "reserving a public IPv4 address in metro "+pc.Spec.Metro, err)
+		return r.endpointFailed(ctx, s, func(f metalCallFailed) { s.facts.endpoint = f }, "reserving a public IPv4 address in metro "+pc.Spec.Metro, err)
 	}
 	ctrl.LoggerFrom(ctx).Info("Reserved the endpoint", "reservation", ep.ReservationID, "address", ep.Address)
 	r.Recorder.Eventf(pc, nil, corev1.EventTypeNormal, "EndpointReserved", "ReserveEndpoint",
@@ -195,11 +195,12 @@ func (r *PacketClusterReconciler) useReservation(s *clusterScope, res device.End
 }
 
 // endpointFailed records a failed Metal call as the fact of the phase that
-// made it and retries with backoff.
-func (r *PacketClusterReconciler) endpointFailed(ctx context.Context, s *clusterScope, into *fact, what string, err error) (ctrl.Result, bool, error) {
+// made it (into, which puts it in the phase's slot) and retries with
+// backoff.
+func (r *PacketClusterReconciler) endpointFailed(ctx context.Context, s *clusterScope, into func(metalCallFailed), what string, err error) (ctrl.Result, bool, error) {
 	ctrl.LoggerFrom(ctx).Info("Metal API call failed", "call", what, "error", err.Error())
-	*into = metalCallFailed{what: what, err: err, source: s.source, project: s.PacketCluster.Spec.ProjectID}
-	return ctrl.Result{RequeueAfter: r.backoff.failed(s.PacketCluster.UID, &s.retry)}, false, nil
+	into(metalCallFailed{what: what, err: err, source: s.source, project: s.PacketCluster.Spec.ProjectID})
+	return ctrl.Result{RequeueAfter: s.turn.RetryAfter()}, false, nil
 }
 
 // releaseEndpoint releases the reservation of the cluster's endpoint and is
@@ -212,19 +213,19 @@ func (r *PacketClusterReconciler) releaseEndpoint(ctx context.Context, s *cluste
 	if _, managed := pc.Annotations[infrav1.EndpointReservationAnnotation]; !managed {
 		return ctrl.Result{}, true, nil
 	}
-	x, result, ok, err := openMetal(r.backoff, pc.UID, &s.retry, &s.facts.deletion, func() (*device.Executor, error) { return r.metal(ctx, s) })
+	x, result, ok, err := openMetal(s.turn, func(f *setupError) { s.facts.deletion = f }, func() (*device.Executor, error) { return r.metal(ctx, s) })
 	if !ok {
 		return result, false, err
 	}
 	found, err := r.endpointReservations(ctx, x, pc)
 	if err != nil {
-		return r.endpointFailed(ctx, s, &s.facts.deletion, "looking for the endpoint's reservation", err)
+		return r.endpointFailed(ctx, s, func(f metalCallFailed) { s.facts.deletion = f }, "looking for the endpoint's reservation", err)
 	}
 	for _, res := range found {
 		err := x.ReleaseEndpoint(ctx, res)
 		countEndpointStep("release", err)
 		if err != nil {
-			return r.endpointFailed(ctx, s, &s.facts.deletion, "releasing reservation "+res.ReservationID, err)
+			return r.endpointFailed(ctx, s, func(f metalCallFailed) { s.facts.deletion = f }, "releasing reservation "+res.ReservationID, err)
 		}
 		ctrl.LoggerFrom(ctx).Info("Released the endpoint's reservation", "reservation", res.ReservationID, "address", res.Address)
 		r.Recorder.Eventf(pc, nil, corev1.EventTypeNormal, "EndpointReleased", "ReleaseEndpoint",
@@ -232,7 +233,7 @@ func (r *PacketClusterReconciler) releaseEndpoint(ctx context.Context, s *cluste
 	}
 	if len(found) > 0 {
 		if found, err = r.endpointReservations(ctx, x, pc); err != nil {
-			return r.endpointFailed(ctx, s, &s.facts.deletion, "checking the endpoint's reservation is gone", err)
+			return r.endpointFailed(ctx, s, func(f metalCallFailed) { s.facts.deletion = f }, "checking the endpoint's reservation is gone", err)
 		}
 	}
 	if len(found) > 0 {

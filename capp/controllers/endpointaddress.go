@@ -36,7 +36,7 @@ func (r *PacketMachineReconciler) reconcileEndpointAddress(ctx context.Context, 
 		return ctrl.Result{RequeueAfter: slowPoll}, false, nil
 	}
 	if err != nil {
-		return r.metalFailed(ctx, s, &s.facts.endpoint, "reading the endpoint's reservation "+id, err)
+		return r.metalFailed(ctx, s, func(f metalCallFailed) { s.facts.endpoint = f }, "reading the endpoint's reservation "+id, err)
 	}
 	switch device.PlanEndpoint(ep, s.Device.ID) {
 	case device.EndpointHere:
@@ -53,9 +53,9 @@ func (r *PacketMachineReconciler) reconcileEndpointAddress(ctx context.Context, 
 		// Another machine may have been faster; the next read tells.
 		s.facts.endpoint = endpointAssignRefused{address: ep.Address, device: s.Device.ID, messages: metal.ErrorMessages(err)}
 		warnOnChange(r.Recorder, pm, endpointAssigned(s.facts.endpoint), "AssignEndpoint")
-		return ctrl.Result{RequeueAfter: r.retryAfter(s)}, false, nil
+		return ctrl.Result{RequeueAfter: s.turn.RetryAfter()}, false, nil
 	case err != nil:
-		return r.metalFailed(ctx, s, &s.facts.endpoint, "routing the endpoint "+ep.Address+" to the device", err)
+		return r.metalFailed(ctx, s, func(f metalCallFailed) { s.facts.endpoint = f }, "routing the endpoint "+ep.Address+" to the device", err)
 	}
 	r.Recorder.Eventf(pm, nil, corev1.EventTypeNormal, infrav1.EndpointAssignedReason, "AssignEndpoint",
 		"Routed the cluster's endpoint %s to device %s", ep.Address, s.Device.ID)

@@ -14,7 +14,21 @@ import (
 // *failureDomainError, *foreignSecretError). Phases only record facts; the
 // status files (packetmachine_status.go, packetcluster_status.go) turn
 // them into conditions and status fields.
-type fact any
+//
+// Each condition's slot in machineFacts and clusterFacts has a type of its
+// own, whose method only the facts of that condition have: a fact put in
+// another condition's slot does not compile.
+type (
+	claimsFact          interface{ claimsFact() }          // IPAddressClaimed
+	bootstrapFact       interface{ bootstrapFact() }       // BootstrapDataRendered
+	deviceFact          interface{ deviceFact() }          // DeviceReady
+	portsFact           interface{ portsFact() }           // VLANsAttached
+	endpointFact        interface{ endpointFact() }        // ControlPlaneEndpointAssigned
+	nodeFact            interface{ nodeFact() }            // NodeNetworkConfigured
+	deletionFact        interface{ deletionFact() }        // a PacketMachine's Deleting
+	clusterEndpointFact interface{ clusterEndpointFact() } // ControlPlaneEndpointReady
+	clusterDeletionFact interface{ clusterDeletionFact() } // a PacketCluster's Deleting
+)
 
 // Facts any phase may record.
 type (
@@ -34,9 +48,27 @@ type (
 	ipamMissing struct{}
 )
 
+func (metalCallFailed) deviceFact()          {}
+func (metalCallFailed) portsFact()           {}
+func (metalCallFailed) endpointFact()        {}
+func (metalCallFailed) nodeFact()            {}
+func (metalCallFailed) deletionFact()        {}
+func (metalCallFailed) clusterEndpointFact() {}
+func (metalCallFailed) clusterDeletionFact() {}
+func (*setupError) bootstrapFact()           {}
+func (*setupError) deviceFact()              {}
+func (*setupError) deletionFact()            {}
+func (*setupError) clusterEndpointFact()     {}
+func (*setupError) clusterDeletionFact()     {}
+func (alreadyTrue) endpointFact()            {}
+func (alreadyTrue) nodeFact()                {}
+func (ipamMissing) claimsFact()              {}
+func (ipamMissing) clusterEndpointFact()     {}
+
 // Facts of a machine's claims (IPAddressClaimed).
 type (
-	// claimCount is how many of the machine's claims are bound, of all.
+	// claimCount is how many of the machine's claims are bound, of all;
+	// the other facts of the claims embed it, and with it claimsFact.
 	claimCount struct{ bound, total int }
 	// claimsDeleting: claims the machine uses are being deleted.
 	claimsDeleting struct {
@@ -61,6 +93,8 @@ type (
 		networks resolvedNetworks
 	}
 )
+
+func (claimCount) claimsFact() {}
 
 // claimWait is what is known of a claim that is not bound.
 type claimWait struct {
@@ -101,6 +135,14 @@ type (
 	// bootstrapRendered: the user-data is in its Secret.
 	bootstrapRendered struct{ secret string }
 )
+
+func (waitingForBootstrap) bootstrapFact()  {}
+func (bootstrapInvalid) bootstrapFact()     {}
+func (vipNetworkMissing) bootstrapFact()    {}
+func (waitingForClusterVIP) bootstrapFact() {}
+func (clusterVIPInvalid) bootstrapFact()    {}
+func (bootstrapRendered) bootstrapFact()    {}
+func (*foreignSecretError) bootstrapFact()  {}
 
 // Facts of the device (DeviceReady).
 type (
@@ -150,6 +192,17 @@ type (
 	}
 )
 
+func (deviceSeen) deviceFact()             {}
+func (deviceGone) deviceFact()             {}
+func (deviceNotOwned) deviceFact()         {}
+func (vlansMissing) deviceFact()           {}
+func (waitingForSlot) deviceFact()         {}
+func (reservationUnavailable) deviceFact() {}
+func (createRefused) deviceFact()          {}
+func (projectUnreachable) deviceFact()     {}
+func (deviceFailed) deviceFact()           {}
+func (*failureDomainError) deviceFact()    {}
+
 // vlanProblem is a network whose VLAN cannot be used.
 type vlanProblem struct {
 	field string
@@ -177,6 +230,12 @@ type (
 	}
 )
 
+func (vlansMissing) portsFact()  {}
+func (vlansAttached) portsFact() {}
+func (batchInFlight) portsFact() {}
+func (portFailed) portsFact()    {}
+func (portStepSent) portsFact()  {}
+
 // Facts of the endpoint's routing (ControlPlaneEndpointAssigned).
 type (
 	// endpointNotOwned: the reservation the PacketCluster names is not
@@ -197,6 +256,10 @@ type (
 	}
 )
 
+func (endpointNotOwned) endpointFact()      {}
+func (endpointRouted) endpointFact()        {}
+func (endpointAssignRefused) endpointFact() {}
+
 // Facts of the node's report (NodeNetworkConfigured).
 type (
 	// nodeReportNotExpected: the device was not created by this provider.
@@ -210,6 +273,9 @@ type (
 	}
 )
 
+func (nodeReportNotExpected) nodeFact() {}
+func (nodeReported) nodeFact()          {}
+
 // Facts of a machine's deletion (Deleting).
 type (
 	deviceLeftAlone struct{ err *device.NotOwnedError }
@@ -217,10 +283,20 @@ type (
 	claimsReleasing struct{ remaining int }
 )
 
+func (deviceLeftAlone) deletionFact() {}
+func (deviceGoing) deletionFact()     {}
+func (claimsReleasing) deletionFact() {}
+
 // machineFacts are the facts of one PacketMachine reconcile, one per
 // condition; nil when its phase did not run or recorded nothing.
 type machineFacts struct {
-	claims, bootstrap, device, ports, endpoint, node, deletion fact
+	claims    claimsFact
+	bootstrap bootstrapFact
+	device    deviceFact
+	ports     portsFact
+	endpoint  endpointFact
+	node      nodeFact
+	deletion  deletionFact
 }
 
 // Facts of a PacketCluster's endpoint (ControlPlaneEndpointReady).
@@ -257,13 +333,29 @@ type (
 	vipClaimed struct{ endpoint, vip, claim, kind, pool string }
 )
 
+func (endpointSetByUser) clusterEndpointFact()   {}
+func (endpointMissing) clusterEndpointFact()     {}
+func (reservationGone) clusterEndpointFact()     {}
+func (reservationNotOwned) clusterEndpointFact() {}
+func (reservationRefused) clusterEndpointFact()  {}
+func (endpointReserved) clusterEndpointFact()    {}
+func (vipClaimDeleting) clusterEndpointFact()    {}
+func (vipWaiting) clusterEndpointFact()          {}
+func (vipNotAnAddress) clusterEndpointFact()     {}
+func (vipEndpointMismatch) clusterEndpointFact() {}
+func (vipClaimed) clusterEndpointFact()          {}
+
 // Facts of a PacketCluster's deletion (Deleting).
 type (
 	reservationsGoing struct{ ids []string }
 	vipClaimGoing     struct{ claim string }
 )
 
+func (reservationsGoing) clusterDeletionFact() {}
+func (vipClaimGoing) clusterDeletionFact()     {}
+
 // clusterFacts are the facts of one PacketCluster reconcile.
 type clusterFacts struct {
-	endpoint, deletion fact
+	endpoint clusterEndpointFact
+	deletion clusterDeletionFact
 }

@@ -223,7 +223,7 @@ func (r *PacketMachineReconciler) readClaims(ctx context.Context, s *machineScop
 // ipAddressInvalid records addresses the machine cannot use, with an event
 // when the condition turns so. Only a change of the claims or addresses
 // (which the watch sees) or of the machine can fix it: nothing to retry.
-func (r *PacketMachineReconciler) ipAddressInvalid(s *machineScope, f fact) {
+func (r *PacketMachineReconciler) ipAddressInvalid(s *machineScope, f claimsFact) {
 	s.facts.claims = f
 	warnOnChange(r.Recorder, s.PacketMachine, ipAddressClaimed(f), "ValidateIPAddresses")
 }

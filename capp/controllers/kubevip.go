@@ -25,7 +25,7 @@ import (
 // runs it (cloudinit.NeedsSuperAdmin). Other machines add nothing. wait,
 // when not nil, is the fact (for BootstrapDataRendered) of why the
 // user-data cannot be rendered yet.
-func (r *PacketMachineReconciler) kubeVIP(ctx context.Context, s *machineScope, bootstrap []byte) (extra cloudinit.Extra, wait fact, err error) {
+func (r *PacketMachineReconciler) kubeVIP(ctx context.Context, s *machineScope, bootstrap []byte) (extra cloudinit.Extra, wait bootstrapFact, err error) {
 	superAdmin := cloudinit.NeedsSuperAdmin(bootstrap, s.Machine.Spec.Version)
 	files, wait, err := r.kubeVIPFiles(ctx, s, superAdmin)
 	extra.Files = files
@@ -35,7 +35,7 @@ func (r *PacketMachineReconciler) kubeVIP(ctx context.Context, s *machineScope, 
 	return extra, wait, err
 }
 
-func (r *PacketMachineReconciler) kubeVIPFiles(ctx context.Context, s *machineScope, superAdmin bool) (files []cloudinit.File, wait fact, err error) {
+func (r *PacketMachineReconciler) kubeVIPFiles(ctx context.Context, s *machineScope, superAdmin bool) (files []cloudinit.File, wait bootstrapFact, err error) {
 	if !util.IsControlPlaneMachine(s.Machine) {
 		return nil, nil, nil
 	}
@@ -113,7 +113,7 @@ func vipOf(o client.Object) string {
 
 // kubeVIPWaitEvent reports a control-plane machine missing the VIP's VLAN
 // when the condition turns so: only a new machine can fix it.
-func (r *PacketMachineReconciler) kubeVIPWaitEvent(s *machineScope, wait fact) {
+func (r *PacketMachineReconciler) kubeVIPWaitEvent(s *machineScope, wait bootstrapFact) {
 	if _, ok := wait.(vipNetworkMissing); ok {
 		warnOnChange(r.Recorder, s.PacketMachine, bootstrapDataRendered(wait), "RenderUserData")
 	}

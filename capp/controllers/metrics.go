@@ -6,12 +6,6 @@ import (
 )
 
 var (
-	// creationsInFlightDesc and oldestCreationDesc are what CreationSlots
-	// reports at scrape time.
-	creationsInFlightDesc = prometheus.NewDesc("capp_device_creations_in_flight",
-		"Devices the manager has created that are not active or failed yet (at most --max-device-creations, more after a restart).", nil, nil)
-	oldestCreationDesc = prometheus.NewDesc("capp_oldest_device_creation_age_seconds",
-		"Time since the oldest device in creation was created (0 when none is): a device the platform does not finish shows here.", nil, nil)
 	// deviceSteps counts the Metal API steps the machines took, by step:
 	// create, disbond, assign_vlans, delete.
 	deviceSteps = prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -32,7 +32,7 @@ func (r *PacketMachineReconciler) reconcileNodeReport(ctx context.Context, s *ma
 	}
 	events, err := s.access.executor.Events(ctx, s.Device.ID)
 	if err != nil {
-		return r.metalFailed(ctx, s, &s.facts.node, "reading the device's events", err)
+		return r.metalFailed(ctx, s, func(f metalCallFailed) { s.facts.node = f }, "reading the device's events", err)
 	}
 	f := nodeReported{device: s.Device.ID, report: device.NodeReport(events), timeout: r.NodeReportTimeout}
 	activeFor := time.Since(activeSince(pm))

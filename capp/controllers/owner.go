@@ -3,13 +3,10 @@ package controllers
 import (
 	"context"
 	"errors"
-	"sync"
-	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -79,53 +76,4 @@ func uidExists(ctx context.Context, c client.Reader, ns string, list client.Obje
 // notOwned returns the *device.NotOwnedError in err, if any.
 func notOwned(err error) (*device.NotOwnedError, bool) {
 	return errors.AsType[*device.NotOwnedError](err)
-}
-
-// steadyPoll is how often a machine whose device is done (active, ports
-// done, node reported) reads it again, to see it was not deleted outside
-// Cluster API.
-const steadyPoll = 5 * time.Minute
-
-// pollGate keeps a machine's Metal reads to the pace of what it waits for:
-// after a reconcile that read the device and waits (a device provisioning,
-// a batch in flight, the node's report), a reconcile that an unrelated
-// event brings early (the Machine's or a claim's update, the object's own
-// status write) makes no Metal call until the wait is over, and the
-// conditions stand. Deletion has waits of its own.
-type pollGate struct {
-	mu    sync.Mutex
-	until map[types.UID]gate
-}
-
-type gate struct {
-	at       time.Time
-	deleting bool
-}
-
-func newPollGate() *pollGate { return &pollGate{until: map[types.UID]gate{}} }
-
-// set makes the object wait d before its next Metal read.
-func (g *pollGate) set(obj types.UID, d time.Duration, deleting bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.until[obj] = gate{at: time.Now().Add(d), deleting: deleting}
-}
-
-// waiting is what is left of the object's wait, 0 when it may read; a wait
-// set while not deleting never holds up a deletion.
-func (g *pollGate) waiting(obj types.UID, deleting bool) time.Duration {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	w, ok := g.until[obj]
-	if !ok || w.deleting != deleting {
-		return 0
-	}
-	return max(time.Until(w.at), 0)
-}
-
-// forget drops the object's wait, once it is gone.
-func (g *pollGate) forget(obj types.UID) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	delete(g.until, obj)
 }

@@ -18,6 +18,7 @@ import (
 
 	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/capp/device"
+	"github.com/metal-vrf/cluster-api-metal-vrf/capp/internal/pacing"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal"
 )
 
@@ -48,8 +49,8 @@ type PacketClusterReconciler struct {
 	// ipamInstalled is false when the cluster had no IPAddressClaim API at
 	// start: a PacketCluster with spec.vip then says so in a condition.
 	ipamInstalled bool
-	// backoff spaces the retries of failed Metal calls, per PacketCluster.
-	backoff *backoff
+	// gate spaces the retries of failed Metal calls, per PacketCluster.
+	gate *pacing.Gate
 }
 
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=packetclusters,verbs=get;list;watch;update;patch
@@ -62,7 +63,7 @@ type PacketClusterReconciler struct {
 // wake the PacketCluster.
 func (r *PacketClusterReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, options controller.Options) error {
 	log := ctrl.LoggerFrom(ctx)
-	r.backoff = newBackoff()
+	r.gate = pacing.NewGate(minPoll, retryMax)
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&infrav1.PacketCluster{}).
 		WithOptions(options).
@@ -111,7 +112,8 @@ func (r *PacketClusterReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 // the platform, then runs the phases.
 func (r *PacketClusterReconciler) reconcileNormal(ctx context.Context, s *clusterScope) (ctrl.Result, error) {
 	s.PacketCluster.Status.FailureDomains = failureDomains(s.PacketCluster)
-	defer r.backoff.settle(s.PacketCluster.UID, &s.retry)
+	s.turn = r.gate.Begin(s.PacketCluster.UID, false)
+	defer s.turn.End()
 	return runPhases(ctx, s, &s.run, []phase[*clusterScope]{
 		r.reconcileEndpoint,
 	})
@@ -121,7 +123,8 @@ func (r *PacketClusterReconciler) reconcileNormal(ctx context.Context, s *cluste
 // then lets the PacketCluster go.
 func (r *PacketClusterReconciler) reconcileDelete(ctx context.Context, s *clusterScope) (ctrl.Result, error) {
 	s.deleting = true
-	defer r.backoff.settle(s.PacketCluster.UID, &s.retry)
+	s.turn = r.gate.Begin(s.PacketCluster.UID, true)
+	defer s.turn.End()
 	return runPhases(ctx, s, &s.run, []phase[*clusterScope]{
 		r.releaseEndpoint,
 		r.releaseVIP,

@@ -54,7 +54,7 @@ func (s *clusterScope) setStatus() {
 		conditions.ForConditionTypes{infrav1.ControlPlaneEndpointReadyCondition})
 }
 
-func controlPlaneEndpointReady(f fact) metav1.Condition {
+func controlPlaneEndpointReady(f clusterEndpointFact) metav1.Condition {
 	const t = infrav1.ControlPlaneEndpointReadyCondition
 	switch f := f.(type) {
 	case endpointSetByUser:
@@ -100,7 +100,7 @@ func endpointMissingCondition(f endpointMissing) metav1.Condition {
 }
 
 // vipCondition derives ControlPlaneEndpointReady from the facts of spec.vip.
-func vipCondition(f fact) (metav1.Condition, bool) {
+func vipCondition(f clusterEndpointFact) (metav1.Condition, bool) {
 	const t = infrav1.ControlPlaneEndpointReadyCondition
 	switch f := f.(type) {
 	case vipClaimDeleting:
@@ -124,7 +124,7 @@ func vipCondition(f fact) (metav1.Condition, bool) {
 
 // clusterDeleting is the Deleting condition: True with what the deletion
 // waits for.
-func clusterDeleting(f fact) metav1.Condition {
+func clusterDeleting(f clusterDeletionFact) metav1.Condition {
 	const t = infrav1.DeletingCondition
 	switch f := f.(type) {
 	case *setupError:

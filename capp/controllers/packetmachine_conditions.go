@@ -14,7 +14,7 @@ import (
 // The derivations of a PacketMachine's conditions from the device onwards,
 // and of its Deleting condition (see packetmachine_status.go).
 
-func deviceReady(f fact) metav1.Condition {
+func deviceReady(f deviceFact) metav1.Condition {
 	const t = infrav1.DeviceReadyCondition
 	switch f := f.(type) {
 	case deviceSeen:
@@ -74,7 +74,7 @@ func (f vlansMissing) message() string {
 	return msg
 }
 
-func vlansAttachedCondition(f fact) metav1.Condition {
+func vlansAttachedCondition(f portsFact) metav1.Condition {
 	const t = infrav1.VLANsAttachedCondition
 	switch f := f.(type) {
 	case vlansMissing:
@@ -97,7 +97,7 @@ func vlansAttachedCondition(f fact) metav1.Condition {
 	return commonCondition(t, f)
 }
 
-func endpointAssigned(f fact) metav1.Condition {
+func endpointAssigned(f endpointFact) metav1.Condition {
 	const t = infrav1.ControlPlaneEndpointAssignedCondition
 	switch f := f.(type) {
 	case endpointNotOwned:
@@ -118,7 +118,7 @@ func endpointAssigned(f fact) metav1.Condition {
 	return commonCondition(t, f)
 }
 
-func nodeNetworkConfigured(f fact) metav1.Condition {
+func nodeNetworkConfigured(f nodeFact) metav1.Condition {
 	const t = infrav1.NodeNetworkConfiguredCondition
 	switch f := f.(type) {
 	case nodeReportNotExpected:
@@ -144,7 +144,7 @@ func nodeNetworkConfigured(f fact) metav1.Condition {
 
 // machineDeleting is the Deleting condition: True with what the deletion
 // waits for.
-func machineDeleting(f fact) metav1.Condition {
+func machineDeleting(f deletionFact) metav1.Condition {
 	const t = infrav1.DeletingCondition
 	switch f := f.(type) {
 	case *setupError:

@@ -26,7 +26,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -43,6 +42,7 @@ import (
 	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/capp/cloudinit"
 	"github.com/metal-vrf/cluster-api-metal-vrf/capp/device"
+	"github.com/metal-vrf/cluster-api-metal-vrf/capp/internal/pacing"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal"
 )
 
@@ -73,7 +73,7 @@ type PacketMachineReconciler struct {
 	// Getenv reads the manager's environment for the fallback credentials.
 	Getenv func(string) string
 	// Creations limits the devices in creation at once.
-	Creations *CreationSlots
+	Creations *pacing.CreationSlots
 	// ManagerTokenInBootstrapData lets bootstrap data written for upstream
 	// CAPP get the manager's own token ({{ .apiKey }}) for a cluster without
 	// a credentials Secret: unsafe when more than one team shares the
@@ -88,10 +88,9 @@ type PacketMachineReconciler struct {
 	// ipamInstalled is false when the cluster had no IPAddressClaim API at
 	// start: machines that need claims then say so in a condition.
 	ipamInstalled bool
-	// backoff spaces the retries of failed Metal calls, per machine.
-	backoff *backoff
-	// polls spaces a machine's reads by what it waits for (pollGate).
-	polls *pollGate
+	// gate keeps each machine's Metal calls to its pace: the backoff
+	// after a failed one, the poll interval of what it waits for.
+	gate *pacing.Gate
 	// vlans shares each project's VLAN list between the machines.
 	vlans *device.VLANCache
 }
@@ -120,10 +119,9 @@ func (r *PacketMachineReconciler) SetupWithManager(ctx context.Context, mgr ctrl
 		r.NodeReportTimeout = DefaultNodeReportTimeout
 	}
 	if r.Creations == nil {
-		r.Creations = NewCreationSlots(DefaultMaxDeviceCreations, 0)
+		r.Creations = pacing.NewCreationSlots(DefaultMaxDeviceCreations, 0)
 	}
-	r.backoff = newBackoff()
-	r.polls = newPollGate()
+	r.gate = pacing.NewGate(minPoll, retryMax)
 	r.vlans = device.NewVLANCache(vlanListTTL)
 	clusterToMachines, err := util.ClusterToTypedObjectsMapper(mgr.GetClient(), &infrav1.PacketMachineList{}, mgr.GetScheme())
 	if err != nil {
@@ -182,6 +180,7 @@ func (r *PacketMachineReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	}
 	s := &machineScope{PacketMachine: pm, Machine: machine, Cluster: cluster}
 	return patched(ctx, r.Client, pm, ownedConditions, s.setStatus, func() (ctrl.Result, error) {
+		defer r.followCreation(s)
 		if !pm.DeletionTimestamp.IsZero() {
 			return r.reconcileDelete(ctx, s)
 		}
@@ -200,7 +199,8 @@ type phase[S any] func(context.Context, S) (result ctrl.Result, done bool, err e
 
 // reconcileNormal runs the phases in order until one is not done.
 func (r *PacketMachineReconciler) reconcileNormal(ctx context.Context, s *machineScope) (ctrl.Result, error) {
-	defer r.backoff.settle(s.PacketMachine.UID, &s.retry)
+	s.turn = r.gate.Begin(s.PacketMachine.UID, false)
+	defer s.turn.End()
 	phases := []phase[*machineScope]{
 		r.reconcileIPAddresses,
 		r.reconcileBootstrapData,
@@ -210,7 +210,7 @@ func (r *PacketMachineReconciler) reconcileNormal(ctx context.Context, s *machin
 		r.reconcileNodeReport,
 	}
 	result, err := runPhases(ctx, s, &s.run, phases)
-	if s.Device != nil && !s.retry.failed && err == nil {
+	if s.Device != nil && !s.turn.Failed() && err == nil {
 		// The device was read: the next read is when the phase that
 		// stopped said to look again, or a steady poll once all is done.
 		wait := result.RequeueAfter
@@ -218,7 +218,7 @@ func (r *PacketMachineReconciler) reconcileNormal(ctx context.Context, s *machin
 			wait = steadyPoll
 		}
 		if wait > 0 {
-			r.polls.set(s.PacketMachine.UID, wait, false)
+			s.turn.PollIn(wait)
 		}
 	}
 	return result, err
@@ -229,7 +229,8 @@ func (r *PacketMachineReconciler) reconcileNormal(ctx context.Context, s *machin
 // then the machine.
 func (r *PacketMachineReconciler) reconcileDelete(ctx context.Context, s *machineScope) (ctrl.Result, error) {
 	s.deleting = true
-	defer r.backoff.settle(s.PacketMachine.UID, &s.retry)
+	s.turn = r.gate.Begin(s.PacketMachine.UID, true)
+	defer s.turn.End()
 	return runPhases(ctx, s, &s.run, []phase[*machineScope]{
 		r.deleteDevice,
 		r.releaseIPAddresses,
@@ -254,10 +255,10 @@ func runPhases[S any](ctx context.Context, s S, run *phaseRun, phases []phase[S]
 // openMetal begins a phase that calls the Metal API: it makes no call
 // while the backoff after the object's last failed one lasts (the
 // conditions that failure left stand), then opens the access (open), a
-// set-up problem becoming the phase's fact (into). ok false ends the phase
-// with result and err.
-func openMetal[A any](b *backoff, obj types.UID, retry *retryState, into *fact, open func() (A, error)) (access A, result ctrl.Result, ok bool, err error) {
-	if wait, held := b.gate(obj, retry); held {
+// set-up problem becoming the phase's fact (into, which records it in the
+// phase's slot). ok false ends the phase with result and err.
+func openMetal[A any](turn *pacing.Turn, into func(*setupError), open func() (A, error)) (access A, result ctrl.Result, ok bool, err error) {
+	if wait := turn.Backoff(); wait > 0 {
 		return access, ctrl.Result{RequeueAfter: wait}, false, nil
 	}
 	if access, err = open(); err != nil {
@@ -268,13 +269,13 @@ func openMetal[A any](b *backoff, obj types.UID, retry *retryState, into *fact, 
 }
 
 // setupFailed records a set-up problem (err a *setupError) as the fact of
-// the phase that met it; it is looked at again now and then, since a Secret
-// created later is not watched. Any other error is returned.
-func setupFailed(into *fact, err error) (ctrl.Result, bool, error) {
+// the phase that met it (into); it is looked at again now and then, since a
+// Secret created later is not watched. Any other error is returned.
+func setupFailed(into func(*setupError), err error) (ctrl.Result, bool, error) {
 	serr, ok := errors.AsType[*setupError](err)
 	if !ok {
 		return ctrl.Result{}, false, err
 	}
-	*into = serr
+	into(serr)
 	return ctrl.Result{RequeueAfter: noCredentials}, false, nil
 }

@@ -23,29 +23,37 @@ import (
 // condition reasons and messages users see are decided.
 
 // lifecycle are the conditions of a machine's phases, in their order, each
-// with its fact, how it is derived, and what a machine waits for while it
-// is not True.
+// derived from its fact (false when its phase recorded none), and what a
+// machine waits for while it is not True.
 var lifecycle = []struct {
 	conditionType string
-	fact          func(*machineFacts) *fact
-	derive        func(fact) metav1.Condition
+	derive        func(*machineFacts) (metav1.Condition, bool)
 	waitingFor    string
 	// optional conditions apply to some machines only: they appear once
 	// their phase observed them, never as waiting.
 	optional bool
 }{
-	{infrav1.IPAddressClaimedCondition, func(f *machineFacts) *fact { return &f.claims }, ipAddressClaimed,
+	{infrav1.IPAddressClaimedCondition, func(f *machineFacts) (metav1.Condition, bool) { return derived(f.claims, ipAddressClaimed) },
 		"the networks' addresses (IPAddressClaimed)", false},
-	{infrav1.BootstrapDataRenderedCondition, func(f *machineFacts) *fact { return &f.bootstrap }, bootstrapDataRendered,
+	{infrav1.BootstrapDataRenderedCondition, func(f *machineFacts) (metav1.Condition, bool) { return derived(f.bootstrap, bootstrapDataRendered) },
 		"the user-data (BootstrapDataRendered)", false},
-	{infrav1.DeviceReadyCondition, func(f *machineFacts) *fact { return &f.device }, deviceReady,
+	{infrav1.DeviceReadyCondition, func(f *machineFacts) (metav1.Condition, bool) { return derived(f.device, deviceReady) },
 		"the device (DeviceReady)", false},
-	{infrav1.VLANsAttachedCondition, func(f *machineFacts) *fact { return &f.ports }, vlansAttachedCondition,
+	{infrav1.VLANsAttachedCondition, func(f *machineFacts) (metav1.Condition, bool) { return derived(f.ports, vlansAttachedCondition) },
 		"the VLANs (VLANsAttached)", false},
-	{infrav1.ControlPlaneEndpointAssignedCondition, func(f *machineFacts) *fact { return &f.endpoint }, endpointAssigned,
+	{infrav1.ControlPlaneEndpointAssignedCondition, func(f *machineFacts) (metav1.Condition, bool) { return derived(f.endpoint, endpointAssigned) },
 		"the endpoint's address (ControlPlaneEndpointAssigned)", true},
-	{infrav1.NodeNetworkConfiguredCondition, func(f *machineFacts) *fact { return &f.node }, nodeNetworkConfigured,
+	{infrav1.NodeNetworkConfiguredCondition, func(f *machineFacts) (metav1.Condition, bool) { return derived(f.node, nodeNetworkConfigured) },
 		"the node's report (NodeNetworkConfigured)", false},
+}
+
+// derived is the condition derive gives for f, false when there is no
+// fact.
+func derived[F any](f F, derive func(F) metav1.Condition) (metav1.Condition, bool) {
+	if any(f) == nil {
+		return metav1.Condition{}, false
+	}
+	return derive(f), true
 }
 
 // ownedConditions are the conditions this reconciler writes: the patch
@@ -79,11 +87,9 @@ func (s *machineScope) setStatus() {
 	setMachineFields(pm, s.facts, s.Device)
 	waitingFor := ""
 	for _, c := range lifecycle {
-		f := *c.fact(&s.facts)
-		var cond metav1.Condition
+		cond, observed := c.derive(&s.facts)
 		switch {
-		case f != nil:
-			cond = c.derive(f)
+		case observed:
 		case c.optional:
 			continue
 		case waitingFor != "" && !s.run.failed:
@@ -171,9 +177,10 @@ func trueCondition(conditionType, reason, msg string) metav1.Condition {
 	return metav1.Condition{Type: conditionType, Status: metav1.ConditionTrue, Reason: reason, Message: msg}
 }
 
-// commonCondition derives the facts any phase may record; unknown facts
-// say so, which the table tests catch.
-func commonCondition(conditionType string, f fact) metav1.Condition {
+// commonCondition derives the facts any phase may record; a fact of the
+// condition its derivation does not know says so, which the table tests
+// catch.
+func commonCondition(conditionType string, f any) metav1.Condition {
 	switch f := f.(type) {
 	case *setupError:
 		return falseCondition(conditionType, f.reason, f.message)
@@ -208,7 +215,7 @@ func metalCallMessage(f metalCallFailed) string {
 
 func (c claimCount) String() string { return fmt.Sprintf("%d/%d bound", c.bound, c.total) }
 
-func ipAddressClaimed(f fact) metav1.Condition {
+func ipAddressClaimed(f claimsFact) metav1.Condition {
 	const t = infrav1.IPAddressClaimedCondition
 	switch f := f.(type) {
 	case claimsDeleting:
@@ -269,7 +276,7 @@ func ipAddressClaimsFulfilled(claimed metav1.Condition) metav1.Condition {
 	return metav1.Condition{Type: infrav1.IPAddressClaimsFulfilledCondition, Status: claimed.Status, Reason: reason, Message: claimed.Message}
 }
 
-func bootstrapDataRendered(f fact) metav1.Condition {
+func bootstrapDataRendered(f bootstrapFact) metav1.Condition {
 	const t = infrav1.BootstrapDataRenderedCondition
 	switch f := f.(type) {
 	case waitingForBootstrap:

@@ -22,90 +22,90 @@ func TestMachineConditionsFromFacts(t *testing.T) {
 	unauthorized := &metal.APIError{StatusCode: http.StatusUnauthorized, Messages: []string{"invalid token"}}
 	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	checkConditions(t, []conditionCase{
-		{"no pool networks", ipAddressClaimed, claimsBound{}, "True", infrav1.NoIPAddressClaimsReason, "no network takes its address from a pool"},
-		{"claims bound", ipAddressClaimed, claimsBound{claimCount: claimCount{2, 2}}, "True", infrav1.IPAddressClaimedReason, "2/2 bound"},
-		{"claims being deleted", ipAddressClaimed, claimsDeleting{claimCount{1, 2}, []string{"a", "b"}}, "False", infrav1.IPAddressInvalidReason,
+		{"no pool networks", ipAddressClaimed(claimsBound{}), "True", infrav1.NoIPAddressClaimsReason, "no network takes its address from a pool"},
+		{"claims bound", ipAddressClaimed(claimsBound{claimCount: claimCount{2, 2}}), "True", infrav1.IPAddressClaimedReason, "2/2 bound"},
+		{"claims being deleted", ipAddressClaimed(claimsDeleting{claimCount{1, 2}, []string{"a", "b"}}), "False", infrav1.IPAddressInvalidReason,
 			"1/2 bound, IPAddressClaims a, b are being deleted while the machine exists: their addresses may be handed out again; delete the machine"},
-		{"addresses unusable", ipAddressClaimed, addressesUnusable{claimCount{1, 1}, errors.New("no prefix")}, "False", infrav1.IPAddressInvalidReason,
+		{"addresses unusable", ipAddressClaimed(addressesUnusable{claimCount{1, 1}, errors.New("no prefix")}), "False", infrav1.IPAddressInvalidReason,
 			"1/1 bound, but unusable: no prefix"},
-		{"claim just created", ipAddressClaimed, claimsWaiting{claimCount: claimCount{0, 1}, created: true,
-			claims: []claimWait{{name: "c", pool: *poolReference(), kindServed: true}}}, "False", infrav1.IPAddressClaimsBeingCreatedReason,
+		{"claim just created", ipAddressClaimed(claimsWaiting{claimCount: claimCount{0, 1}, created: true,
+			claims: []claimWait{{name: "c", pool: *poolReference(), kindServed: true}}}), "False", infrav1.IPAddressClaimsBeingCreatedReason,
 			`0/1 bound; IPAddressClaim c waits on pool "pool" of kind "InClusterIPPool" (apiGroup "ipam.cluster.x-k8s.io")`},
-		{"IPAM missing", ipAddressClaimed, ipamMissing{}, "False", infrav1.IPAMNotInstalledReason, ipamNotInstalledMessage},
+		{"IPAM missing", ipAddressClaimed(ipamMissing{}), "False", infrav1.IPAMNotInstalledReason, ipamNotInstalledMessage},
 
-		{"no bootstrap data", bootstrapDataRendered, waitingForBootstrap{}, "False", infrav1.WaitingForBootstrapDataReason,
+		{"no bootstrap data", bootstrapDataRendered(waitingForBootstrap{}), "False", infrav1.WaitingForBootstrapDataReason,
 			"waiting for the bootstrap provider to set the Machine's bootstrap data"},
-		{"no VIP network", bootstrapDataRendered, vipNetworkMissing{cluster: "pc", vxlan: 1000}, "False", infrav1.VIPNetworkMissingReason,
+		{"no VIP network", bootstrapDataRendered(vipNetworkMissing{cluster: "pc", vxlan: 1000}), "False", infrav1.VIPNetworkMissingReason,
 			"the control-plane machine has no network with vxlan 1000 (PacketCluster pc spec.vip.vxlan) in spec.ports[].networks: kube-vip announces the VIP on its sub-interface"},
-		{"VIP not bound", bootstrapDataRendered, waitingForClusterVIP{cluster: "pc"}, "False", infrav1.WaitingForVIPReason,
+		{"VIP not bound", bootstrapDataRendered(waitingForClusterVIP{cluster: "pc"}), "False", infrav1.WaitingForVIPReason,
 			"waiting for PacketCluster pc's VIP (spec.vip) to be bound"},
-		{"Secret name taken", bootstrapDataRendered, &foreignSecretError{secret: "m-user-data"}, "False", infrav1.UserDataSecretConflictReason,
+		{"Secret name taken", bootstrapDataRendered(&foreignSecretError{secret: "m-user-data"}), "False", infrav1.UserDataSecretConflictReason,
 			"Secret m-user-data exists and is not controlled by this PacketMachine; it is left as it is: delete or rename it"},
-		{"set-up problem", bootstrapDataRendered, &setupError{infrav1.NoCredentialsReason, "no credentials"}, "False", infrav1.NoCredentialsReason, "no credentials"},
-		{"rendered", bootstrapDataRendered, bootstrapRendered{secret: "s"}, "True", infrav1.BootstrapDataRenderedReason, ""},
+		{"set-up problem", bootstrapDataRendered(&setupError{infrav1.NoCredentialsReason, "no credentials"}), "False", infrav1.NoCredentialsReason, "no credentials"},
+		{"rendered", bootstrapDataRendered(bootstrapRendered{secret: "s"}), "True", infrav1.BootstrapDataRenderedReason, ""},
 
-		{"device active", deviceReady, deviceSeen{id: "d1", state: "active", active: true}, "True", infrav1.DeviceActiveReason, "device d1 is active"},
-		{"device provisioning", deviceReady, deviceSeen{id: "d1", state: "queued"}, "False", infrav1.DeviceProvisioningReason, "device d1 is queued"},
-		{"device gone", deviceReady, deviceGone{id: "d1"}, "False", infrav1.DeviceDeletedReason, "device d1 no longer exists: delete the Machine to replace it"},
-		{"device not owned", deviceReady, deviceNotOwned{field: `spec.providerID "equinixmetal://d1"`, err: notOwned}, "False", infrav1.DeviceNotOwnedReason,
+		{"device active", deviceReady(deviceSeen{id: "d1", state: "active", active: true}), "True", infrav1.DeviceActiveReason, "device d1 is active"},
+		{"device provisioning", deviceReady(deviceSeen{id: "d1", state: "queued"}), "False", infrav1.DeviceProvisioningReason, "device d1 is queued"},
+		{"device gone", deviceReady(deviceGone{id: "d1"}), "False", infrav1.DeviceDeletedReason, "device d1 no longer exists: delete the Machine to replace it"},
+		{"device not owned", deviceReady(deviceNotOwned{field: `spec.providerID "equinixmetal://d1"`, err: notOwned}), "False", infrav1.DeviceNotOwnedReason,
 			`spec.providerID "equinixmetal://d1": device d1 is not this object's: it carries another machine's tag; the provider does nothing with it but read it, and deleting the machine leaves it alone`},
-		{"VLAN missing in the failure domain's metro", deviceReady, vlansMissing{problems: []vlanProblem{{"spec.ports[0].networks[0] (vxlan 1000)", errors.New("not in metro da")}},
-			failureDomain: "fd", metro: "da"}, "False", infrav1.VLANNotFoundReason,
+		{"VLAN missing in the failure domain's metro", deviceReady(vlansMissing{problems: []vlanProblem{{"spec.ports[0].networks[0] (vxlan 1000)", errors.New("not in metro da")}},
+			failureDomain: "fd", metro: "da"}), "False", infrav1.VLANNotFoundReason,
 			`the Machine's failure domain "fd" places the device in metro da: spec.ports[0].networks[0] (vxlan 1000): not in metro da`},
-		{"create refused", deviceReady, createRefused{plan: "p", os: "o", metro: "da", reservation: "r", messages: []string{"no capacity", "try later"}},
+		{"create refused", deviceReady(createRefused{plan: "p", os: "o", metro: "da", reservation: "r", messages: []string{"no capacity", "try later"}}),
 			"False", infrav1.DeviceCreateFailedReason,
 			`the platform refused to create the device (plan "p", operating system "o", metro "da", facility "", hardwareReservationID "r"): no capacity; try later`},
-		{"project refused", deviceReady, projectUnreachable{project: "p1", source: "Secret ns/creds", err: errors.New("404")}, "False", infrav1.ProjectNotFoundReason,
+		{"project refused", deviceReady(projectUnreachable{project: "p1", source: "Secret ns/creds", err: errors.New("404")}), "False", infrav1.ProjectNotFoundReason,
 			"project p1 (spec.project, or the PacketCluster's spec.projectID) does not exist or Secret ns/creds cannot reach it: 404"},
-		{"device failed", deviceReady, deviceFailed{message: "device d1 failed", platformReason: "no IP"}, "False", infrav1.DeviceFailedReason, "device d1 failed: no IP"},
-		{"credentials refused", deviceReady, metalCallFailed{what: "reading the device", err: unauthorized, source: "Secret ns/creds"}, "False",
+		{"device failed", deviceReady(deviceFailed{message: "device d1 failed", platformReason: "no IP"}), "False", infrav1.DeviceFailedReason, "device d1 failed: no IP"},
+		{"credentials refused", deviceReady(metalCallFailed{what: "reading the device", err: unauthorized, source: "Secret ns/creds"}), "False",
 			infrav1.InvalidCredentialsReason, fmt.Sprintf("reading the device: the Metal API refused the credentials of Secret ns/creds: %v", unauthorized)},
-		{"two devices", deviceReady, metalCallFailed{what: "reading the device", err: device.ErrAmbiguous}, "False", infrav1.AmbiguousDeviceReason,
+		{"two devices", deviceReady(metalCallFailed{what: "reading the device", err: device.ErrAmbiguous}), "False", infrav1.AmbiguousDeviceReason,
 			fmt.Sprintf("reading the device: %v (retrying)", device.ErrAmbiguous)},
-		{"a 503", deviceReady, metalCallFailed{what: "reading the device", err: errors.New("503")}, "False", infrav1.MetalAPIErrorReason, "reading the device: 503 (retrying)"},
+		{"a 503", deviceReady(metalCallFailed{what: "reading the device", err: errors.New("503")}), "False", infrav1.MetalAPIErrorReason, "reading the device: 503 (retrying)"},
 
-		{"VLANs attached", vlansAttachedCondition, vlansAttached{spec: device.Spec{Ports: []device.PortSpec{{Name: "eth1", VLANs: []device.VLAN{{VXLAN: 1000}, {VXLAN: 1001}}}}}},
+		{"VLANs attached", vlansAttachedCondition(vlansAttached{spec: device.Spec{Ports: []device.PortSpec{{Name: "eth1", VLANs: []device.VLAN{{VXLAN: 1000}, {VXLAN: 1001}}}}}}),
 			"True", infrav1.VLANsAttachedReason, "eth1: 1000, 1001"},
-		{"batch in flight", vlansAttachedCondition, batchInFlight{batch: "b", port: "eth1"}, "False", infrav1.VLANsAttachingReason, "VLAN assignment batch b of port eth1 is in flight"},
-		{"port missing", vlansAttachedCondition, portFailed{notFound: true, index: 1, port: "eth3", message: "the device has no port eth3"}, "False",
+		{"batch in flight", vlansAttachedCondition(batchInFlight{batch: "b", port: "eth1"}), "False", infrav1.VLANsAttachingReason, "VLAN assignment batch b of port eth1 is in flight"},
+		{"port missing", vlansAttachedCondition(portFailed{notFound: true, index: 1, port: "eth3", message: "the device has no port eth3"}), "False",
 			infrav1.PortNotFoundReason, `spec.ports[1].name "eth3": the device has no port eth3`},
-		{"disbonding", vlansAttachedCondition, portStepSent{disbond: true, port: "eth1"}, "False", infrav1.PortDisbondingReason, "taking port eth1 out of bond0"},
-		{"VLANs sent", vlansAttachedCondition, portStepSent{port: "eth1", vlans: []device.VLAN{{VXLAN: 1000}}}, "False", infrav1.VLANsAttachingReason, "attaching VLANs 1000 to port eth1"},
+		{"disbonding", vlansAttachedCondition(portStepSent{disbond: true, port: "eth1"}), "False", infrav1.PortDisbondingReason, "taking port eth1 out of bond0"},
+		{"VLANs sent", vlansAttachedCondition(portStepSent{port: "eth1", vlans: []device.VLAN{{VXLAN: 1000}}}), "False", infrav1.VLANsAttachingReason, "attaching VLANs 1000 to port eth1"},
 
-		{"endpoint here", endpointAssigned, endpointRouted{address: "198.51.100.1", device: "d1"}, "True", infrav1.EndpointAssignedReason,
+		{"endpoint here", endpointAssigned(endpointRouted{address: "198.51.100.1", device: "d1"}), "True", infrav1.EndpointAssignedReason,
 			"the endpoint 198.51.100.1 is routed to device d1"},
-		{"endpoint elsewhere", endpointAssigned, endpointRouted{address: "198.51.100.1", device: "d1", elsewhere: []string{"d2"}}, "True",
+		{"endpoint elsewhere", endpointAssigned(endpointRouted{address: "198.51.100.1", device: "d1", elsewhere: []string{"d2"}}), "True",
 			infrav1.EndpointAssignedElsewhereReason, "the endpoint 198.51.100.1 is routed to device d2; the cloud provider moves it between control-plane nodes"},
-		{"kept True", endpointAssigned, alreadyTrue{reason: infrav1.EndpointAssignedReason, message: "as written"}, "True", infrav1.EndpointAssignedReason, "as written"},
+		{"kept True", endpointAssigned(alreadyTrue{reason: infrav1.EndpointAssignedReason, message: "as written"}), "True", infrav1.EndpointAssignedReason, "as written"},
 
-		{"node configured", nodeNetworkConfigured, nodeReported{device: "d1", report: device.Report{State: device.UserStateSucceeded, Message: "ok", At: at}},
+		{"node configured", nodeNetworkConfigured(nodeReported{device: "d1", report: device.Report{State: device.UserStateSucceeded, Message: "ok", At: at}}),
 			"True", infrav1.NodeNetworkConfiguredReason, "the node reported ok at 2026-03-01T12:00:00Z"},
-		{"node failed, late or not", nodeNetworkConfigured, nodeReported{device: "d1", late: true, report: device.Report{State: device.UserStateFailed, Message: "bad", At: at}},
+		{"node failed, late or not", nodeNetworkConfigured(nodeReported{device: "d1", late: true, report: device.Report{State: device.UserStateFailed, Message: "bad", At: at}}),
 			"False", infrav1.NodeNetworkFailedReason, "the node reported at 2026-03-01T12:00:00Z: bad"},
-		{"node late", nodeNetworkConfigured, nodeReported{device: "d1", late: true, timeout: time.Minute}, "False", infrav1.TimeoutReason,
+		{"node late", nodeNetworkConfigured(nodeReported{device: "d1", late: true, timeout: time.Minute}), "False", infrav1.TimeoutReason,
 			"the node of device d1 has not reported its network configuration within 1m0s of the device becoming active (--node-report-timeout)"},
-		{"node running", nodeNetworkConfigured, nodeReported{device: "d1", report: device.Report{State: device.UserStateRunning, At: at}}, "False",
+		{"node running", nodeNetworkConfigured(nodeReported{device: "d1", report: device.Report{State: device.UserStateRunning, At: at}}), "False",
 			infrav1.WaitingForNodeReason, "the node of device d1 started configuring its network at 2026-03-01T12:00:00Z"},
-		{"node silent", nodeNetworkConfigured, nodeReported{device: "d1"}, "False", infrav1.WaitingForNodeReason,
+		{"node silent", nodeNetworkConfigured(nodeReported{device: "d1"}), "False", infrav1.WaitingForNodeReason,
 			"device d1 is active; its node has not reported its network configuration yet"},
-		{"adopted device", nodeNetworkConfigured, nodeReportNotExpected{device: "d1", tag: "t"}, "True", infrav1.NodeReportNotExpectedReason,
+		{"adopted device", nodeNetworkConfigured(nodeReportNotExpected{device: "d1", tag: "t"}), "True", infrav1.NodeReportNotExpectedReason,
 			"device d1 was not created by this provider (it lacks the tag t): its node runs no network script to report"},
 
-		{"deleting without credentials", machineDeleting, &setupError{infrav1.NoCredentialsReason, "no credentials"}, "True", infrav1.DeletingDeviceReason,
+		{"deleting without credentials", machineDeleting(&setupError{infrav1.NoCredentialsReason, "no credentials"}), "True", infrav1.DeletingDeviceReason,
 			"cannot delete the device: no credentials"},
-		{"device left alone", machineDeleting, deviceLeftAlone{err: notOwned}, "True", infrav1.DeletingDeviceReason,
+		{"device left alone", machineDeleting(deviceLeftAlone{err: notOwned}), "True", infrav1.DeletingDeviceReason,
 			"left device d1 alone: device d1 is not this object's: it carries another machine's tag"},
-		{"delete failed", machineDeleting, metalCallFailed{what: "deleting device d1", err: errors.New("503")}, "True", infrav1.DeletingDeviceReason,
+		{"delete failed", machineDeleting(metalCallFailed{what: "deleting device d1", err: errors.New("503")}), "True", infrav1.DeletingDeviceReason,
 			"deleting device d1: 503 (retrying)"},
-		{"claims releasing", machineDeleting, claimsReleasing{remaining: 2}, "True", infrav1.ReleasingAddressesReason, "the device is gone; releasing 2 IPAddressClaims"},
+		{"claims releasing", machineDeleting(claimsReleasing{remaining: 2}), "True", infrav1.ReleasingAddressesReason, "the device is gone; releasing 2 IPAddressClaims"},
 	})
 }
 
-// conditionCase is a fact and the condition its derivation must give.
+// conditionCase is the condition a fact's derivation gave and the one it
+// must give.
 type conditionCase struct {
 	name   string
-	derive func(fact) metav1.Condition
-	fact   fact
+	got    metav1.Condition
 	status metav1.ConditionStatus
 	reason string
 	msg    string
@@ -115,7 +115,7 @@ func checkConditions(t *testing.T, cases []conditionCase) {
 	t.Helper()
 	for _, tt := range cases {
 		t.Run(tt.name, func(t *testing.T) {
-			c := tt.derive(tt.fact)
+			c := tt.got
 			if c.Status != tt.status || c.Reason != tt.reason || c.Message != tt.msg {
 				t.Errorf("got %s/%s %q\nwant %s/%s %q", c.Status, c.Reason, c.Message, tt.status, tt.reason, tt.msg)
 			}
@@ -177,9 +177,15 @@ func TestMachineAddresses(t *testing.T) {
 	}
 }
 
+// unknownDeviceFact is a fact of DeviceReady its derivation does not know
+// (a fact of another condition does not compile there).
+type unknownDeviceFact struct{}
+
+func (unknownDeviceFact) deviceFact() {}
+
 // A fact no derivation knows is Unknown, never a guess.
 func TestUnknownFact(t *testing.T) {
-	if got := deviceReady(claimsBound{}); got.Status != metav1.ConditionUnknown || got.Reason != "UnknownFact" {
-		t.Errorf("a fact of another condition = %+v, want Unknown", got)
+	if got := deviceReady(unknownDeviceFact{}); got.Status != metav1.ConditionUnknown || got.Reason != "UnknownFact" {
+		t.Errorf("a fact its derivation does not know = %+v, want Unknown", got)
 	}
 }

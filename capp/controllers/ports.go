@@ -27,7 +27,7 @@ func (r *PacketMachineReconciler) reconcilePorts(ctx context.Context, s *machine
 		s.facts.ports = vlansAttached{spec: s.spec}
 		return ctrl.Result{}, true, nil
 	case device.WaitVLANs:
-		s.facts.ports = s.hold.why
+		s.facts.ports = s.hold.ports
 		return ctrl.Result{RequeueAfter: s.hold.retry}, false, nil
 	case device.WaitBatch:
 		s.facts.ports = batchInFlight{batch: step.Batch, port: step.Port}
@@ -43,7 +43,7 @@ func (r *PacketMachineReconciler) reconcilePorts(ctx context.Context, s *machine
 	err := s.access.executor.Run(ctx, step, s.Device)
 	countStep(stepName(step.Action), err)
 	if err != nil {
-		return r.metalFailed(ctx, s, &s.facts.ports, fmt.Sprintf("%s on port %s", step.Action, step.Port), err)
+		return r.metalFailed(ctx, s, func(f metalCallFailed) { s.facts.ports = f }, fmt.Sprintf("%s on port %s", step.Action, step.Port), err)
 	}
 	s.facts.ports = portStepSent{disbond: step.Action == device.Disbond, port: step.Port, vlans: step.VLANs}
 	if step.Action == device.Disbond {

@@ -13,6 +13,7 @@ import (
 	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/capp/cloudinit"
 	"github.com/metal-vrf/cluster-api-metal-vrf/capp/device"
+	"github.com/metal-vrf/cluster-api-metal-vrf/capp/internal/pacing"
 )
 
 // machineScope is what the phases of one reconcile share: the objects read
@@ -37,7 +38,8 @@ type machineScope struct {
 	// machine's; nil when it has none or it was not read.
 	Device *device.Device
 	// spec is what the machine wants of the platform and step the next
-	// step device.Plan gave for it, both set by reconcileDevice;
+	// step device.Plan gave for it, both set by reconcileDevice (deleteDevice
+	// sets step to device.PlanDelete's once it has read the device);
 	// reconcilePorts carries out a step of the ports. hold says what a
 	// WaitCreate or WaitVLANs step waits for.
 	spec device.Spec
@@ -47,19 +49,21 @@ type machineScope struct {
 	placement placement
 
 	// facts are what the phases observed, for setStatus; run is where
-	// they stopped, retry the bookkeeping of failed Metal calls.
+	// they stopped; turn is the reconcile at the machine's Metal gate.
 	facts    machineFacts
 	run      phaseRun
-	retry    retryState
+	turn     *pacing.Turn
 	deleting bool
 }
 
-// hold is what keeps a machine's next step from being taken (a failure
-// domain, a VLAN or a creation slot missing): the fact that says so, and
-// when to look again.
+// hold is what keeps a machine's next step from being taken: the fact that
+// says so, of the device (a failure domain, a VLAN or a creation slot
+// missing: WaitCreate) or of its ports (a VLAN missing: WaitVLANs), and when
+// to look again.
 type hold struct {
-	why   fact
-	retry time.Duration
+	device deviceFact
+	ports  portsFact
+	retry  time.Duration
 }
 
 // phaseRun is where a run of phases stopped: the index of the phase that
@@ -68,12 +72,6 @@ type phaseRun struct {
 	stoppedAt int
 	failed    bool
 }
-
-// retryState is what a reconcile did about the object's backoff:
-// failed when a Metal call failed, backingOff when it made none because
-// an earlier one had failed. The backoff is reset only after a reconcile
-// with neither.
-type retryState struct{ failed, backingOff bool }
 
 // reasonChanges reports whether the condition's reason, as last written,
 // differs from reason: events are emitted on such changes only.

@@ -53,9 +53,8 @@ func TestSetConditions(t *testing.T) {
 		{
 			name: "every phase done: Ready",
 			observe: func(s *machineScope) {
-				for _, c := range lifecycle {
-					*c.fact(&s.facts) = alreadyTrue{reason: "Done"}
-				}
+				s.facts = machineFacts{claims: claimsBound{}, bootstrap: bootstrapRendered{}, device: deviceSeen{active: true},
+					ports: vlansAttached{}, endpoint: alreadyTrue{reason: "Done"}, node: alreadyTrue{reason: "Done"}}
 				s.run.stoppedAt = len(lifecycle)
 			},
 			want: map[string]*want{infrav1.ReadyCondition: {metav1.ConditionTrue, ""}},

@@ -84,7 +84,7 @@ func (r *PacketClusterReconciler) reconcileVIP(ctx context.Context, s *clusterSc
 // vipInvalid records a VIP the cluster cannot use, with an event when the
 // condition turns so. Only a change of the claim or its address (which the
 // watch sees) can fix it: nothing to retry.
-func (r *PacketClusterReconciler) vipInvalid(s *clusterScope, f fact) {
+func (r *PacketClusterReconciler) vipInvalid(s *clusterScope, f clusterEndpointFact) {
 	s.facts.endpoint = f
 	warnOnChange(r.Recorder, s.PacketCluster, controlPlaneEndpointReady(f), "ClaimVIP")
 }

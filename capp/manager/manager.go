@@ -21,6 +21,7 @@ import (
 	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/capp/cloudinit"
 	"github.com/metal-vrf/cluster-api-metal-vrf/capp/controllers"
+	"github.com/metal-vrf/cluster-api-metal-vrf/capp/internal/pacing"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/managerutil"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal"
 )
@@ -38,7 +39,7 @@ type Options struct {
 	// means controllers.DefaultMaxDeviceCreations.
 	MaxDeviceCreations int
 	// MaxDeviceCreationsPerNamespace caps one namespace's creations in
-	// flight; 0 leaves only the fair share (see controllers.CreationSlots).
+	// flight; 0 leaves only the fair share (see pacing.CreationSlots).
 	MaxDeviceCreationsPerNamespace int
 	// ManagerTokenInBootstrapData hands the manager's own token to
 	// bootstrap data asking for {{ .apiKey }} of a cluster without a
@@ -139,7 +140,7 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, opts Options, geten
 		Render:            cloudinit.Options{MetadataURL: opts.MetadataURL},
 		Credentials:       credentials,
 		Getenv:            getenv,
-		Creations:         controllers.NewCreationSlots(maxCreations, opts.MaxDeviceCreationsPerNamespace),
+		Creations:         pacing.NewCreationSlots(maxCreations, opts.MaxDeviceCreationsPerNamespace),
 		NodeReportTimeout: opts.NodeReportTimeout,
 		KubeVIPImage:      opts.KubeVIPImage,
 

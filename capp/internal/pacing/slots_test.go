@@ -1,4 +1,4 @@
-package controllers
+package pacing
 
 import (
 	"fmt"
@@ -14,7 +14,7 @@ func TestCreationSlots(t *testing.T) {
 	slots := NewCreationSlots(2, 0)
 	inFlight := func(want int) {
 		t.Helper()
-		if got := len(slots.holders); got != want {
+		if got := len(slots.locked.holders); got != want {
 			t.Fatalf("%d slots held, want %d", got, want)
 		}
 		if got := slotMetrics(t, slots)["capp_device_creations_in_flight"]; got != float64(want) {
@@ -122,7 +122,7 @@ func TestCreationSlotsForgetMachinesGone(t *testing.T) {
 	if !slots.Acquire("y-2", key("y")) {
 		t.Error("the slot of a machine replaced under its name stayed taken")
 	}
-	if n := len(slots.holders); n != 2 {
+	if n := len(slots.locked.holders); n != 2 {
 		t.Errorf("%d slots held, want 2 (z and the new y)", n)
 	}
 }
@@ -174,98 +174,4 @@ func slotMetrics(t *testing.T, slots *CreationSlots) map[string]float64 {
 		values[f.GetName()] = f.GetMetric()[0].GetGauge().GetValue()
 	}
 	return values
-}
-
-func TestProvisioningPoll(t *testing.T) {
-	for _, tt := range []struct{ age, want time.Duration }{
-		{0, minPoll},
-		{10 * time.Second, minPoll},
-		{40 * time.Second, 10 * time.Second},
-		{time.Hour, maxPoll},
-	} {
-		if got := provisioningPoll(tt.age); got != tt.want {
-			t.Errorf("provisioningPoll(%s) = %s, want %s", tt.age, got, tt.want)
-		}
-	}
-}
-
-func TestNodeReportPoll(t *testing.T) {
-	for _, tt := range []struct{ activeFor, want time.Duration }{
-		{0, reportPoll},
-		{time.Minute, reportPoll},
-		{2 * time.Minute, 30 * time.Second},
-		{10 * time.Minute, slowPoll},
-	} {
-		if got := nodeReportPoll(tt.activeFor); got != tt.want {
-			t.Errorf("nodeReportPoll(%s) = %s, want %s", tt.activeFor, got, tt.want)
-		}
-	}
-}
-
-func TestBackoff(t *testing.T) {
-	b := newBackoff()
-	if w := b.waiting("m"); w != 0 {
-		t.Fatalf("waiting before any failure = %s", w)
-	}
-	first := b.next("m")
-	if w := b.waiting("m"); w <= 0 || w > first {
-		t.Errorf("waiting after a failure = %s, want (0, %s]", w, first)
-	}
-	if second := b.next("m"); second <= first {
-		t.Errorf("the second wait %s does not grow from %s", second, first)
-	}
-	if w := b.waiting("other"); w != 0 {
-		t.Errorf("another object waits %s", w)
-	}
-	b.reset("m")
-	if w := b.waiting("m"); w != 0 {
-		t.Errorf("waiting after a reset = %s", w)
-	}
-	if again := b.next("m"); again != first {
-		t.Errorf("the wait after a reset = %s, want %s again", again, first)
-	}
-}
-
-// A reconcile defers settle at its start: the backoff a failed call began
-// must outlive the reconcile, hold back the next one, and grow until a
-// reconcile's calls all succeed.
-func TestBackoffSettlesWhatTheReconcileDid(t *testing.T) {
-	b := newBackoff()
-	reconcile := func(fail bool) (held bool) {
-		var retry retryState
-		defer b.settle("m", &retry)
-		if _, held = b.gate("m", &retry); held {
-			return true
-		}
-		if fail {
-			b.failed("m", &retry)
-		}
-		return false
-	}
-	waitOver := func() {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		delete(b.until, "m")
-	}
-	reconcile(true)
-	first := b.waiting("m")
-	if first <= 0 {
-		t.Fatalf("waiting after a reconcile whose call failed = %s, want the backoff", first)
-	}
-	if !reconcile(false) || b.waiting("m") <= 0 {
-		t.Fatal("the next reconcile was not held back, or the backoff did not stand")
-	}
-	waitOver()
-	reconcile(true)
-	if second := b.waiting("m"); second <= first {
-		t.Errorf("waiting after a second failure = %s, want more than %s", second, first)
-	}
-	waitOver()
-	if reconcile(false) || b.waiting("m") != 0 {
-		t.Fatal("a reconcile whose calls succeeded left a wait")
-	}
-	reconcile(true)
-	if again := b.waiting("m"); again > minPoll {
-		t.Errorf("waiting after a failure that follows a success = %s, want the first wait, %s, again", again, minPoll)
-	}
 }
