@@ -62,9 +62,11 @@ func (r *PacketMachineReconciler) reconcileDevice(ctx context.Context, s *machin
 // followCreation, deferred by Reconcile, is the one place a machine's
 // creation slot (which creationReady takes right before Plan can decide
 // Create) is kept or freed, from the device's step and fact. It is kept
-// while the device is in creation: seen provisioning (WaitDevice, which also
+// while the device is in creation: seen queued or provisioning (which also
 // takes it back after a restart) or just created. It is freed once the
-// creation is over or did not happen: the device seen active or failed,
+// creation is over or did not happen: the device seen in any other state
+// (active, failed, or powered off by its owner, which must not keep a slot
+// from the other namespaces),
 // gone or not the machine's, a Create step that made none, a deletion that
 // found none left (PlanDelete's Done) or left it alone. It is left as it is
 // when the reconcile stopped before it knew (held back, paced, a failed
@@ -80,7 +82,7 @@ func (r *PacketMachineReconciler) followCreation(s *machineScope) {
 	}
 	switch f := s.facts.device.(type) {
 	case deviceSeen:
-		if !f.active {
+		if device.InCreation(f.state) {
 			r.Creations.Hold(pm.UID, client.ObjectKeyFromObject(pm), s.Device.CreatedAt)
 			return
 		}

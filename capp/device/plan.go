@@ -9,10 +9,19 @@ import (
 
 // Device states of the platform that the plan distinguishes.
 const (
+	StateQueued         = "queued"
+	StateProvisioning   = "provisioning"
 	StateActive         = "active"
 	StateFailed         = "failed"
 	StateDeprovisioning = "deprovisioning"
 )
+
+// InCreation reports whether a device in state is still being created:
+// queued or provisioning. A device powered off, on or reinstalled by its
+// owner is not, whatever it waits for.
+func InCreation(state string) bool {
+	return state == StateQueued || state == StateProvisioning
+}
 
 // Batch states of the platform.
 const (

@@ -25,6 +25,8 @@ const (
 	EventProvisionComplete  = "provisioning.109"
 	EventProvisionFailed    = "provisioning.failed"
 	EventDeprovisionStarted = "instance.deprovisioning"
+	EventPoweredOff         = "instance.powered_off"
+	EventPoweredOn          = "instance.powered_on"
 	EventUserState          = "user_state"
 )
 
@@ -448,6 +450,31 @@ func (s *Server) deleteDevice(r *request) (reply, error) {
 		d.setState(metalv1.DEVICESTATE_DEPROVISIONING, r.now, EventDeprovisionStarted, "Deprovision started")
 	}
 	return noContent()
+}
+
+// POST /devices/{id}/actions: power_off (an active device becomes
+// inactive) and power_on (back to active), at once; the platform's other
+// actions are refused as the simulator does not model them.
+func (s *Server) performAction(r *request) (reply, error) {
+	d, err := find(r, s.world.devices, "id")
+	if err != nil {
+		return reply{}, err
+	}
+	var in metalv1.DeviceActionInput
+	if err := decode(r.Request, &in); err != nil {
+		return reply{}, err
+	}
+	switch {
+	case in.Type == metalv1.DEVICEACTIONINPUTTYPE_POWER_OFF && d.state == metalv1.DEVICESTATE_ACTIVE:
+		d.setState(metalv1.DEVICESTATE_INACTIVE, r.now, EventPoweredOff, "Powered off")
+	case in.Type == metalv1.DEVICEACTIONINPUTTYPE_POWER_ON && d.state == metalv1.DEVICESTATE_INACTIVE:
+		d.setState(metalv1.DEVICESTATE_ACTIVE, r.now, EventPoweredOn, "Powered on")
+	case in.Type == metalv1.DEVICEACTIONINPUTTYPE_POWER_OFF, in.Type == metalv1.DEVICEACTIONINPUTTYPE_POWER_ON:
+		return reply{}, errorf(http.StatusUnprocessableEntity, "device %s is %s: %s is not possible", d.id, d.state, in.Type)
+	default:
+		return reply{}, errorf(http.StatusUnprocessableEntity, "action %q is not supported by the simulator", in.Type)
+	}
+	return reply{status: http.StatusAccepted}, nil
 }
 
 // GET /devices/{id}/events[?page=&per_page=], newest first like the API.

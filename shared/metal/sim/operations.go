@@ -24,6 +24,7 @@ const (
 	OpFindDeviceByID                Operation = "findDeviceById"
 	OpDeleteDevice                  Operation = "deleteDevice"
 	OpFindDeviceEvents              Operation = "findDeviceEvents"
+	OpPerformAction                 Operation = "performAction"
 	OpCreateIPAssignment            Operation = "createIPAssignment"
 	OpFindHardwareReservationByID   Operation = "findHardwareReservationById"
 	OpFindPortByID                  Operation = "findPortById"

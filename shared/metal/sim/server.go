@@ -126,6 +126,7 @@ func (s *Server) routes() {
 	s.handle("GET "+v1+"/devices/{id}", OpFindDeviceByID, s.getDevice)
 	s.handle("DELETE "+v1+"/devices/{id}", OpDeleteDevice, s.deleteDevice)
 	s.handle("GET "+v1+"/devices/{id}/events", OpFindDeviceEvents, s.listDeviceEvents)
+	s.handle("POST "+v1+"/devices/{id}/actions", OpPerformAction, s.performAction)
 	s.handle("POST "+v1+"/devices/{id}/ips", OpCreateIPAssignment, s.createIPAssignment)
 	s.handle("GET "+v1+"/hardware-reservations/{id}", OpFindHardwareReservationByID, s.getHardwareReservation)
 

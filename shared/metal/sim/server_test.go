@@ -301,3 +301,47 @@ func TestMaxDevicesInFlightAnswersRetryAfter(t *testing.T) {
 		t.Errorf("Answers after ResetCalls = %d, want 0", n)
 	}
 }
+
+// TestPowerActions: through the SDK, an active device is powered off
+// (inactive) and on again (active); powering off one still provisioning, or
+// an action the simulator does not model, is refused with the reason.
+func TestPowerActions(t *testing.T) {
+	a := newAPI(t, sim.Options{DeviceProvisionDelay: time.Minute})
+	ctx := context.Background()
+	dev, _, err := a.sdk.DevicesApi.CreateDevice(ctx, projectID).CreateDeviceRequest(metalv1.CreateDeviceRequest{
+		DeviceCreateInMetroInput: &metalv1.DeviceCreateInMetroInput{Metro: "da", Plan: "p", OperatingSystem: "os"},
+	}).Execute()
+	if err != nil {
+		t.Fatal(err)
+	}
+	act := func(action metalv1.DeviceActionInputType) error {
+		_, err := a.sdk.DevicesApi.PerformAction(ctx, dev.GetId()).DeviceActionInput(metalv1.DeviceActionInput{Type: action}).Execute()
+		return err
+	}
+	state := func() metalv1.DeviceState {
+		t.Helper()
+		d, _, err := a.sdk.DevicesApi.FindDeviceById(ctx, dev.GetId()).Execute()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.GetState()
+	}
+	if err := act(metalv1.DEVICEACTIONINPUTTYPE_POWER_OFF); err == nil || !strings.Contains(err.Error(), "422") {
+		t.Errorf("powering off a queued device: %v; want 422", err)
+	}
+	a.clock.Advance(time.Minute)
+	for _, step := range []struct {
+		action metalv1.DeviceActionInputType
+		want   metalv1.DeviceState
+	}{{metalv1.DEVICEACTIONINPUTTYPE_POWER_OFF, metalv1.DEVICESTATE_INACTIVE}, {metalv1.DEVICEACTIONINPUTTYPE_POWER_ON, metalv1.DEVICESTATE_ACTIVE}} {
+		if err := act(step.action); err != nil {
+			t.Fatalf("%s: %v", step.action, err)
+		}
+		if got := state(); got != step.want {
+			t.Errorf("after %s the device is %s; want %s", step.action, got, step.want)
+		}
+	}
+	if err := act(metalv1.DEVICEACTIONINPUTTYPE_REBOOT); err == nil || !strings.Contains(err.Error(), "422") {
+		t.Errorf("reboot: %v; want 422, not modelled", err)
+	}
+}

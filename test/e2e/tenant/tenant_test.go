@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	metalv1 "github.com/equinix/equinix-sdk-go/services/metalv1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -61,6 +62,9 @@ const (
 var (
 	env      *testenv.Environment
 	metalSim *simtest.Sim
+	// metalClock is metalSim's: its devices provision in an hour of it,
+	// which only a test that advances it sees pass.
+	metalClock = sim.NewFakeClock(time.Now())
 	// otherSim is a second endpoint the operator allows the IPAM manager,
 	// seeded like metalSim: the same project and VRF IDs.
 	otherSim *simtest.Sim
@@ -73,7 +77,7 @@ func TestMain(m *testing.M) { testenv.RunMain(m, start, &setupErr) }
 // they hold their creation slots), the API server and both managers as
 // their ServiceAccounts, each allowing the simulator as its one Metal API.
 func start(ctx context.Context) (stops []func(), err error) {
-	metalSim, err = simtest.Start(sim.Options{DeviceProvisionDelay: time.Hour}, nil)
+	metalSim, err = simtest.Start(sim.Options{DeviceProvisionDelay: time.Hour, Clock: metalClock}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -409,6 +413,70 @@ func TestTenantCannotKeepTheCreationSlots(t *testing.T) {
 			return fmt.Errorf("DeviceReady: %s %q", cond.Reason, cond.Message)
 		}
 		return nil
+	})
+}
+
+// TestTenantCannotHoldTheCreationSlotsWithPoweredOffDevices: a tenant's
+// machines, as many as there are creation slots, get their devices, which
+// become active; the tenant powers them off with its own token. Before, the
+// manager took a slot back for each device it saw not active, and held it
+// while the device stayed off: another team's machine waited for a slot
+// for good. A slot is now held only while a device is queued or
+// provisioning, and the other team's machine gets one.
+func TestTenantCannotHoldTheCreationSlotsWithPoweredOffDevices(t *testing.T) {
+	requireEnv(t)
+	ctx := context.Background()
+	ns, c := tenant(t)
+	secret(t, c, ns, "metal", simtest.APIKey, metalSim.URL)
+	cluster(t, c, ns, "dormant", "metal")
+	var machines []*infrav1.PacketMachine
+	for i := range maxCreations {
+		machines = append(machines, machine(t, c, ns, "dormant", fmt.Sprintf("m-%d", i), false, "#cloud-config\n"))
+	}
+	deviceReady := func(pm *infrav1.PacketMachine, reason, text string) error {
+		cond, err := condition(pm, infrav1.DeviceReadyCondition)
+		if err != nil {
+			return err
+		}
+		if cond.Reason != reason || !strings.Contains(cond.Message, text) {
+			return fmt.Errorf("DeviceReady: %s %q; want %s, %q", cond.Reason, cond.Message, reason, text)
+		}
+		return nil
+	}
+	eventually(t, "the tenant's devices are active", func() error {
+		metalClock.Advance(time.Hour)
+		for _, pm := range machines {
+			if err := deviceReady(pm, infrav1.DeviceActiveReason, "active"); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	api := simtest.SDK(metalSim.URL, simtest.APIKey)
+	for _, pm := range machines {
+		off := metalv1.DeviceActionInput{Type: metalv1.DEVICEACTIONINPUTTYPE_POWER_OFF}
+		if _, err := api.DevicesApi.PerformAction(ctx, device.DeviceID(pm.Spec.ProviderID)).DeviceActionInput(off).Execute(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "the manager sees the tenant's devices powered off", func() error {
+		for _, pm := range machines {
+			if err := deviceReady(pm, infrav1.DeviceProvisioningReason, "inactive"); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+
+	other, err := env.NewNamespace(ctx, "team-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret(t, env.Client, other, "metal", simtest.APIKey, metalSim.URL)
+	cluster(t, env.Client, other, "patient", "metal")
+	waiting := machine(t, env.Client, other, "patient", "m-0", false, "#cloud-config\n")
+	eventually(t, "the other team's machine gets a slot", func() error {
+		return deviceReady(waiting, infrav1.DeviceProvisioningReason, "queued")
 	})
 }
 
