@@ -143,7 +143,13 @@ func (r *addressReconciler) dropOrphan(ctx context.Context, address *ipamv1.IPAd
 	if poolref.KindOf(pool) != v1alpha1.GlobalMetalVRFIPPoolKind {
 		return r.dropAndRelease(ctx, address, pool, claim)
 	}
-	if err := r.registry.Retire(ctx, pool, claim, ip); err != nil {
+	if _, named := records.ClaimUID(address); !named {
+		// The garbage collector stripped the owner reference to the
+		// deleted claim: the record names the UID it had.
+		claim.UID = ""
+	}
+	retired, err := r.registry.Retire(ctx, pool, claim, ip)
+	if err != nil {
 		return err // retried with backoff: a VRF pool's records come once its VRF is read
 	}
 	patch := client.MergeFrom(address.DeepCopy())
@@ -155,8 +161,10 @@ func (r *addressReconciler) dropOrphan(ctx context.Context, address *ipamv1.IPAd
 	if err := r.client.Delete(ctx, address, client.Preconditions{UID: &address.UID}); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("deleting IPAddress %s: %w", address.Name, err)
 	}
-	r.recorder.Eventf(pool, address, corev1.EventTypeNormal, orphanRetiredReason, "Retire",
-		"IPAddress %s/%s lost its claim without a release (clusterctl move?); deleted it and keep %s out of use", address.Namespace, address.Name, ip)
+	if retired {
+		r.recorder.Eventf(pool, address, corev1.EventTypeNormal, orphanRetiredReason, "Retire",
+			"IPAddress %s/%s lost its claim without a release (clusterctl move?); deleted it and keep %s out of use", address.Namespace, address.Name, ip)
+	}
 	r.releases.counted(ctx, poolref.KeyOf(pool))
 	return nil
 }

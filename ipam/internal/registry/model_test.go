@@ -348,7 +348,7 @@ func runModel(t *testing.T, seed uint64, steps int) {
 			if !ok {
 				break
 			}
-			if err := p.reg.Retire(ctx, read(p, c.pool), c.Claim, a.ip); errors.Is(err, ErrPoolNotReady) {
+			if _, err := p.reg.Retire(ctx, read(p, c.pool), c.Claim, a.ip); errors.Is(err, ErrPoolNotReady) {
 				break
 			} else if err != nil {
 				t.Fatalf("step %d: retire %s of %s: %v", step, a.ip, c.Name, err)

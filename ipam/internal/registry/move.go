@@ -98,15 +98,26 @@ func handsOut(key poolref.Key, space *poolspace.Space, ip netip.Addr) error {
 // pool is deleted; the caller then deletes the IPAddress. An address with no
 // record yet gets a retired one. A pool whose spec.vrf has not resolved has
 // no records: it fails with ErrPoolNotReady, and the IPAddress must wait.
-func (r *Registry) Retire(ctx context.Context, pool v1alpha1.Pool, claim Claim, ip netip.Addr) error {
-	return r.guarded(func() error { return r.retire(ctx, pool, claim, ip) })
+//
+// A claim without a UID stands for the claim of its name, whatever its UID
+// was: the IPAddress no longer names it (the garbage collector strips an
+// owner reference to a deleted claim, and the pool's keeps the IPAddress),
+// and the caller found no claim of that name. retired is false when the
+// record is another claim's: nothing of the IPAddress's is kept then.
+func (r *Registry) Retire(ctx context.Context, pool v1alpha1.Pool, claim Claim, ip netip.Addr) (retired bool, err error) {
+	err = r.guarded(func() error {
+		retired, err = r.retire(ctx, pool, claim, ip)
+		return err
+	})
+	return retired, err
 }
 
 // retire is Retire within the fence.
-func (r *Registry) retire(ctx context.Context, pool v1alpha1.Pool, claim Claim, ip netip.Addr) error {
+func (r *Registry) retire(ctx context.Context, pool v1alpha1.Pool, claim Claim, ip netip.Addr) (bool, error) {
 	var (
-		ps             *poolState
-		recorded, done bool
+		ps                      *poolState
+		recorded, done, retired bool
+		holder                  Holder
 	)
 	err := r.withPool(ctx, pool, func(p *poolState) error {
 		ps = p
@@ -116,29 +127,33 @@ func (r *Registry) retire(ctx context.Context, pool v1alpha1.Pool, claim Claim, 
 			return p.ready()
 		}
 		h, held := p.domain.held[ip]
+		holder, recorded = Holder{Pool: p.key, Claim: claim}, held
+		if held && claim.UID == "" && h.Pool == p.key && h.Claim.NamespacedName == claim.NamespacedName {
+			holder.Claim = h.Claim
+		}
 		// Retired already, or not this claim's: nothing of it to keep.
-		done = held && (h.Retired || !h.Claim.same(claim))
-		recorded = held
+		retired = held && h.Retired && h.Claim.same(holder.Claim)
+		done = held && (h.Retired || !h.Claim.same(holder.Claim))
 		return nil
 	})
 	if err != nil || done {
-		return err
+		return retired, err
 	}
 	d := ps.domain
-	holder := Holder{Pool: ps.key, Claim: claim}
 	if !recorded {
 		owner, mine, err := r.reserve(ctx, d.key, ip, holder)
 		if err != nil {
-			return fmt.Errorf("recording address %s: %w", ip, err)
+			return false, fmt.Errorf("recording address %s: %w", ip, err)
 		}
 		if !mine {
 			d.locked(func() { d.take(ip, owner) })
-			return nil
+			return false, nil
 		}
 	}
 	if err := r.store.Retire(ctx, d.key, Record{Address: ip, Holder: holder}); err != nil {
-		return fmt.Errorf("retiring the record of address %s: %w", ip, err)
+		return false, fmt.Errorf("retiring the record of address %s: %w", ip, err)
 	}
+	claim = holder.Claim
 	holder.Retired = true
 	d.locked(func() {
 		d.take(ip, holder)
@@ -147,7 +162,7 @@ func (r *Registry) retire(ctx context.Context, pool v1alpha1.Pool, claim Claim, 
 			delete(ps.confirmed, claim)
 		}
 	})
-	return nil
+	return true, nil
 }
 
 // HandOver stops the pool, and every pool of its domain, from handing out

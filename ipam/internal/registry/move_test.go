@@ -126,7 +126,7 @@ func TestRetiredAddressStaysOutOfUse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := reg.Retire(ctx, pool, gone, ip); err != nil {
+	if _, err := reg.Retire(ctx, pool, gone, ip); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := reg.Release(ctx, poolref.KeyOf(pool), gone); err != nil {
@@ -171,7 +171,7 @@ func TestRetiredAddressesOutliveTheirPoolInTheVRF(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := reg.Retire(ctx, global, moved, ip); err != nil {
+	if _, err := reg.Retire(ctx, global, moved, ip); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := reg.Release(ctx, poolref.KeyOf(global), moved); err != nil {
@@ -247,5 +247,32 @@ func TestAllocatesHere(t *testing.T) {
 				t.Fatalf("allocatesHere = %v, want here=%v", err, tc.here)
 			}
 		})
+	}
+}
+
+// A claim without a UID retires the address its name's claim held, whatever
+// that claim's UID was (the garbage collector stripped the IPAddress's owner
+// reference to it), and nothing another claim holds.
+func TestRetireByNameAlone(t *testing.T) {
+	ctx := context.Background()
+	reg := New(newMemStore(), nil, "here")
+	pool := globalPool("here")
+	gone := claimNamed("a", "gone")
+	ip, _, err := reg.Acquire(ctx, pool, gone, netip.Addr{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := Claim{NamespacedName: types.NamespacedName{Namespace: "a", Name: "other"}}
+	if retired, err := reg.Retire(ctx, pool, other, ip); err != nil || retired {
+		t.Fatalf("another name retired %s: %v, %v", ip, retired, err)
+	}
+	byName := Claim{NamespacedName: gone.NamespacedName}
+	for range 2 { // and again, as a retried reconcile would
+		if retired, err := reg.Retire(ctx, pool, byName, ip); err != nil || !retired {
+			t.Fatalf("the claim's name did not retire %s: %v, %v", ip, retired, err)
+		}
+	}
+	if _, _, err := reg.Acquire(ctx, pool, claimNamed("a", "again"), ip); !errors.Is(err, ErrRequestedUnavailable) {
+		t.Fatalf("the retired %s was handed out again: %v", ip, err)
 	}
 }

@@ -186,7 +186,7 @@ func TestReapKeeps(t *testing.T) {
 		"a retired address": {
 			setup: func(t *testing.T, f *reapFixture) {
 				f.admit(t, f.claim, "10.9.0.3")
-				if err := f.reg.Retire(f.ctx, globalPool("here"), f.claim, netip.MustParseAddr("10.9.0.3")); err != nil {
+				if _, err := f.reg.Retire(f.ctx, globalPool("here"), f.claim, netip.MustParseAddr("10.9.0.3")); err != nil {
 					t.Fatal(err)
 				}
 			},
