@@ -266,6 +266,7 @@ func testInside(t *testing.T, dir string) {
 		t.Log("3 machines on active devices, bond0 carrying VLAN 1001, their claims bound")
 		t.Run("the IPAM manager's Pod deleted while claims are created", func(t *testing.T) { f.takeOver(ctx, t) })
 		t.Run("claims deleted in the foreground, background and orphaning, by the garbage collector", func(t *testing.T) { f.deletions(ctx, t) })
+		t.Run("a global pool's address retired after the garbage collector stripped its claim's owner reference", func(t *testing.T) { f.retirement(ctx, t) })
 		if os.Getenv(keepEnv) != "" {
 			f.keep(ctx, t, dir, kubeconfig)
 		}

@@ -9,6 +9,9 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -94,4 +97,105 @@ func (f *flow) addressOf(ctx context.Context, t *testing.T, claim *ipamv1.IPAddr
 		t.Fatal(err)
 	}
 	return address.Spec.Address
+}
+
+// retirement is what clusterctl move leaves of a global pool's claim on the
+// source, with the garbage collector of a real cluster at work: the claim
+// is deleted with its finalizers dropped while its Cluster is paused, the
+// collector strips the IPAddress's owner reference to it (the pool's keeps
+// the IPAddress), and only then, the Cluster resumed, does the IPAM manager
+// see the orphan. Its address must be retired, not held by the claim that
+// is gone (the next seeding would sweep that record and free the address
+// here while the target holds it): a claim asking for it is refused as
+// moved away.
+func (f *flow) retirement(ctx context.Context, t *testing.T) {
+	pool := &v1alpha1.GlobalMetalVRFIPPool{
+		ObjectMeta: metav1.ObjectMeta{Name: "moved-away"},
+		Spec:       v1alpha1.MetalVRFIPPoolSpec{Addresses: []string{"10.66.0.0/29"}, Prefix: ptr.To[int32](29), Gateway: "10.66.0.1"},
+	}
+	if err := f.k8s.Create(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	claim := f.claimOf(ctx, t, pool, "moved", map[string]string{clusterv1.ClusterNameLabel: flowCluster}, nil)
+	address := &ipamv1.IPAddress{}
+	waitFor(ctx, t, 2*time.Minute, "the claim bound", func() error {
+		if err := f.k8s.Get(ctx, client.ObjectKeyFromObject(claim), claim); err != nil {
+			return err
+		}
+		if claim.Status.AddressRef.Name == "" {
+			return fmt.Errorf("not bound: %v", claim.Status.Conditions)
+		}
+		return f.k8s.Get(ctx, client.ObjectKey{Namespace: flowNamespace, Name: claim.Status.AddressRef.Name}, address)
+	})
+
+	f.setPaused(ctx, t, true)
+	if err := f.k8s.Delete(ctx, claim); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.k8s.Patch(ctx, claim, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))); client.IgnoreNotFound(err) != nil {
+		t.Fatal(err)
+	}
+	waitFor(ctx, t, 2*time.Minute, "the garbage collector strips the IPAddress's owner reference to the deleted claim", func() error {
+		if err := f.k8s.Get(ctx, client.ObjectKeyFromObject(address), address); err != nil {
+			return err
+		}
+		for _, ref := range address.OwnerReferences {
+			if ref.Kind == "IPAddressClaim" {
+				return fmt.Errorf("owner references %v", address.OwnerReferences)
+			}
+		}
+		return nil
+	})
+	f.setPaused(ctx, t, false)
+	waitFor(ctx, t, 2*time.Minute, "the orphaned IPAddress deleted", func() error {
+		err := f.k8s.Get(ctx, client.ObjectKeyFromObject(address), &ipamv1.IPAddress{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("still there: %v", err)
+	})
+
+	again := f.claimOf(ctx, t, pool, "wants-moved", nil, map[string]string{v1alpha1.RequestedAddressAnnotation: address.Spec.Address})
+	waitFor(ctx, t, 2*time.Minute, "the claim asking for the moved address refused", func() error {
+		if err := f.k8s.Get(ctx, client.ObjectKeyFromObject(again), again); err != nil {
+			return err
+		}
+		for _, c := range again.Status.Conditions {
+			if c.Type == clusterv1.ReadyCondition && strings.Contains(c.Message, "moved to another management cluster") {
+				return nil
+			}
+		}
+		return fmt.Errorf("conditions %v", again.Status.Conditions)
+	})
+	t.Logf("%s retired after the garbage collector stripped its claim's owner reference", address.Spec.Address)
+	for _, obj := range []client.Object{again, pool} {
+		if err := f.k8s.Delete(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// claimOf creates a claim of pool in the flow's namespace.
+func (f *flow) claimOf(ctx context.Context, t *testing.T, pool *v1alpha1.GlobalMetalVRFIPPool, name string, labels, annotations map[string]string) *ipamv1.IPAddressClaim {
+	t.Helper()
+	claim := &ipamv1.IPAddressClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: flowNamespace, Name: name, Labels: labels, Annotations: annotations},
+		Spec: ipamv1.IPAddressClaimSpec{PoolRef: ipamv1.IPPoolReference{
+			APIGroup: v1alpha1.GroupVersion.Group, Kind: v1alpha1.GlobalMetalVRFIPPoolKind, Name: pool.Name,
+		}},
+	}
+	if err := f.k8s.Create(ctx, claim); err != nil {
+		t.Fatal(err)
+	}
+	return claim
+}
+
+// setPaused pauses or resumes the flow's Cluster.
+func (f *flow) setPaused(ctx context.Context, t *testing.T, paused bool) {
+	t.Helper()
+	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: flowNamespace, Name: flowCluster}}
+	patch := fmt.Sprintf(`{"spec":{"paused":%t}}`, paused)
+	if err := f.k8s.Patch(ctx, cluster, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		t.Fatal(err)
+	}
 }
