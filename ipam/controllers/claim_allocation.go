@@ -135,6 +135,12 @@ func (r *claimReconciler) adoptAddress(ctx context.Context, s *claimScope, addre
 		return err
 	}
 	ip, err := netip.ParseAddr(address.Spec.Address)
+	if err == nil && s.claim.Status.AddressRef.Name == "" {
+		// Not bound yet (moved, restored, or written past the webhook):
+		// the pins hold as on allocation. A bound claim keeps its address
+		// when a pin is added later.
+		err = poolspace.PinnedElsewhere(s.pool.PoolSpec(), s.poolID().String(), s.pool.GetNamespace(), ip, s.owner())
+	}
 	if err == nil {
 		err = r.registry.Adopt(ctx, s.pool, s.claimID(), ip)
 	}

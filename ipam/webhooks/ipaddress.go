@@ -17,6 +17,7 @@ import (
 
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolref"
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolspace"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/records"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/registry"
 )
@@ -77,13 +78,21 @@ func (v *addressRecorder) Handle(ctx context.Context, req admission.Request) adm
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	pool.GetObjectKind().SetGroupVersionKind(v1alpha1.GroupVersion.WithKind(key.Kind))
-	claim, err := v.claimOf(ctx, address)
+	claim, live, err := v.claimOf(ctx, address)
 	var notTheClaim *claimMismatchError
 	switch {
 	case errors.As(err, &notTheClaim):
 		return admission.Denied(field.Invalid(field.NewPath("metadata", "ownerReferences"), string(notTheClaim.named), notTheClaim.Error()).Error())
 	case err != nil:
 		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	if live != nil {
+		// The pins are kept when the claim is known; one that comes after
+		// its IPAddress (a restore) is checked when its IPAddress is adopted.
+		owner := poolspace.OwnerOf(live.Namespace, live.Annotations)
+		if err := poolspace.PinnedElsewhere(pool.PoolSpec(), fmt.Sprintf("%s %q", key.Kind, key.Name), pool.GetNamespace(), ip, owner); err != nil {
+			return admission.Denied(field.Invalid(field.NewPath("spec", "address"), address.Spec.Address, err.Error()).Error())
+		}
 	}
 	if ptr.Deref(req.DryRun, false) {
 		return admission.Allowed("dry run: nothing recorded")
@@ -114,20 +123,21 @@ func (v *addressRecorder) pool(ctx context.Context, key poolref.Key) (v1alpha1.P
 }
 
 // claimOf names the claim the IPAddress is created for: the live claim of
-// its spec.claimRef, whose UID its owner reference (which clusterctl move
-// rewrites to the claim it created first) must name if it names one. With
-// no such claim (yet), the owner reference's UID stands for it.
-func (v *addressRecorder) claimOf(ctx context.Context, address *ipamv1.IPAddress) (registry.Claim, error) {
+// its spec.claimRef (returned too), whose UID its owner reference (which
+// clusterctl move rewrites to the claim it created first) must name if it
+// names one. With no such claim (yet), the owner reference's UID stands for
+// it, and live is nil.
+func (v *addressRecorder) claimOf(ctx context.Context, address *ipamv1.IPAddress) (registry.Claim, *ipamv1.IPAddressClaim, error) {
 	claim := records.AddressClaim(address)
 	live := &ipamv1.IPAddressClaim{}
 	if err := v.live.Get(ctx, claim.NamespacedName, live); err != nil {
-		return claim, client.IgnoreNotFound(err)
+		return claim, nil, client.IgnoreNotFound(err)
 	}
 	if uid, ok := records.ClaimUID(address); ok && uid != live.UID {
-		return claim, &claimMismatchError{claim: claim.NamespacedName, named: uid, live: live.UID}
+		return claim, nil, &claimMismatchError{claim: claim.NamespacedName, named: uid, live: live.UID}
 	}
 	claim.UID = live.UID
-	return claim, nil
+	return claim, live, nil
 }
 
 // claimMismatchError: the IPAddress's owner reference names another UID

@@ -44,16 +44,30 @@ func (p PreAllocated) Field() string {
 // reservation, in the claim's namespace.
 func PreAllocationFor(spec *v1alpha1.MetalVRFIPPoolSpec, poolNamespace string, owner Owner) (PreAllocated, bool) {
 	for i, entry := range spec.PreAllocations {
-		if entryNamespace(entry, poolNamespace) != owner.Namespace {
-			continue
-		}
-		matches := entry.Machine != "" && entry.Machine == owner.Machine ||
-			entry.HardwareReservation != "" && entry.HardwareReservation == owner.HardwareReservation
-		if ip, err := netip.ParseAddr(entry.Address); matches && err == nil {
+		if ip, err := netip.ParseAddr(entry.Address); pins(entry, poolNamespace, owner) && err == nil {
 			return PreAllocated{Index: i, Address: ip}, true
 		}
 	}
 	return PreAllocated{}, false
+}
+
+// pins reports whether entry pins its address to owner's claims.
+func pins(entry v1alpha1.PreAllocation, poolNamespace string, owner Owner) bool {
+	return entryNamespace(entry, poolNamespace) == owner.Namespace &&
+		(entry.Machine != "" && entry.Machine == owner.Machine ||
+			entry.HardwareReservation != "" && entry.HardwareReservation == owner.HardwareReservation)
+}
+
+// PinnedElsewhere says why a claim of owner may not hold a, an address of
+// the pool named pool: spec.preAllocations pins it to another owner. Every
+// door through which an address comes to a claim (allocation, an IPAddress
+// written or adopted) keeps to the pins.
+func PinnedElsewhere(spec *v1alpha1.MetalVRFIPPoolSpec, pool string, poolNamespace string, a netip.Addr, owner Owner) error {
+	pinned, ok := PreAllocatedTo(spec, a)
+	if !ok || pins(spec.PreAllocations[pinned.Index], poolNamespace, owner) {
+		return nil
+	}
+	return fmt.Errorf("address %s is pre-allocated to %s (%s) in %s", a, DescribeOwner(spec, pinned.Index), pinned.Field(), pool)
 }
 
 // PreAllocatedTo returns the entry of spec.preAllocations that pins a, if any.

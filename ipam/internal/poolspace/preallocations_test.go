@@ -2,6 +2,7 @@ package poolspace_test
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"reflect"
 	"strings"
@@ -61,6 +62,28 @@ func TestPreAllocatedAddressesOnlyToTheirOwner(t *testing.T) {
 	}
 	if p, ok := poolspace.PreAllocatedTo(&spec, netip.MustParseAddr("10.0.0.5")); !ok || p.Field() != "spec.preAllocations[1]" {
 		t.Errorf("PreAllocatedTo(10.0.0.5) = %v, %v; want spec.preAllocations[1]", p, ok)
+	}
+}
+
+// TestPinnedElsewhere: an address pinned to one owner is refused to the
+// claims of any other, naming the entry; its owner's claims, and addresses
+// no entry pins, pass.
+func TestPinnedElsewhere(t *testing.T) {
+	spec := pinned(v1alpha1.PreAllocation{Machine: "cp-0", Address: "10.0.0.3"})
+	for _, tt := range []struct {
+		ip    string
+		owner poolspace.Owner
+		want  string
+	}{
+		{"10.0.0.3", poolspace.Owner{Namespace: "a", Machine: "cp-0"}, ""},
+		{"10.0.0.2", poolspace.Owner{Namespace: "a", Machine: "w-1"}, ""},
+		{"10.0.0.3", poolspace.Owner{Namespace: "a", Machine: "w-1"}, `address 10.0.0.3 is pre-allocated to Machine cp-0 (spec.preAllocations[0]) in MetalVRFIPPool "p"`},
+		{"10.0.0.3", poolspace.Owner{Namespace: "b", Machine: "cp-0"}, `address 10.0.0.3 is pre-allocated to Machine cp-0 (spec.preAllocations[0]) in MetalVRFIPPool "p"`},
+	} {
+		err := poolspace.PinnedElsewhere(&spec, `MetalVRFIPPool "p"`, "a", netip.MustParseAddr(tt.ip), tt.owner)
+		if got := fmt.Sprint(err); (err == nil) != (tt.want == "") || err != nil && got != tt.want {
+			t.Errorf("PinnedElsewhere(%s, %+v) = %v, want %q", tt.ip, tt.owner, err, tt.want)
+		}
 	}
 }
 

@@ -324,6 +324,56 @@ var _ = Describe("Allocating addresses from a MetalVRFIPPool", func() {
 		Expect(v1alpha1.HardwareReservationAnnotation).To(Equal(cappv1.ClaimHardwareReservationAnnotation), "the annotation CAPP writes")
 	})
 
+	It("keeps a pre-allocated address from another owner's claim at every door: a written IPAddress, an adopted one", func() {
+		spec := poolSpec(29, "10.0.15.1", "10.0.15.0/29")
+		spec.PreAllocations = []v1alpha1.PreAllocation{{Machine: "cp-0", Address: "10.0.15.3"}, {Machine: "cp-1", Address: "10.0.15.4"}}
+		createPool(ns, "pool", spec)
+		written := func(claim *ipamv1.IPAddressClaim, address string) *ipamv1.IPAddress {
+			return &ipamv1.IPAddress{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: claim.Name, OwnerReferences: []metav1.OwnerReference{
+					{APIVersion: ipamv1.GroupVersion.String(), Kind: "IPAddressClaim", Name: claim.Name, UID: claim.UID},
+				}},
+				Spec: ipamv1.IPAddressSpec{
+					ClaimRef: ipamv1.IPAddressClaimReference{Name: claim.Name},
+					PoolRef:  ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: poolKind, Name: "pool"},
+					Address:  address, Prefix: ptr.To[int32](29), Gateway: "10.0.15.1",
+				},
+			}
+		}
+		const pinned = `address 10.0.15.3 is pre-allocated to Machine cp-0 (spec.preAllocations[0]) in MetalVRFIPPool "pool"`
+
+		By("an IPAddress written for a claim of another owner is refused, naming spec.address")
+		paused := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "paused"}, Spec: clusterv1.ClusterSpec{Paused: ptr.To(true)}}
+		Expect(k8s.Create(ctx, paused)).To(Succeed())
+		other := newClaim(ns, "other", poolKind, "pool")
+		other.Labels = map[string]string{clusterv1.ClusterNameLabel: paused.Name}
+		other.Annotations = map[string]string{v1alpha1.MachineAnnotation: "w-1"}
+		Expect(k8s.Create(ctx, other)).To(Succeed())
+		err := k8s.Create(ctx, written(other, "10.0.15.3"))
+		Expect(err).To(MatchError(And(ContainSubstring("spec.address"), ContainSubstring(pinned))))
+
+		By("the owner's claim may have it written")
+		owner := newClaim(ns, "cp-0-claim", poolKind, "pool")
+		owner.Labels = map[string]string{clusterv1.ClusterNameLabel: paused.Name}
+		owner.Annotations = map[string]string{v1alpha1.MachineAnnotation: "cp-0"}
+		Expect(k8s.Create(ctx, owner)).To(Succeed())
+		Expect(k8s.Create(ctx, written(owner, "10.0.15.3"))).To(Succeed())
+
+		By("an IPAddress that got past the webhook (its claim's owner changed since) is not adopted by a claim of another owner")
+		changed := newClaim(ns, "changed", poolKind, "pool")
+		changed.Labels = map[string]string{clusterv1.ClusterNameLabel: paused.Name}
+		changed.Annotations = map[string]string{v1alpha1.MachineAnnotation: "cp-1"}
+		Expect(k8s.Create(ctx, changed)).To(Succeed())
+		Expect(k8s.Create(ctx, written(changed, "10.0.15.4"))).To(Succeed())
+		changed.Annotations[v1alpha1.MachineAnnotation] = "w-2"
+		Expect(k8s.Update(ctx, changed)).To(Succeed())
+		paused.Spec.Paused = ptr.To(false)
+		Expect(k8s.Update(ctx, paused)).To(Succeed())
+		Eventually(func() string { return ptr.Deref(readyCondition(changed), metav1.Condition{}).Message }).Should(ContainSubstring(
+			`address 10.0.15.4 is pre-allocated to Machine cp-1 (spec.preAllocations[1]) in MetalVRFIPPool "pool"`))
+		Expect(boundAddress(owner).Spec.Address).To(Equal("10.0.15.3"), "the owner's claim is bound to its pinned address")
+	})
+
 	It("serves a claim once its Cluster appears, adding the release finalizer if the claim lacks it", func() {
 		createPool(ns, "pool", poolSpec(24, "", "10.0.10.0/24"))
 		claim := newClaim(ns, "claim", poolKind, "pool")
