@@ -47,8 +47,8 @@ type (
 	// annotation, the pool's spec.preAllocations), the IPAddress it has or
 	// the registry refused it an address; err names what to fix.
 	allocationFailed struct{ err error }
-	// adoptionRefused: the registry refused the address of the IPAddress
-	// the claim already has.
+	// adoptionRefused: the address of the IPAddress the claim already has
+	// was refused (by the registry, or pinned to another owner).
 	adoptionRefused struct {
 		ipAddress string
 		err       error

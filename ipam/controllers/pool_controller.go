@@ -224,7 +224,7 @@ func (r *poolReconciler) reconcileSources(ctx context.Context, pool v1alpha1.Poo
 	}
 
 	if len(failed) == 0 {
-		status.LastSyncTime = ptr.To(metav1.Now())
+		status.LastSyncTime = ptr.To(metav1.NewTime(oldestRead(results)))
 		facts.sources = sourcesResolved{len(resolved)}
 		return r.resync, nil
 	}
@@ -233,6 +233,18 @@ func (r *poolReconciler) reconcileSources(ctx context.Context, pool v1alpha1.Poo
 		r.recorder.Eventf(pool, nil, corev1.EventTypeWarning, c.Reason, "ResolveSources", "%s", c.Message)
 	}
 	return min(r.resync, maxSourceRetry), nil
+}
+
+// oldestRead is when the least recently read of the results was read: the
+// time the pool's sources were last read, all of them.
+func oldestRead(results []sourceResult) time.Time {
+	oldest := results[0].readAt
+	for _, r := range results[1:] {
+		if r.readAt.Before(oldest) {
+			oldest = r.readAt
+		}
+	}
+	return oldest
 }
 
 // combineSources folds the sources' results into what the pool serves: the
@@ -244,7 +256,7 @@ func combineSources(results []sourceResult, spec *v1alpha1.MetalVRFIPPoolSpec, s
 		if spec.VRF != nil && result.source == vrfSource(spec.VRF.ID) {
 			switch {
 			case result.failure == nil:
-				status.VRF = result.vrf
+				status.VRF = result.vrf.DeepCopy() // result may be a kept read (vrfReads)
 			case !result.failure.keep:
 				status.VRF = nil
 			}
@@ -284,6 +296,7 @@ func (r *poolReconciler) reconcileDelete(ctx context.Context, pool v1alpha1.Pool
 	if err := r.registry.Forget(ctx, pool); err != nil {
 		return err
 	}
+	r.sources.reads.forget(pool.GetUID())
 	poolAddresses.DeletePartialMatch(map[string]string{"kind": r.kind, "namespace": pool.GetNamespace(), "name": pool.GetName()})
 	controllerutil.RemoveFinalizer(pool, v1alpha1.ProtectPoolFinalizer)
 	return nil

@@ -182,6 +182,8 @@ func newSourceResolver(ctx context.Context, mgr ctrl.Manager, opts Options) (*so
 		client:         mgr.GetClient(),
 		packetClusters: err == nil,
 		metal:          metal.NewClientCache(opts.Metal, metal.CacheOptions{Endpoints: opts.Endpoints}),
+		maxAge:         opts.SourceResyncPeriod,
+		now:            time.Now,
 	}, nil
 }
 

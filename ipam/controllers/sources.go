@@ -8,6 +8,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"time"
 
 	metalv1 "github.com/equinix/equinix-sdk-go/services/metalv1"
 	corev1 "k8s.io/api/core/v1"
@@ -36,6 +37,8 @@ type sourceResult struct {
 	// vrf is the VRF as the pool's credentials read it; set for spec.vrf
 	// when it resolved.
 	vrf *v1alpha1.ResolvedVRF
+	// readAt is when the source was read.
+	readAt time.Time
 }
 
 // sourceFailure is a source that did not resolve, with the SourcesResolved
@@ -68,19 +71,30 @@ type sourceResolver struct {
 	packetClusters bool
 	// metal holds a Metal client per credentials Secret.
 	metal *metal.ClientCache
+	// reads keeps each pool's VRF read for up to maxAge (the resync period).
+	reads  vrfReads
+	maxAge time.Duration
+	now    func() time.Time
 }
 
 // resolve reads every source of the pool.
 func (r *sourceResolver) resolve(ctx context.Context, pool v1alpha1.Pool) ([]sourceResult, error) {
 	var results []sourceResult
 	if pool.PoolSpec().VRF != nil {
-		results = append(results, r.resolveVRF(ctx, pool))
+		result, fresh := r.reads.fresh(pool, r.now(), r.maxAge)
+		if !fresh {
+			result = r.resolveVRF(ctx, pool)
+			result.readAt = r.now()
+			r.reads.keep(pool, result)
+		}
+		results = append(results, result)
 	}
 	if pool.PoolSpec().NetworkRef != nil {
 		result, err := r.resolveNetwork(ctx, pool)
 		if err != nil {
 			return nil, err
 		}
+		result.readAt = r.now()
 		results = append(results, result)
 	}
 	return results, nil

@@ -149,10 +149,13 @@ func (f *flow) retirement(ctx context.Context, t *testing.T) {
 	f.setPaused(ctx, t, false)
 	waitFor(ctx, t, 2*time.Minute, "the orphaned IPAddress deleted", func() error {
 		err := f.k8s.Get(ctx, client.ObjectKeyFromObject(address), &ipamv1.IPAddress{})
-		if apierrors.IsNotFound(err) {
+		switch {
+		case apierrors.IsNotFound(err):
 			return nil
+		case err != nil:
+			return err
 		}
-		return fmt.Errorf("still there: %v", err)
+		return fmt.Errorf("IPAddress %s is still there", address.Name)
 	})
 
 	again := f.claimOf(ctx, t, pool, "wants-moved", nil, map[string]string{v1alpha1.RequestedAddressAnnotation: address.Spec.Address})
