@@ -175,75 +175,51 @@ var _ = Describe("What clusterctl move leaves", func() {
 		Expect(boundAddress(again).Spec.Address).To(Equal(address.Spec.Address))
 	})
 
-	It("deletes a global pool's IPAddress whose claim is gone, and keeps its address out of use", func() {
-		ns := newNamespace()
-		pool := createGlobalPool("retire-"+ns, poolSpec(29, "10.61.0.1", "10.61.0.0/29"))
-		DeferCleanup(func() { deleteAndWait(pool) })
-		cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "moving"}, Spec: clusterv1.ClusterSpec{Paused: ptr.To(false)}}
-		Expect(k8s.Create(ctx, cluster)).To(Succeed())
-		claim := newClaim(ns, "gone", v1alpha1.GlobalMetalVRFIPPoolKind, pool.Name)
-		claim.Labels = map[string]string{clusterv1.ClusterNameLabel: cluster.Name}
-		Expect(k8s.Create(ctx, claim)).To(Succeed())
-		address := boundAddress(claim)
+	DescribeTable("deletes a global pool's IPAddress whose claim is gone, and keeps its address out of use",
+		func(name, prefix string, collectorFirst bool) {
+			ns := newNamespace()
+			pool := createGlobalPool(name+"-"+ns, poolSpec(29, prefix+".1", prefix+".0/29"))
+			DeferCleanup(func() { deleteAndWait(pool) })
+			cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "moving"}, Spec: clusterv1.ClusterSpec{Paused: ptr.To(false)}}
+			Expect(k8s.Create(ctx, cluster)).To(Succeed())
+			claim := newClaim(ns, "gone", v1alpha1.GlobalMetalVRFIPPoolKind, pool.Name)
+			claim.Labels = map[string]string{clusterv1.ClusterNameLabel: cluster.Name}
+			Expect(k8s.Create(ctx, claim)).To(Succeed())
+			address := boundAddress(claim)
 
-		By("moving the claim away the way clusterctl does: Cluster paused, claim deleted with its finalizers dropped, Cluster deleted")
-		cluster.Spec.Paused = ptr.To(true)
-		Expect(k8s.Update(ctx, cluster)).To(Succeed())
-		Expect(k8s.Delete(ctx, claim)).To(Succeed())
-		Expect(k8s.Patch(ctx, claim, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":[]}}`)))).To(Succeed())
-		Expect(k8s.Delete(ctx, cluster)).To(Succeed())
-		Eventually(func() error { return k8s.Get(ctx, client.ObjectKeyFromObject(address), &ipamv1.IPAddress{}) }).Should(Satisfy(func(err error) bool {
-			return client.IgnoreNotFound(err) == nil && err != nil
-		}), "the IPAddress left without its claim is deleted")
+			By("moving the claim away the way clusterctl does: Cluster paused, claim deleted with its finalizers dropped, Cluster deleted")
+			cluster.Spec.Paused = ptr.To(true)
+			Expect(k8s.Update(ctx, cluster)).To(Succeed())
+			Expect(k8s.Delete(ctx, claim)).To(Succeed())
+			Expect(k8s.Patch(ctx, claim, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":[]}}`)))).To(Succeed())
+			if collectorFirst {
+				By("the garbage collector strips the IPAddress's owner reference to the deleted claim first (the pool's keeps the IPAddress)")
+				Expect(k8s.Get(ctx, client.ObjectKeyFromObject(address), address)).To(Succeed())
+				collected := address.DeepCopy()
+				collected.OwnerReferences = slices.DeleteFunc(collected.OwnerReferences, func(ref metav1.OwnerReference) bool { return ref.Kind == "IPAddressClaim" })
+				Expect(collected.OwnerReferences).To(HaveLen(len(address.OwnerReferences)-1), "the IPAddress had an owner reference to its claim")
+				Expect(k8s.Patch(ctx, collected, client.MergeFrom(address))).To(Succeed())
+			}
+			Expect(k8s.Delete(ctx, cluster)).To(Succeed())
+			Eventually(func() error { return k8s.Get(ctx, client.ObjectKeyFromObject(address), &ipamv1.IPAddress{}) }).Should(Satisfy(func(err error) bool {
+				return client.IgnoreNotFound(err) == nil && err != nil
+			}), "the IPAddress left without its claim is deleted")
 
-		By("its address is not handed out again here")
-		again := newClaim(ns, "again", v1alpha1.GlobalMetalVRFIPPoolKind, pool.Name)
-		again.Annotations = map[string]string{v1alpha1.RequestedAddressAnnotation: address.Spec.Address}
-		Expect(k8s.Create(ctx, again)).To(Succeed())
-		Eventually(readyCondition).WithArguments(again).Should(And(
-			HaveField("Reason", ipamv1.IPAddressClaimReadyAllocationFailedReason),
-			HaveField("Message", ContainSubstring("moved to another management cluster"))))
-		expectPool(pool, func(g Gomega, pool v1alpha1.Pool) {
-			g.Expect(haveCondition(g, pool, v1alpha1.ReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason).Message).To(ContainSubstring("1 addresses whose IPAddresses were left without their claims"))
-		})
-		deleteAndWait(again)
-	})
-
-	It("keeps a global pool's address out of use when the garbage collector stripped the deleted claim's owner reference first", func() {
-		ns := newNamespace()
-		pool := createGlobalPool("collected-"+ns, poolSpec(29, "10.62.0.1", "10.62.0.0/29"))
-		DeferCleanup(func() { deleteAndWait(pool) })
-		cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "moving"}, Spec: clusterv1.ClusterSpec{Paused: ptr.To(false)}}
-		Expect(k8s.Create(ctx, cluster)).To(Succeed())
-		claim := newClaim(ns, "gone", v1alpha1.GlobalMetalVRFIPPoolKind, pool.Name)
-		claim.Labels = map[string]string{clusterv1.ClusterNameLabel: cluster.Name}
-		Expect(k8s.Create(ctx, claim)).To(Succeed())
-		address := boundAddress(claim)
-
-		By("clusterctl deletes the claim with its finalizers dropped, and the garbage collector strips the IPAddress's owner reference to it (the pool's keeps the IPAddress)")
-		cluster.Spec.Paused = ptr.To(true)
-		Expect(k8s.Update(ctx, cluster)).To(Succeed())
-		Expect(k8s.Delete(ctx, claim)).To(Succeed())
-		Expect(k8s.Patch(ctx, claim, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":[]}}`)))).To(Succeed())
-		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(address), address)).To(Succeed())
-		collected := address.DeepCopy()
-		collected.OwnerReferences = slices.DeleteFunc(collected.OwnerReferences, func(ref metav1.OwnerReference) bool { return ref.Kind == "IPAddressClaim" })
-		Expect(collected.OwnerReferences).To(HaveLen(len(address.OwnerReferences)-1), "the IPAddress had an owner reference to its claim")
-		Expect(k8s.Patch(ctx, collected, client.MergeFrom(address))).To(Succeed())
-		Expect(k8s.Delete(ctx, cluster)).To(Succeed())
-		Eventually(func() error { return k8s.Get(ctx, client.ObjectKeyFromObject(address), &ipamv1.IPAddress{}) }).Should(Satisfy(func(err error) bool {
-			return client.IgnoreNotFound(err) == nil && err != nil
-		}), "the IPAddress left without its claim is deleted")
-
-		By("its address is retired, not held by the claim that is gone (which the next seeding would sweep, freeing it here while the target holds it)")
-		again := newClaim(ns, "again", v1alpha1.GlobalMetalVRFIPPoolKind, pool.Name)
-		again.Annotations = map[string]string{v1alpha1.RequestedAddressAnnotation: address.Spec.Address}
-		Expect(k8s.Create(ctx, again)).To(Succeed())
-		Eventually(readyCondition).WithArguments(again).Should(And(
-			HaveField("Reason", ipamv1.IPAddressClaimReadyAllocationFailedReason),
-			HaveField("Message", ContainSubstring("moved to another management cluster"))))
-		deleteAndWait(again)
-	})
+			By("its address is retired, not held by the claim that is gone (which the next seeding would sweep, freeing it here while the target holds it)")
+			again := newClaim(ns, "again", v1alpha1.GlobalMetalVRFIPPoolKind, pool.Name)
+			again.Annotations = map[string]string{v1alpha1.RequestedAddressAnnotation: address.Spec.Address}
+			Expect(k8s.Create(ctx, again)).To(Succeed())
+			Eventually(readyCondition).WithArguments(again).Should(And(
+				HaveField("Reason", ipamv1.IPAddressClaimReadyAllocationFailedReason),
+				HaveField("Message", ContainSubstring("moved to another management cluster"))))
+			expectPool(pool, func(g Gomega, pool v1alpha1.Pool) {
+				g.Expect(haveCondition(g, pool, v1alpha1.ReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason).Message).To(ContainSubstring("1 addresses whose IPAddresses were left without their claims"))
+			})
+			deleteAndWait(again)
+		},
+		Entry("the manager sees the orphan first", "retire", "10.61.0", false),
+		Entry("the garbage collector stripped the deleted claim's owner reference first", "collected", "10.62.0", true),
+	)
 
 	It("hands a global pool out in one management cluster, over which it is handed with a token", func() {
 		ns := newNamespace()
