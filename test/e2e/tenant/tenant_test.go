@@ -794,13 +794,7 @@ func TestTenantCannotWriteAnIPAddressOfAPool(t *testing.T) {
 	requireEnv(t)
 	ctx := context.Background()
 	ns, c := tenant(t)
-	shared := &v1alpha1.GlobalMetalVRFIPPool{
-		ObjectMeta: metav1.ObjectMeta{Name: ns + "-tiny"},
-		Spec:       v1alpha1.MetalVRFIPPoolSpec{Addresses: []string{"10.9.3.0/29"}, Prefix: ptr.To[int32](29), Gateway: "10.9.3.1"},
-	}
-	if err := env.Client.Create(ctx, shared); err != nil {
-		t.Fatal(err)
-	}
+	shared := sharedPool(t, ns+"-tiny", "10.9.3.0/29", "10.9.3.1")
 	own := &v1alpha1.MetalVRFIPPool{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "own"},
 		Spec:       v1alpha1.MetalVRFIPPoolSpec{Addresses: []string{"10.9.4.0/29"}, Prefix: ptr.To[int32](29), Gateway: "10.9.4.1"},
@@ -883,6 +877,20 @@ func TestTenantCannotWriteAnIPAddressOfAPool(t *testing.T) {
 	})
 }
 
+// sharedPool creates, as the operator, a GlobalMetalVRFIPPool of the /29
+// network with its gateway: a pool every team's claims share.
+func sharedPool(t *testing.T, name, network, gateway string) *v1alpha1.GlobalMetalVRFIPPool {
+	t.Helper()
+	pool := &v1alpha1.GlobalMetalVRFIPPool{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       v1alpha1.MetalVRFIPPoolSpec{Addresses: []string{network}, Prefix: ptr.To[int32](29), Gateway: gateway},
+	}
+	if err := env.Client.Create(context.Background(), pool); err != nil {
+		t.Fatal(err)
+	}
+	return pool
+}
+
 // noRecordsOf fails if an allocation record names a claim of namespace ns
 // whose name starts with prefix. The managers run as installed: their
 // records live in their own namespace.
@@ -911,13 +919,7 @@ func TestEntrustedWriterCannotBindAClaimToAReservedAddress(t *testing.T) {
 	requireEnv(t)
 	ctx := context.Background()
 	ns, c := tenant(t)
-	pool := &v1alpha1.GlobalMetalVRFIPPool{
-		ObjectMeta: metav1.ObjectMeta{Name: ns + "-shared"},
-		Spec:       v1alpha1.MetalVRFIPPoolSpec{Addresses: []string{"10.9.1.0/29"}, Prefix: ptr.To[int32](29), Gateway: "10.9.1.1"},
-	}
-	if err := env.Client.Create(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
+	pool := sharedPool(t, ns+"-shared", "10.9.1.0/29", "10.9.1.1")
 	entrust := &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{Name: ns + "-assign"},
 		Rules: []rbacv1.PolicyRule{{
