@@ -363,7 +363,6 @@ func TestTenantCannotPointTheManagersElsewhere(t *testing.T) {
 // slot meanwhile, gets one.
 func TestTenantCannotKeepTheCreationSlots(t *testing.T) {
 	requireEnv(t)
-	ctx := context.Background()
 	ns, c := tenant(t)
 	secret(t, c, ns, "metal", simtest.APIKey, metalSim.URL)
 	cluster(t, c, ns, "greedy", "metal")
@@ -371,49 +370,49 @@ func TestTenantCannotKeepTheCreationSlots(t *testing.T) {
 	for i := range maxCreations {
 		pm := machine(t, c, ns, "greedy", fmt.Sprintf("m-%d", i), false, "#cloud-config\n")
 		eventually(t, "the tenant's machine has its device in creation", func() error {
-			cond, err := condition(pm, infrav1.DeviceReadyCondition)
-			if err != nil {
-				return err
-			}
-			if cond.Reason != infrav1.DeviceProvisioningReason {
-				return fmt.Errorf("DeviceReady: %s %q", cond.Reason, cond.Message)
-			}
-			return nil
+			return deviceReadyIs(pm, infrav1.DeviceProvisioningReason, "")
 		})
 		held = append(held, pm)
 	}
 
-	other, err := env.NewNamespace(ctx, "team-a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	secret(t, env.Client, other, "metal", simtest.APIKey, metalSim.URL)
-	cluster(t, env.Client, other, "patient", "metal")
-	waiting := machine(t, env.Client, other, "patient", "m-0", false, "#cloud-config\n")
+	waiting := otherTeamMachine(t)
 	eventually(t, "the other team's machine waits for a slot", func() error {
-		cond, err := condition(waiting, infrav1.DeviceReadyCondition)
-		if err != nil {
-			return err
-		}
-		if cond.Reason != infrav1.WaitingForCreationSlotReason {
-			return fmt.Errorf("DeviceReady: %s %q", cond.Reason, cond.Message)
-		}
-		return nil
+		return deviceReadyIs(waiting, infrav1.WaitingForCreationSlotReason, "")
 	})
 
 	for _, pm := range held {
 		vanish(t, c, pm)
 	}
 	eventually(t, "the other team's machine gets a slot", func() error {
-		cond, err := condition(waiting, infrav1.DeviceReadyCondition)
-		if err != nil {
-			return err
-		}
-		if cond.Reason != infrav1.DeviceProvisioningReason {
-			return fmt.Errorf("DeviceReady: %s %q", cond.Reason, cond.Message)
-		}
-		return nil
+		return deviceReadyIs(waiting, infrav1.DeviceProvisioningReason, "")
 	})
+}
+
+// deviceReadyIs reads pm again and fails unless its DeviceReady condition
+// has the reason, and a message containing text.
+func deviceReadyIs(pm *infrav1.PacketMachine, reason, text string) error {
+	cond, err := condition(pm, infrav1.DeviceReadyCondition)
+	if err != nil {
+		return err
+	}
+	if cond.Reason != reason || !strings.Contains(cond.Message, text) {
+		return fmt.Errorf("DeviceReady: %s %q; want %s, %q", cond.Reason, cond.Message, reason, text)
+	}
+	return nil
+}
+
+// otherTeamMachine creates, as the operator, a namespace of another team
+// with its credentials, a Cluster and one machine of it, which wants a
+// creation slot.
+func otherTeamMachine(t *testing.T) *infrav1.PacketMachine {
+	t.Helper()
+	other, err := env.NewNamespace(context.Background(), "team-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret(t, env.Client, other, "metal", simtest.APIKey, metalSim.URL)
+	cluster(t, env.Client, other, "patient", "metal")
+	return machine(t, env.Client, other, "patient", "m-0", false, "#cloud-config\n")
 }
 
 // TestTenantCannotHoldTheCreationSlotsWithPoweredOffDevices: a tenant's
@@ -433,20 +432,10 @@ func TestTenantCannotHoldTheCreationSlotsWithPoweredOffDevices(t *testing.T) {
 	for i := range maxCreations {
 		machines = append(machines, machine(t, c, ns, "dormant", fmt.Sprintf("m-%d", i), false, "#cloud-config\n"))
 	}
-	deviceReady := func(pm *infrav1.PacketMachine, reason, text string) error {
-		cond, err := condition(pm, infrav1.DeviceReadyCondition)
-		if err != nil {
-			return err
-		}
-		if cond.Reason != reason || !strings.Contains(cond.Message, text) {
-			return fmt.Errorf("DeviceReady: %s %q; want %s, %q", cond.Reason, cond.Message, reason, text)
-		}
-		return nil
-	}
 	eventually(t, "the tenant's devices are active", func() error {
 		metalClock.Advance(time.Hour)
 		for _, pm := range machines {
-			if err := deviceReady(pm, infrav1.DeviceActiveReason, "active"); err != nil {
+			if err := deviceReadyIs(pm, infrav1.DeviceActiveReason, "active"); err != nil {
 				return err
 			}
 		}
@@ -461,22 +450,16 @@ func TestTenantCannotHoldTheCreationSlotsWithPoweredOffDevices(t *testing.T) {
 	}
 	eventually(t, "the manager sees the tenant's devices powered off", func() error {
 		for _, pm := range machines {
-			if err := deviceReady(pm, infrav1.DeviceProvisioningReason, "inactive"); err != nil {
+			if err := deviceReadyIs(pm, infrav1.DeviceProvisioningReason, "inactive"); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
 
-	other, err := env.NewNamespace(ctx, "team-a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	secret(t, env.Client, other, "metal", simtest.APIKey, metalSim.URL)
-	cluster(t, env.Client, other, "patient", "metal")
-	waiting := machine(t, env.Client, other, "patient", "m-0", false, "#cloud-config\n")
+	waiting := otherTeamMachine(t)
 	eventually(t, "the other team's machine gets a slot", func() error {
-		return deviceReady(waiting, infrav1.DeviceProvisioningReason, "queued")
+		return deviceReadyIs(waiting, infrav1.DeviceProvisioningReason, "queued")
 	})
 }
 
