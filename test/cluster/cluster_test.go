@@ -26,6 +26,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
@@ -51,21 +52,53 @@ var providerNamespaces = []string{
 var installedNamespaces = append([]string{certManagerNamespace}, providerNamespaces...)
 
 func TestCluster(t *testing.T) {
+	isolated(t, "TestCluster", func(ctx context.Context, t *testing.T, c *cluster) {
+		start := time.Now()
+		c.clusterctl(t, "init", "--infrastructure", "packet", "--ipam", "metal-vrf")
+		t.Logf("clusterctl init returned after %s", time.Since(start).Round(time.Second))
+		c.waitAvailable(ctx, t)
+		t.Logf("BENCHMARK clusterctl init to every Deployment Available: %s", time.Since(start).Round(time.Second))
+
+		t.Run("the webhooks' certificates are cert-manager's", func(t *testing.T) { checkCertificates(ctx, t, c.k8s) })
+		t.Run("webhooks refuse through their Services", func(t *testing.T) { checkWebhooks(ctx, t, c.k8s) })
+		t.Run("leader election Leases are held by Pods", func(t *testing.T) { checkLeases(ctx, t, c.k8s) })
+		t.Run("metrics are served", func(t *testing.T) { checkMetrics(ctx, t, c.k8s, c.cfg) })
+		t.Run("the security context holds in the runtime", func(t *testing.T) { checkSecurityContext(ctx, t, c.k8s) })
+		t.Run("the ServiceAccounts have the rights docs/install.md lists", func(t *testing.T) { checkRights(ctx, t, c.k8s) })
+		logRSS(ctx, t, c.k8s, "after the checks")
+
+		t.Run("the flow: a MachineDeployment of the default flavor on the simulator", func(t *testing.T) {
+			f := newFlow(t, c)
+			f.create(ctx, t)
+			f.waitMachines(ctx, t, 3)
+			t.Log("3 machines on active devices, bond0 carrying VLAN 1001, their claims bound")
+			t.Run("the IPAM manager's Pod deleted while claims are created", func(t *testing.T) { f.takeOver(ctx, t) })
+			t.Run("claims deleted in the foreground, background and orphaning, by the garbage collector", func(t *testing.T) { f.deletions(ctx, t) })
+			t.Run("a global pool's address retired after the garbage collector stripped its claim's owner reference", func(t *testing.T) { f.retirement(ctx, t) })
+			if os.Getenv(keepEnv) != "" {
+				f.keep(ctx, t)
+			}
+			t.Run("scale to 0 and delete the Cluster", func(t *testing.T) { f.scaleToZero(ctx, t) })
+		})
+		logRSS(ctx, t, c.k8s, "after the flow")
+	})
+}
+
+// isolated runs the test named name again as the first process of new
+// network, mount and pid namespaces, where inside gets a running cluster:
+// when it ends, the kernel ends every process it started (containers
+// included) and drops its mounts and network. Then it checks that nothing is
+// left.
+func isolated(t *testing.T, name string, inside func(context.Context, *testing.T, *cluster)) {
 	if os.Getenv("REQUIRE_CLUSTER") == "" {
 		t.Skip("make test-cluster runs this (REQUIRE_CLUSTER=1): it needs root and the programs the Makefile builds")
 	}
-	if os.Getenv(insideEnv) == "" {
-		runIsolated(t)
+	if dir := os.Getenv(insideEnv); dir != "" {
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		inside(ctx, t, startCluster(ctx, t, dir))
 		return
 	}
-	testInside(t, os.Getenv(insideEnv))
-}
-
-// runIsolated runs this test again as the first process of new network,
-// mount and pid namespaces: when it ends, the kernel ends every process it
-// started (containers included) and drops its mounts and network. Then it
-// checks that nothing is left.
-func runIsolated(t *testing.T) {
 	dir := t.TempDir()
 	t.Cleanup(removeCgroups)
 	timeout := "40m"
@@ -73,7 +106,7 @@ func runIsolated(t *testing.T) {
 		timeout = "0"
 	}
 	cmd := exec.Command("unshare", "--net", "--mount", "--pid", "--fork", "--mount-proc", "--kill-child",
-		os.Args[0], "-test.run=^TestCluster$", "-test.v", "-test.count=1", "-test.timeout="+timeout)
+		os.Args[0], "-test.run=^"+name+"$", "-test.v", "-test.count=1", "-test.timeout="+timeout)
 	cmd.Env = append(os.Environ(), insideEnv+"="+dir)
 	out, _ := cmd.StdoutPipe()
 	cmd.Stderr = cmd.Stdout
@@ -170,9 +203,22 @@ func removeCgroups() {
 	}
 }
 
-func testInside(t *testing.T, dir string) {
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
+// cluster is a running one-node management cluster with the simulator
+// Serving and a local clusterctl repository, before any provider is
+// installed.
+type cluster struct {
+	dir, root  string
+	kubeconfig string
+	configPath string
+	// ctlEnv is clusterctl's environment: its own home, and the variables
+	// the providers' components name.
+	ctlEnv []string
+	cfg    *rest.Config
+	k8s    client.Client
+	n      *node
+}
+
+func startCluster(ctx context.Context, t *testing.T, dir string) *cluster {
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
@@ -232,47 +278,32 @@ func testInside(t *testing.T, dir string) {
 	})
 	startSimulator(ctx, t, k8s)
 
-	configPath := writeRepository(t, root, dir)
 	home := filepath.Join(dir, "home")
-	ctlEnv := []string{"HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, ".config"),
-		"CLUSTERCTL_DISABLE_VERSIONCHECK=true", "METAL_API_KEY=cluster-test-token", "METAL_API_URL=" + simURL}
-	start := time.Now()
-	run(t, ctlEnv, os.Getenv("CLUSTERCTL"), "init", "--kubeconfig", kubeconfig, "--config", configPath,
-		"--infrastructure", "packet", "--ipam", "metal-vrf")
-	t.Logf("clusterctl init returned after %s", time.Since(start).Round(time.Second))
+	return &cluster{
+		dir: dir, root: root, kubeconfig: kubeconfig, configPath: writeRepository(t, root, dir),
+		ctlEnv: []string{"HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, ".config"),
+			"CLUSTERCTL_DISABLE_VERSIONCHECK=true", "METAL_API_KEY=cluster-test-token", "METAL_API_URL=" + simURL},
+		cfg: cfg, k8s: k8s, n: n,
+	}
+}
+
+// clusterctl runs clusterctl on the cluster with the local repository.
+func (c *cluster) clusterctl(t *testing.T, args ...string) {
+	t.Helper()
+	run(t, c.ctlEnv, os.Getenv("CLUSTERCTL"), append(args, "--kubeconfig", c.kubeconfig, "--config", c.configPath)...)
+}
+
+// waitAvailable waits until every installed Deployment is Available.
+func (c *cluster) waitAvailable(ctx context.Context, t *testing.T) {
 	waitFor(ctx, t, 10*time.Minute, "every provider's Deployment is Available", func() error {
-		if err := n.exited(); err != nil {
+		if err := c.n.exited(); err != nil {
 			t.Fatal(err)
 		}
-		if err := stuck(ctx, k8s); err != nil {
+		if err := stuck(ctx, c.k8s); err != nil {
 			t.Fatal(err)
 		}
-		return deploymentsAvailable(ctx, k8s)
+		return deploymentsAvailable(ctx, c.k8s)
 	})
-	t.Logf("BENCHMARK clusterctl init to every Deployment Available: %s", time.Since(start).Round(time.Second))
-
-	t.Run("the webhooks' certificates are cert-manager's", func(t *testing.T) { checkCertificates(ctx, t, k8s) })
-	t.Run("webhooks refuse through their Services", func(t *testing.T) { checkWebhooks(ctx, t, k8s) })
-	t.Run("leader election Leases are held by Pods", func(t *testing.T) { checkLeases(ctx, t, k8s) })
-	t.Run("metrics are served", func(t *testing.T) { checkMetrics(ctx, t, k8s, cfg) })
-	t.Run("the security context holds in the runtime", func(t *testing.T) { checkSecurityContext(ctx, t, k8s) })
-	t.Run("the ServiceAccounts have the rights docs/install.md lists", func(t *testing.T) { checkRights(ctx, t, k8s) })
-	logRSS(ctx, t, k8s, "after the checks")
-
-	t.Run("the flow: a MachineDeployment of the default flavor on the simulator", func(t *testing.T) {
-		f := newFlow(t, k8s, n)
-		f.create(ctx, t, ctlEnv, kubeconfig, configPath)
-		f.waitMachines(ctx, t, 3)
-		t.Log("3 machines on active devices, bond0 carrying VLAN 1001, their claims bound")
-		t.Run("the IPAM manager's Pod deleted while claims are created", func(t *testing.T) { f.takeOver(ctx, t) })
-		t.Run("claims deleted in the foreground, background and orphaning, by the garbage collector", func(t *testing.T) { f.deletions(ctx, t) })
-		t.Run("a global pool's address retired after the garbage collector stripped its claim's owner reference", func(t *testing.T) { f.retirement(ctx, t) })
-		if os.Getenv(keepEnv) != "" {
-			f.keep(ctx, t, dir, kubeconfig)
-		}
-		t.Run("scale to 0 and delete the Cluster", func(t *testing.T) { f.scaleToZero(ctx, t) })
-	})
-	logRSS(ctx, t, k8s, "after the flow")
 }
 
 // dumpPodLogs prints the end of each container log of the providers' and

@@ -87,17 +87,16 @@ func startSimulator(ctx context.Context, t *testing.T, k8s client.Client) {
 // two managers, each a Pod, drive the flavor's MachineDeployment against the
 // simulator, which the test reads through its Service with the Metal client.
 type flow struct {
-	k8s   client.Client
+	*cluster
 	metal *metal.Client
-	n     *node
 }
 
-func newFlow(t *testing.T, k8s client.Client, n *node) *flow {
+func newFlow(t *testing.T, c *cluster) *flow {
 	api, err := metal.NewClient(metal.Config{APIKey: simtest.APIKey, BaseURL: simURL, ProjectID: simtest.Project})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &flow{k8s: k8s, metal: api, n: n}
+	return &flow{cluster: c, metal: api}
 }
 
 // healthy fails the test at once for what waiting will not mend: a process
@@ -115,16 +114,16 @@ func (f *flow) healthy(ctx context.Context, t *testing.T) {
 // cluster` for 3 workers on the simulator's VLAN 1001, adapts it to a
 // cluster without a control plane, and creates it with what its user
 // creates beside it.
-func (f *flow) create(ctx context.Context, t *testing.T, ctlEnv []string, kubeconfig, configPath string) {
+func (f *flow) create(ctx context.Context, t *testing.T) {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: flowNamespace}}
 	if err := f.k8s.Create(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	out, err := testenv.RunTool(".", append(ctlEnv, "PROJECT_ID="+simtest.Project, "METRO="+simtest.Metro,
+	out, err := testenv.RunTool(".", append(f.ctlEnv, "PROJECT_ID="+simtest.Project, "METRO="+simtest.Metro,
 		"SSH_KEY=ssh-ed25519 AAAA cluster-test", fmt.Sprintf("NODE_VXLAN=%d", simtest.NodesVXLAN)),
 		os.Getenv("CLUSTERCTL"), "generate", "cluster", flowCluster, "--infrastructure", "packet",
 		"--target-namespace", flowNamespace, "--kubernetes-version", "v1.36.3", "--worker-machine-count", "3",
-		"--config", configPath, "--kubeconfig", kubeconfig)
+		"--config", f.configPath, "--kubeconfig", f.kubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -485,7 +484,7 @@ func (f *flow) machinesGone(ctx context.Context) error {
 
 // keep holds the cluster, the flow's machines running, until the outer test
 // writes the stop file (make run-cluster, on Ctrl-C).
-func (f *flow) keep(ctx context.Context, t *testing.T, dir, kubeconfig string) {
+func (f *flow) keep(ctx context.Context, t *testing.T) {
 	t.Logf(`
 The cluster runs until Ctrl-C. Its addresses are in the test's network namespace: prefix each command with the nsenter line printed above.
   kubeconfig: %[1]s
@@ -493,8 +492,8 @@ The cluster runs until Ctrl-C. Its addresses are in the test's network namespace
   kubectl --kubeconfig %[1]s get cluster-api,metalvrfippools,ipaddressclaims,ipaddresses -n %[2]s
   %[3]s describe cluster %[4]s -n %[2]s --kubeconfig %[1]s --show-conditions all
   curl -s -H 'X-Auth-Token: %[5]s' %[6]s/metal/v1/projects/%[7]s/devices   # the simulator, through its Service`,
-		kubeconfig, flowNamespace, os.Getenv("CLUSTERCTL"), flowCluster, simtest.APIKey, simURL, simtest.Project)
-	stop := filepath.Join(dir, stopFile)
+		f.kubeconfig, flowNamespace, os.Getenv("CLUSTERCTL"), flowCluster, simtest.APIKey, simURL, simtest.Project)
+	stop := filepath.Join(f.dir, stopFile)
 	for {
 		if _, err := os.Stat(stop); err == nil {
 			t.Log("stopping: scaling to 0, deleting the Cluster, tearing the node down")
