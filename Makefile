@@ -365,14 +365,37 @@ $(CLUSTER_OUT)/base-images/pause.tar: test/cluster/pause/main.go $(IMAGEBUILD)
 		--entrypoint /pause --binary linux/amd64=$(CLUSTER_OUT)/bin/pause --out $@
 
 CLUSTER_PARTS := envtest $(KUBE_NODE) $(CLUSTER_TOOLS) $(CLUSTERCTL) $(KUSTOMIZE) $(IMAGEBUILD) $(CLUSTER_IMAGES)
-CLUSTER_TEST = REQUIRE_CLUSTER=1 CLUSTER_BIN=$(CLUSTER_BIN) CLUSTER_IMAGES=$(CLUSTER_OUT)/base-images CLUSTER_RELEASE=$(CLUSTER_OUT) \
-	CAPI_VERSION=$(CAPI_VERSION) IMAGEBUILD=$(IMAGEBUILD) CLUSTERCTL=$(CLUSTERCTL) KUSTOMIZE=$(KUSTOMIZE) \
-	go test -count=1 -v ./test/cluster/ -run '^TestCluster$$'
+CLUSTER_TEST_ENV = REQUIRE_CLUSTER=1 CLUSTER_BIN=$(CLUSTER_BIN) CLUSTER_IMAGES=$(CLUSTER_OUT)/base-images CLUSTER_RELEASE=$(CLUSTER_OUT) \
+	CAPI_VERSION=$(CAPI_VERSION) IMAGEBUILD=$(IMAGEBUILD) CLUSTERCTL=$(CLUSTERCTL) KUSTOMIZE=$(KUSTOMIZE)
+CLUSTER_TEST = $(CLUSTER_TEST_ENV) go test -count=1 -v ./test/cluster/ -run '^TestCluster$$'
 
 .PHONY: test-cluster
 test-cluster: $(CLUSTER_PARTS) ## Install both providers with clusterctl on a real one-node cluster running their images and run a MachineDeployment on the simulator (root, Debian; docs/cluster.md).
 	$(MAKE) images release PLATFORMS=linux/amd64 REGISTRY=$(CLUSTER_REGISTRY)/metal-vrf TAG=test RELEASE_DIR=$(CLUSTER_OUT)
 	$(CLUSTER_TEST) -timeout 45m
+
+# The previous release of this project (docs/images.md, "Releases"): its tag
+# and the commit the tag names, so that a clone without tags builds it too.
+# Its own Makefile builds its images and components from a clone of that
+# commit, with tools of its own pins in its own bin.
+PREVIOUS_RELEASE := v0.1.0
+PREVIOUS_RELEASE_COMMIT := 003d266ba3f0b77a782da654d5a4ac2a927749d8
+PREVIOUS_OUT := $(CLUSTER_OUT)/previous/$(PREVIOUS_RELEASE)
+
+$(PREVIOUS_OUT)/.built:
+	@echo "building the previous release $(PREVIOUS_RELEASE) ($(PREVIOUS_RELEASE_COMMIT)) from git (once; cached in $(PREVIOUS_OUT))"
+	rm -rf $(PREVIOUS_OUT)
+	git clone --quiet --no-checkout $(ROOT) $(PREVIOUS_OUT)/src
+	git -C $(PREVIOUS_OUT)/src checkout --quiet --detach $(PREVIOUS_RELEASE_COMMIT)
+	$(MAKE) -C $(PREVIOUS_OUT)/src images release BIN=$(PREVIOUS_OUT)/bin PLATFORMS=linux/amd64 \
+		REGISTRY=$(CLUSTER_REGISTRY)/metal-vrf TAG=$(PREVIOUS_RELEASE) RELEASE_DIR=$(PREVIOUS_OUT)/release
+	@touch $@
+
+.PHONY: test-upgrade
+test-upgrade: $(CLUSTER_PARTS) $(PREVIOUS_OUT)/.built ## Install the previous release with clusterctl, run pools of every source, claims and machines, then `clusterctl upgrade apply` to this tree's build: nothing renumbered or re-created (root, Debian; docs/upgrade.md).
+	$(MAKE) images release PLATFORMS=linux/amd64 REGISTRY=$(CLUSTER_REGISTRY)/metal-vrf TAG=test RELEASE_DIR=$(CLUSTER_OUT)
+	CLUSTER_PREVIOUS=$(PREVIOUS_OUT)/release PREVIOUS_RELEASE=$(PREVIOUS_RELEASE) $(CLUSTER_TEST_ENV) \
+		go test -count=1 -v ./test/cluster/ -run '^TestUpgrade$$' -timeout 45m
 
 .PHONY: run-cluster
 run-cluster: $(CLUSTER_PARTS) ## The demo of test-cluster, kept running with its machines until Ctrl-C, then torn down (root, Debian; docs/cluster.md).

@@ -34,8 +34,14 @@ var (
 		Name: "metal_vrf_ipam_seed_skipped_objects_total",
 		Help: "Objects that seeding an allocation domain could not use as they are and went on without, by kind (IPAddress, Lease) and reason.",
 	}, []string{"kind", "reason"})
+	// staleFenceRecordsTotal counts the records created past the API
+	// server's stale fence (see records.Store.OnStaleFence).
+	staleFenceRecordsTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "metal_vrf_ipam_stale_fence_records_total",
+		Help: "Allocation records the leader created without the API server's fence, which refused them by a stale copy of the leader election Lease.",
+	})
 )
 
 func init() {
-	metrics.Registry.MustRegister(allocationsTotal, poolAddresses, recordsReapedTotal, seedSkippedTotal)
+	metrics.Registry.MustRegister(allocationsTotal, poolAddresses, recordsReapedTotal, seedSkippedTotal, staleFenceRecordsTotal)
 }

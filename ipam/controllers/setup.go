@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -102,6 +103,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) (*reg
 	recorder := mgr.GetEventRecorder("metal-vrf-ipam")
 	store := records.New(mgr.GetClient(), mgr.GetAPIReader(), opts.AllocationNamespace, opts.Writer)
 	store.OnSkip(seedSkipped(recorder))
+	store.OnStaleFence(staleFence(ctrl.LoggerFrom(ctx)))
 	reg := registry.New(store, opts.Fence, cluster)
 	if opts.PendingGrace > 0 {
 		reg.SetPendingGrace(opts.PendingGrace)
@@ -149,6 +151,18 @@ func seedSkipped(recorder events.EventRecorder) func(records.Skip) {
 	return func(skip records.Skip) {
 		recorder.Eventf(skip.Object, nil, corev1.EventTypeWarning, skip.Reason, "Seed", "%s", skip.Message)
 		seedSkippedTotal.WithLabelValues(skip.Kind, skip.Reason).Inc()
+	}
+}
+
+// staleFence tells of a record created past the API server's stale fence
+// (see records.Store.OnStaleFence): an error in the log, and a count that
+// an alert watches, since only a restart of the API server mends the fence.
+func staleFence(log logr.Logger) func(error) {
+	return func(refusal error) {
+		log.Error(refusal, "The API server's allocation fence refused a record of this leader, which holds the Lease: "+
+			"it judges by a stale copy of the Lease (kubernetes/kubernetes#130887, after the fence's binding was deleted, "+
+			"as clusterctl upgrade does). The record was created without the fence; restart the API server to mend it.")
+		staleFenceRecordsTotal.Inc()
 	}
 }
 

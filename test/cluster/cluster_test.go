@@ -330,6 +330,9 @@ func pushImages(ctx context.Context, t *testing.T) {
 	archives, _ := filepath.Glob(filepath.Join(os.Getenv("CLUSTER_IMAGES"), "*.tar"))
 	ours, _ := filepath.Glob(filepath.Join(os.Getenv("CLUSTER_RELEASE"), "images", "*.tar"))
 	archives = append(archives, ours...)
+	// make test-upgrade's previous release, tagged with its version.
+	previous, _ := filepath.Glob(filepath.Join(os.Getenv("CLUSTER_PREVIOUS"), "images", "*.tar"))
+	archives = append(archives, previous...)
 	if len(archives) < 7 {
 		t.Fatalf("want the pause, cert-manager, Cluster API and our images in $CLUSTER_IMAGES and $CLUSTER_RELEASE/images, found %v", archives)
 	}
@@ -369,7 +372,7 @@ func writeRepository(t *testing.T, root, dir string) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(repo, label, "v0.1.0", file), data, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(repo, label, testenv.LocalVersion, file), data, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -26,9 +26,11 @@ const (
 	CertManagerVersion = "v1.21.1"
 	certManagerSum     = "h1:0LttV37Q5c2CBNoHkjuI8sLKTXWZDC2SwQkxrBMKV9w="
 
-	// The version the project's providers are published as in a local
-	// repository: any version metadata.yaml maps to the current contract.
-	localVersion = "v0.1.0"
+	// LocalVersion is the version the working tree's providers are
+	// published as in a local repository: the next release, which
+	// metadata.yaml maps to the current contract (the previous release,
+	// make test-upgrade's starting point, sorts below it).
+	LocalVersion = "v0.2.0"
 )
 
 // InstallCertManagerCRDs installs cert-manager's Certificate and Issuer
@@ -109,7 +111,7 @@ func certManagerDir() (string, error) {
 }
 
 // WriteClusterctlRepository writes a local clusterctl repository,
-// <dir>/<provider label>/v0.1.0 (Cluster API's providers: the pinned
+// <dir>/<provider label>/<LocalVersion> (Cluster API's providers: the pinned
 // module's version), holding what `make release` publishes (the IPAM and
 // infrastructure components and metadata.yaml) and Cluster API's own core
 // components, plus the kubeadm bootstrap and control-plane ones when kubeadm
@@ -130,8 +132,8 @@ func WriteClusterctlRepository(root, dir, kustomize string, kubeadm bool) (confi
 	capi := strings.TrimSpace(string(capiVersion))
 	providers := []provider{
 		{"cluster-api", "CoreProvider", "cluster-api", capi, "core-components.yaml", capiDir, "core/config/default"},
-		{"metal-vrf", "IPAMProvider", "ipam-metal-vrf", localVersion, "ipam-components.yaml", root, "config/ipam/default"},
-		{"packet", "InfrastructureProvider", "infrastructure-packet", localVersion, "infrastructure-components.yaml", root, "config/capp/default"},
+		{"metal-vrf", "IPAMProvider", "ipam-metal-vrf", LocalVersion, "ipam-components.yaml", root, "config/ipam/default"},
+		{"packet", "InfrastructureProvider", "infrastructure-packet", LocalVersion, "infrastructure-components.yaml", root, "config/capp/default"},
 	}
 	if kubeadm {
 		providers = append(providers,

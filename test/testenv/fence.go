@@ -53,7 +53,7 @@ func (e *Environment) installFence(ctx context.Context) error {
 	var lastErr error
 	refused := func(ctx context.Context) (bool, error) {
 		lastErr = e.Client.Create(ctx, FencedRecord(metav1.NamespaceDefault, fenceProbeLease, "deposed"), client.DryRunAll)
-		return apierrors.IsInvalid(lastErr), nil
+		return apierrors.IsForbidden(lastErr), nil
 	}
 	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, refused); err != nil {
 		return fmt.Errorf("the allocation fence did not take effect: %w", errors.Join(err, lastErr))

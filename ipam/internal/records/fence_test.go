@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"net/netip"
 	"testing"
+	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -190,4 +193,119 @@ func TestARecordGoesOnlyWithItsOwnClaim(t *testing.T) {
 	if got := addresses(); len(got) != 1 || got[0] != "10.7.0.3" {
 		t.Fatalf("after the real claim's release the records hold %v; want the tenant's 10.7.0.3, its IPAddress still holding it", got)
 	}
+}
+
+// TestALeaderPassesAStaleFence: once the fence's binding is deleted for a
+// moment (as `clusterctl upgrade` deletes and re-creates the components),
+// the API server judges fenced records by the Lease as it was then
+// (kubernetes/kubernetes#130887): the test first shows that fault on this
+// API server. A leader holding the Lease then still records its addresses,
+// unfenced and reported; a writer that does not hold it is still refused.
+func TestALeaderPassesAStaleFence(t *testing.T) {
+	ctx := context.Background()
+	env, ns, _ := startStore(ctx, t)
+	k8s := env.Client
+
+	pool := &v1alpha1.MetalVRFIPPool{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "stale"},
+		Spec:       v1alpha1.MetalVRFIPPoolSpec{Addresses: []string{"10.5.1.0/29"}, Prefix: ptr.To(int32(29)), Gateway: "10.5.1.1"},
+	}
+	if err := k8s.Create(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	lease := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "leader", Labels: map[string]string{v1alpha1.LeaderElectionLabel: "true"}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("old"), LeaseDurationSeconds: ptr.To(int32(15)),
+			RenewTime: &metav1.MicroTime{Time: time.Now()}},
+	}
+	if err := k8s.Create(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	domain := registry.DomainOf(pool)
+	record := func(address, claim string) registry.Record {
+		return registry.Record{Address: netip.MustParseAddr(address), Holder: registry.Holder{Pool: poolref.KeyOf(pool),
+			Claim: registry.Claim{NamespacedName: types.NamespacedName{Namespace: ns, Name: claim}, UID: types.UID(claim + "-uid")}}}
+	}
+	if err := records.New(k8s, k8s, ns, records.Writer{Identity: "old", Lease: "leader"}).Reserve(ctx, domain, record("10.5.1.2", "first")); err != nil {
+		t.Fatalf("the leader could not record: %v", err)
+	}
+
+	// The fence's binding goes for longer than the API server's policy
+	// refresh (1 s), then comes back; the Lease then changes hands.
+	bindings := &admissionregistrationv1.ValidatingAdmissionPolicyBindingList{}
+	if err := k8s.List(ctx, bindings); err != nil {
+		t.Fatal(err)
+	}
+	if len(bindings.Items) != 1 {
+		t.Fatalf("%d admission policy bindings, want the fence's", len(bindings.Items))
+	}
+	binding := bindings.Items[0].DeepCopy()
+	if err := k8s.Delete(ctx, binding); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	binding.ObjectMeta = metav1.ObjectMeta{Name: binding.Name, Labels: binding.Labels}
+	if err := k8s.Create(ctx, binding); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second) // the refresh that takes the binding in
+	lease.Spec.HolderIdentity, lease.Spec.RenewTime = ptr.To("new"), &metav1.MicroTime{Time: time.Now()}
+	if err := k8s.Update(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+
+	var refusals []error
+	leader := records.New(k8s, k8s, ns, records.Writer{Identity: "new", Lease: "leader"})
+	leader.OnStaleFence(func(refusal error) { refusals = append(refusals, refusal) })
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if err := leader.Reserve(ctx, domain, record("10.5.1.3", "second")); err != nil {
+			t.Fatalf("the leader holding the Lease could not record (%s): %v", apierrors.ReasonForError(err), err)
+		}
+		if len(refusals) > 0 || time.Now().After(deadline) {
+			break
+		}
+		// The fence judged by the new holder: not the fault yet (the
+		// informer may lag); try another address.
+		if err := leader.Unreserve(ctx, domain, record("10.5.1.3", "second")); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if len(refusals) == 0 {
+		t.Fatal("the API server's fence followed the Lease after its binding came back: kubernetes#130887 is fixed " +
+			"in this API server, and the fallback past a stale fence is left for API servers without the fix")
+	}
+	t.Logf("the stale fence refused the leader's record, which was created unfenced: %v", refusals[0])
+	got := &coordinationv1.Lease{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: recordName(t, k8s, ns, "10.5.1.3")}, got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Labels[v1alpha1.AllocationFencedLabel] != "" || got.Annotations[v1alpha1.AllocationRecordedByAnnotation] != "new" {
+		t.Fatalf("the record past the stale fence has labels %v and annotations %v; want it unfenced, by the leader", got.Labels, got.Annotations)
+	}
+
+	// A writer that does not hold the Lease gets no such pass: the stale
+	// fence still names "old", so a third process is refused.
+	other := records.New(k8s, k8s, ns, records.Writer{Identity: "third", Lease: "leader"})
+	other.OnStaleFence(func(refusal error) { t.Errorf("a writer without the Lease passed the fence: %v", refusal) })
+	if err := other.Reserve(ctx, domain, record("10.5.1.4", "third")); !apierrors.IsForbidden(err) {
+		t.Fatalf("a writer without the Lease recorded (err %v); want the fence's refusal", err)
+	}
+}
+
+// recordName is the name of the record of address in ns.
+func recordName(t *testing.T, k8s client.Client, ns, address string) string {
+	t.Helper()
+	var list coordinationv1.LeaseList
+	if err := k8s.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range list.Items {
+		if l.Annotations[v1alpha1.AllocationAddressAnnotation] == address {
+			return l.Name
+		}
+	}
+	t.Fatalf("no record of %s", address)
+	return ""
 }

@@ -26,6 +26,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -54,6 +55,9 @@ type Store struct {
 	now     func() time.Time
 	// skipped is told of each object seeding cannot use (see OnSkip).
 	skipped func(Skip)
+	// staleFence is told of each record created past a stale fence (see
+	// OnStaleFence).
+	staleFence func(refusal error)
 }
 
 var _ registry.Store = &Store{}
@@ -216,7 +220,7 @@ func (s *Store) liveClaimUID(ctx context.Context, key types.NamespacedName) (uid
 func (s *Store) Reserve(ctx context.Context, domain string, r registry.Record) error {
 	obj := s.recordObject(domain, r)
 	for {
-		err := s.client.Create(ctx, obj)
+		err := s.create(ctx, obj)
 		if !apierrors.IsAlreadyExists(err) {
 			return err
 		}
@@ -233,6 +237,49 @@ func (s *Store) Reserve(ctx context.Context, domain string, r registry.Record) e
 		return &registry.TakenError{Address: r.Address, Holder: rec.Holder}
 	}
 }
+
+// create creates a record. A fenced record that the API server refuses
+// while a live read shows this process holding the Lease it names, within
+// the lease's duration, was refused by a stale fence: the API server stops
+// its informer of Leases for good once no admission policy binding names the
+// kind for a moment (kubernetes/kubernetes#130887), which `clusterctl
+// upgrade` causes by deleting and re-creating the fence with the rest of
+// the components. The fence then judges every record by a holder long gone
+// and would refuse the leader's until the API server restarts; the record is
+// created unfenced instead, as a manager without leader election writes
+// them (the record's name still keeps the address unique), and reported.
+func (s *Store) create(ctx context.Context, obj *coordinationv1.Lease) error {
+	err := s.client.Create(ctx, obj)
+	if !apierrors.IsForbidden(err) || obj.Labels[v1alpha1.AllocationFencedLabel] != "true" || !s.holdsLease(ctx) {
+		return err
+	}
+	unfenced := obj.DeepCopy()
+	delete(unfenced.Labels, v1alpha1.AllocationFencedLabel)
+	delete(unfenced.Annotations, v1alpha1.AllocationFenceAnnotation)
+	if err := s.client.Create(ctx, unfenced); err != nil {
+		return err
+	}
+	if s.staleFence != nil {
+		s.staleFence(err)
+	}
+	return nil
+}
+
+// holdsLease reads the writer's leader election Lease live: held by this
+// process and renewed within its duration.
+func (s *Store) holdsLease(ctx context.Context) bool {
+	lease := &coordinationv1.Lease{}
+	if err := s.reader.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: s.writer.Lease}, lease); err != nil {
+		return false
+	}
+	spec := lease.Spec
+	return ptr.Deref(spec.HolderIdentity, "") == s.writer.Identity && spec.RenewTime != nil && spec.LeaseDurationSeconds != nil &&
+		s.now().Before(spec.RenewTime.Add(time.Duration(*spec.LeaseDurationSeconds)*time.Second))
+}
+
+// OnStaleFence sets fn to be told, with the refusal, of each record created
+// unfenced because the API server's fence was stale (see create).
+func (s *Store) OnStaleFence(fn func(refusal error)) { s.staleFence = fn }
 
 // recordObject is the Lease that records r in domain.
 func (s *Store) recordObject(domain string, r registry.Record) *coordinationv1.Lease {
