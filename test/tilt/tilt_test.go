@@ -194,7 +194,8 @@ func checkProvider(t *testing.T, tf *tiltfile, root, name string, deployed map[s
 		t.Fatalf("the Tiltfile made no local_resource %s_binary", strings.ToLower(label))
 	}
 	output := buildManager(t, tf, lr.cmd, context)
-	checkLiveReloadDeps(t, root, context, lr.deps, output)
+	goMain, _ := p["go_main"].(string)
+	checkLiveReloadDeps(t, root, context, goMain, lr.deps, output)
 
 	// The image and its live update: the synced file is the one built.
 	build, ok := tf.images[image]
@@ -314,13 +315,13 @@ func buildManager(t *testing.T, tf *tiltfile, cmd, context string) string {
 
 // checkLiveReloadDeps checks that the files Tilt watches are exactly what
 // the manager is built from: every Go and embedded file of the module's
-// packages the manager imports, go.mod and go.sum, lies in one of them
+// packages go_main imports (from the context, where the build runs), go.mod and go.sum, lies in one of them
 // (else an edit there would not reach the cluster); each of them holds
 // one (else an edit there would rebuild for nothing); none holds the
 // binary (else each build would start the next).
-func checkLiveReloadDeps(t *testing.T, root, context string, deps []string, output string) {
+func checkLiveReloadDeps(t *testing.T, root, context, goMain string, deps []string, output string) {
 	sources := []string{filepath.Join(root, "go.mod"), filepath.Join(root, "go.sum")}
-	listed := run(t, context, "go", "list", "-deps", "-json=Dir,GoFiles,EmbedFiles,Module", ".")
+	listed := run(t, context, "go", "list", "-deps", "-json=Dir,GoFiles,EmbedFiles,Module", goMain)
 	decoder := json.NewDecoder(bytes.NewReader(listed))
 	for decoder.More() {
 		var pkg struct {
