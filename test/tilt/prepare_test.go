@@ -290,12 +290,12 @@ func providerObject(version *string, objs []unstructured.Unstructured) (*unstruc
 	}
 	typ, name := clusterctlv1.CoreProviderType, label
 	for prefix, t := range map[string]clusterctlv1.ProviderType{
-		"infrastructure-":     clusterctlv1.InfrastructureProviderType,
-		"bootstrap-":          clusterctlv1.BootstrapProviderType,
-		"control-plane-":      clusterctlv1.ControlPlaneProviderType,
-		"ipam-":               clusterctlv1.IPAMProviderType,
-		"runtime-extension-":  clusterctlv1.RuntimeExtensionProviderType,
-		"addon-":              clusterctlv1.AddonProviderType,
+		"infrastructure-":    clusterctlv1.InfrastructureProviderType,
+		"bootstrap-":         clusterctlv1.BootstrapProviderType,
+		"control-plane-":     clusterctlv1.ControlPlaneProviderType,
+		"ipam-":              clusterctlv1.IPAMProviderType,
+		"runtime-extension-": clusterctlv1.RuntimeExtensionProviderType,
+		"addon-":             clusterctlv1.AddonProviderType,
 	} {
 		if strings.HasPrefix(label, prefix) {
 			typ, name = t, strings.TrimPrefix(label, prefix)
