@@ -90,6 +90,7 @@ func TestTiltfileBuildsAndDeploysTheProviders(t *testing.T) {
 			}
 		}
 	}
+	checkTemplates(t, tf, root)
 	if t.Failed() {
 		return
 	}
@@ -386,6 +387,27 @@ func checkVersion(t *testing.T, root, version string) {
 		}
 	}
 	t.Errorf("the Provider's version %s is of no release series of metadata.yaml", version)
+}
+
+// checkTemplates checks that the documented template_dirs give the
+// infrastructure provider's cluster templates a button each in Tilt's UI:
+// a local_resource labelled <label>.templates per cluster-template*.yaml.
+func checkTemplates(t *testing.T, tf *tiltfile, root string) {
+	t.Helper()
+	templates, err := filepath.Glob(filepath.Join(root, "templates", "cluster-template*.yaml"))
+	if err != nil || len(templates) == 0 {
+		t.Fatalf("no cluster templates in templates/ (%v)", err)
+	}
+	label, _ := tf.providers["packet"]["label"].(string)
+	buttons := 0
+	for _, lr := range tf.localResources {
+		if slices.Contains(lr.labels, label+".templates") {
+			buttons++
+		}
+	}
+	if buttons != len(templates) {
+		t.Errorf("Tilt's UI would offer %d of the %d cluster templates: check template_dirs in docs/contributing.md", buttons, len(templates))
+	}
 }
 
 // checkObjectFragments checks that each object a k8s_resource names is

@@ -56,7 +56,6 @@ type localResource struct {
 type dockerBuild struct {
 	context string
 	only    string
-	target  string
 	// syncs maps each live_update sync's local path to its path in the container.
 	syncs map[string]string
 	runs  []string
@@ -71,8 +70,6 @@ type k8sYAML struct {
 type k8sResource struct {
 	workload string
 	objects  []string
-	labels   []string
-	deps     []string
 }
 
 // blob is Tilt's type for file contents and command output: k8s_yaml takes
@@ -317,8 +314,12 @@ func decodeYAMLStream(_ *starlark.Thread, fn *starlark.Builtin, args starlark.Tu
 // missing folder (the checkout's tilt.d, which git ignores) has none.
 func (tf *tiltfile) listdir(_ *starlark.Thread, fn *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var p string
-	if err := starlark.UnpackArgs(fn.Name(), args, kwargs, "directory", &p); err != nil {
+	var recursive bool
+	if err := starlark.UnpackArgs(fn.Name(), args, kwargs, "dir", &p, "recursive?", &recursive); err != nil {
 		return nil, err
+	}
+	if recursive {
+		return nil, errors.New("listdir(recursive=True) is not modelled by this test")
 	}
 	entries, err := os.ReadDir(tf.path(p))
 	if errors.Is(err, os.ErrNotExist) {
@@ -446,7 +447,7 @@ func (tf *tiltfile) dockerBuild(_ *starlark.Thread, fn *starlark.Builtin, args s
 	if _, dup := tf.images[ref]; dup {
 		return nil, fmt.Errorf("image for ref %q has already been defined", ref)
 	}
-	d := dockerBuild{context: context, only: only, target: target, syncs: map[string]string{}}
+	d := dockerBuild{context: context, only: only, syncs: map[string]string{}}
 	if liveUpdate != nil {
 		for i := range liveUpdate.Len() {
 			step, ok := liveUpdate.Index(i).(*starlarkstruct.Struct)
@@ -501,17 +502,12 @@ func (tf *tiltfile) k8sResource(_ *starlark.Thread, fn *starlark.Builtin, args s
 		return nil, fmt.Errorf("k8s_resource named %q already exists", newName)
 	}
 	r := k8sResource{workload: workload}
-	var err error
-	if r.labels, err = tiltLabels(labels); err != nil {
+	if _, err := tiltLabels(labels); err != nil {
 		return nil, err
 	}
 	if objects != nil {
+		var err error
 		if r.objects, err = stringList(objects); err != nil {
-			return nil, err
-		}
-	}
-	if deps != nil {
-		if r.deps, err = stringList(deps); err != nil {
 			return nil, err
 		}
 	}
