@@ -3,6 +3,8 @@ module github.com/metal-vrf/cluster-api-metal-vrf
 go 1.26.2
 
 require (
+	github.com/distribution/reference v0.6.0
+	github.com/drone/envsubst/v2 v2.0.0-20210730161058-179042472c46
 	github.com/equinix/equinix-sdk-go v0.66.0
 	github.com/google/btree v1.1.3
 	github.com/google/uuid v1.6.0
@@ -10,6 +12,7 @@ require (
 	github.com/onsi/gomega v1.42.1
 	github.com/prometheus/client_golang v1.23.2
 	github.com/prometheus/common v0.67.5
+	go.starlark.net v0.0.0-20240510163022-f457c4c2b267
 	go.uber.org/zap v1.28.0
 	go.yaml.in/yaml/v3 v3.0.4
 	go4.org/netipx v0.0.0-20260823151212-3075585bcbeb
@@ -39,8 +42,6 @@ require (
 	github.com/clipperhouse/displaywidth v0.10.0 // indirect
 	github.com/clipperhouse/uax29/v2 v2.6.0 // indirect
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
-	github.com/distribution/reference v0.6.0 // indirect
-	github.com/drone/envsubst/v2 v2.0.0-20210730161058-179042472c46 // indirect
 	github.com/emicklei/go-restful/v3 v3.13.0 // indirect
 	github.com/evanphx/json-patch/v5 v5.9.11 // indirect
 	github.com/fatih/color v1.19.0 // indirect
