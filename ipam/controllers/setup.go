@@ -155,8 +155,8 @@ func seedSkipped(recorder events.EventRecorder) func(records.Skip) {
 }
 
 // staleFence tells of a record created past the API server's stale fence
-// (see records.Store.OnStaleFence): an error in the log, and a count that
-// an alert watches, since only a restart of the API server mends the fence.
+// (see records.Store.OnStaleFence): an error in the log and a count, since
+// only a restart of the API server mends the fence.
 func staleFence(log logr.Logger) func(error) {
 	return func(refusal error) {
 		log.Error(refusal, "The API server's allocation fence refused a record of this leader, which holds the Lease: "+
