@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -153,6 +154,9 @@ func checkSecurityContext(ctx context.Context, t *testing.T, k8s client.Client) 
 			limit := cgroupFile(t, pid, "memory", "memory.limit_in_bytes")
 			if limit != fmt.Sprint(512<<20) {
 				t.Errorf("%s/%s: memory limit %s bytes, want 512Mi", ns, pod.Name, limit)
+			}
+			if env := strings.Split(readProc(t, pid, "environ"), "\x00"); !slices.Contains(env, "GOMEMLIMIT="+limit) {
+				t.Errorf("%s/%s: the manager's environment lacks GOMEMLIMIT=%s (its memory limit): %q", ns, pod.Name, limit, env)
 			}
 		}
 	}
