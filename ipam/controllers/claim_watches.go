@@ -75,7 +75,13 @@ func (r *claimReconciler) unboundClaimsOf(ctx context.Context, obj client.Object
 	return claimRequests(ctx, r.client, "the claims waiting on pool "+key, client.MatchingFields{unboundClaimsByPool: key})
 }
 
-// indexUnboundClaim indexes a claim of our pools that holds no address yet.
+// anyPool is the value under which unboundClaimsByPool also indexes every
+// claim it indexes, so that the metrics read the claims that wait and no
+// other; no pool key is "*".
+const anyPool = "*"
+
+// indexUnboundClaim indexes a claim of our pools that holds no address yet,
+// by its pool and under anyPool.
 func indexUnboundClaim(obj client.Object) []string {
 	claim, ok := obj.(*ipamv1.IPAddressClaim)
 	if !ok || claim.Status.AddressRef.Name != "" || !claim.DeletionTimestamp.IsZero() {
@@ -85,7 +91,7 @@ func indexUnboundClaim(obj client.Object) []string {
 	if !ok {
 		return nil
 	}
-	return []string{key.String()}
+	return []string{key.String(), anyPool}
 }
 
 // poolWakesClaims passes the pool events that may let the claims waiting

@@ -27,7 +27,9 @@ const collectTimeout = 10 * time.Second
 // address from each pool and how long the oldest has waited. It reads the
 // manager's cache at scrape time rather than counting events, so what it
 // says holds across restarts and for claims no reconcile has seen yet (a
-// pool that does not exist, a Cluster that is paused).
+// pool that does not exist, a Cluster that is paused). It reads only the
+// claims the cache indexes as waiting (unboundClaimsByPool under anyPool):
+// a scrape costs the claims that wait, not every claim of the cluster.
 type pendingCollector struct {
 	reader client.Reader
 	// inShard says whether this manager serves the claim (see
@@ -45,7 +47,7 @@ func (c *pendingCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), collectTimeout)
 	defer cancel()
 	var list ipamv1.IPAddressClaimList
-	if err := c.reader.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+	if err := c.reader.List(ctx, &list, client.MatchingFields{unboundClaimsByPool: anyPool}, client.UnsafeDisableDeepCopy); err != nil {
 		ch <- prometheus.NewInvalidMetric(pendingClaimsDesc, err)
 		return
 	}
