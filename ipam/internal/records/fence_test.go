@@ -33,13 +33,7 @@ func TestTheAPIServerFencesADeposedLeader(t *testing.T) {
 	env, ns, _ := startStore(ctx, t)
 	k8s := env.Client
 
-	pool := &v1alpha1.MetalVRFIPPool{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fenced"},
-		Spec:       v1alpha1.MetalVRFIPPoolSpec{Addresses: []string{"10.5.0.0/29"}, Prefix: ptr.To(int32(29)), Gateway: "10.5.0.1"},
-	}
-	if err := k8s.Create(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
+	pool, lease := fencedPool(ctx, t, k8s, ns, "10.5.0")
 	claim := func(name string) registry.Claim {
 		t.Helper()
 		c := &ipamv1.IPAddressClaim{
@@ -52,14 +46,6 @@ func TestTheAPIServerFencesADeposedLeader(t *testing.T) {
 			t.Fatal(err)
 		}
 		return registry.Claim{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}, UID: c.UID}
-	}
-	// The leader election Lease, as the manager's lock writes it.
-	lease := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "leader", Labels: map[string]string{v1alpha1.LeaderElectionLabel: "true"}},
-		Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To("old")},
-	}
-	if err := k8s.Create(ctx, lease); err != nil {
-		t.Fatal(err)
 	}
 
 	// The old leader's own fence answers from its clock: it led when it
@@ -206,21 +192,7 @@ func TestALeaderPassesAStaleFence(t *testing.T) {
 	env, ns, _ := startStore(ctx, t)
 	k8s := env.Client
 
-	pool := &v1alpha1.MetalVRFIPPool{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "stale"},
-		Spec:       v1alpha1.MetalVRFIPPoolSpec{Addresses: []string{"10.5.1.0/29"}, Prefix: ptr.To(int32(29)), Gateway: "10.5.1.1"},
-	}
-	if err := k8s.Create(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
-	lease := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "leader", Labels: map[string]string{v1alpha1.LeaderElectionLabel: "true"}},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("old"), LeaseDurationSeconds: ptr.To(int32(15)),
-			RenewTime: &metav1.MicroTime{Time: time.Now()}},
-	}
-	if err := k8s.Create(ctx, lease); err != nil {
-		t.Fatal(err)
-	}
+	pool, lease := fencedPool(ctx, t, k8s, ns, "10.5.1")
 	domain := registry.DomainOf(pool)
 	record := func(address, claim string) registry.Record {
 		return registry.Record{Address: netip.MustParseAddr(address), Holder: registry.Holder{Pool: poolref.KeyOf(pool),
@@ -308,4 +280,26 @@ func recordName(t *testing.T, k8s client.Client, ns, address string) string {
 	}
 	t.Fatalf("no record of %s", address)
 	return ""
+}
+
+// fencedPool creates a pool of the /29 <net>.0/29 (gateway <net>.1) in ns,
+// and the leader election Lease "leader" as the manager's lock writes it,
+// held by "old" and renewed now.
+func fencedPool(ctx context.Context, t *testing.T, k8s client.Client, ns, net string) (*v1alpha1.MetalVRFIPPool, *coordinationv1.Lease) {
+	t.Helper()
+	pool := &v1alpha1.MetalVRFIPPool{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fenced"},
+		Spec:       v1alpha1.MetalVRFIPPoolSpec{Addresses: []string{net + ".0/29"}, Prefix: ptr.To(int32(29)), Gateway: net + ".1"},
+	}
+	lease := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "leader", Labels: map[string]string{v1alpha1.LeaderElectionLabel: "true"}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("old"), LeaseDurationSeconds: ptr.To(int32(15)),
+			RenewTime: &metav1.MicroTime{Time: time.Now()}},
+	}
+	for _, obj := range []client.Object{pool, lease} {
+		if err := k8s.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return pool, lease
 }
