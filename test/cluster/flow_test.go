@@ -69,7 +69,7 @@ func startSimulator(ctx context.Context, t *testing.T, k8s client.Client) {
 		}
 	}
 	waitFor(ctx, t, 5*time.Minute, "the simulator's Deployment is Available", func() error {
-		if err := stuck(ctx, k8s); err != nil {
+		if err := stuck(ctx, k8s, nil); err != nil {
 			t.Fatal(err)
 		}
 		d := &appsv1.Deployment{}
@@ -105,7 +105,7 @@ func (f *flow) healthy(ctx context.Context, t *testing.T) {
 	if err := f.n.exited(); err != nil {
 		t.Fatal(err)
 	}
-	if err := stuck(ctx, f.k8s); err != nil {
+	if err := stuck(ctx, f.k8s, f.namespaces); err != nil {
 		t.Fatal(err)
 	}
 }
