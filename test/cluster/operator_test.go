@@ -90,6 +90,10 @@ func TestOperator(t *testing.T) {
 		t.Run("webhooks refuse through their Services", func(t *testing.T) { checkWebhooks(ctx, t, c.k8s) })
 		t.Run("the flow: a MachineDeployment of the default flavor on the simulator", func(t *testing.T) {
 			f := newFlow(t, c)
+			// The operator does not write clusterctl's inventory, where
+			// clusterctl finds the installed version of a provider: its
+			// user names the version.
+			f.infrastructure = "packet:" + onlyVersion(t, filepath.Join(filepath.Dir(c.configPath), "repository", "infrastructure-packet"))
 			f.create(ctx, t)
 			f.waitMachines(ctx, t, 3)
 			t.Log("3 machines on active devices, bond0 carrying VLAN 1001, their claims bound")
