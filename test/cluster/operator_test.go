@@ -87,6 +87,7 @@ func TestOperator(t *testing.T) {
 		c.waitAvailable(ctx, t)
 		t.Logf("BENCHMARK provider objects created to every Deployment Available: %s", time.Since(start).Round(time.Second))
 
+		t.Run("the webhooks' certificates are cert-manager's", func(t *testing.T) { checkCertificates(ctx, t, c.k8s) })
 		t.Run("webhooks refuse through their Services", func(t *testing.T) { checkWebhooks(ctx, t, c.k8s) })
 		t.Run("the flow: a MachineDeployment of the default flavor on the simulator", func(t *testing.T) {
 			f := newFlow(t, c)
@@ -169,14 +170,19 @@ func createOperatorProvider(ctx context.Context, t *testing.T, c *cluster, p ope
 		if err := c.k8s.Create(ctx, variables(p.namespace, c.ctlEnv)); err != nil {
 			t.Fatal(err)
 		}
-		spec["configSecret"] = map[string]any{"name": variablesSecret, "namespace": p.namespace}
+		// Without its namespace, which the operator's mutating webhook
+		// defaults to the provider's: the install depends on the webhook.
+		spec["configSecret"] = map[string]any{"name": variablesSecret}
 	}
 	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": operatorAPIVersion, "kind": p.kind,
 		"metadata": map[string]any{"namespace": p.namespace, "name": p.name},
 		"spec":     spec,
 	}}
-	createAdmitted(ctx, t, c.k8s, obj)
+	obj = createAdmitted(ctx, t, c.k8s, obj)
+	if ns, ok, _ := unstructured.NestedString(obj.Object, "spec", "configSecret", "namespace"); !p.capi && (!ok || ns != p.namespace) {
+		t.Errorf("%s %s: spec.configSecret.namespace %q after the operator's webhook, want %q", p.kind, p.name, ns, p.namespace)
+	}
 }
 
 // onlyVersion is the version of the one release in a provider's folder of
@@ -258,17 +264,21 @@ func variables(namespace string, env []string) *corev1.Secret {
 	return secret
 }
 
-// createAdmitted creates obj through the operator's webhook, retrying while
-// the API server cannot call it yet: its certificate reaches the webhook
-// configuration and the Pod's mounted Secret at different moments.
-func createAdmitted(ctx context.Context, t *testing.T, k8s client.Client, obj *unstructured.Unstructured) {
-	waitFor(ctx, t, 3*time.Minute, "the operator's webhook admits "+obj.GetKind()+" "+obj.GetName(), func() error {
-		err := k8s.Create(ctx, obj.DeepCopy())
+// createAdmitted creates obj through the operator's webhooks and returns
+// what the API server stored, retrying while the API server cannot call
+// them yet: their certificate reaches the webhook configurations and the
+// Pod's mounted Secret at different moments.
+func createAdmitted(ctx context.Context, t *testing.T, k8s client.Client, obj *unstructured.Unstructured) *unstructured.Unstructured {
+	var created *unstructured.Unstructured
+	waitFor(ctx, t, 3*time.Minute, "the operator's webhooks admit "+obj.GetKind()+" "+obj.GetName(), func() error {
+		created = obj.DeepCopy()
+		err := k8s.Create(ctx, created)
 		if err != nil && !strings.Contains(err.Error(), "failed calling webhook") {
 			t.Fatalf("creating %s %s/%s: %v", obj.GetKind(), obj.GetNamespace(), obj.GetName(), err)
 		}
 		return err
 	})
+	return created
 }
 
 // finalReasons are the operator's condition reasons that waiting does not
