@@ -39,8 +39,8 @@ const (
 	// componentsLabel is the label the provider objects' fetchConfig
 	// selects their ConfigMaps by (the operator's documentation's).
 	componentsLabel = "provider-components"
-	// variablesSecret holds, in our providers' namespaces, the variables
-	// their components name (the operator's configSecret).
+	// variablesSecret holds, in CAPP's namespace, the variables its
+	// components name (the operator's configSecret).
 	variablesSecret = "metal-vrf-variables"
 )
 
@@ -55,14 +55,17 @@ type operatorProvider struct {
 	// clusterctl configuration overrides (writeRepository); ours name the
 	// images the Makefile built.
 	capi bool
+	// variables marks the provider whose components name variables
+	// (METAL_API_KEY, METAL_API_URL): CAPP's.
+	variables bool
 }
 
 var operatorProviders = []operatorProvider{
-	{"CoreProvider", "cluster-api", "capi-system", "cluster-api", "core-components.yaml", true},
-	{"BootstrapProvider", "kubeadm", "capi-kubeadm-bootstrap-system", "bootstrap-kubeadm", "bootstrap-components.yaml", true},
-	{"ControlPlaneProvider", "kubeadm", "capi-kubeadm-control-plane-system", "control-plane-kubeadm", "control-plane-components.yaml", true},
-	{"IPAMProvider", "metal-vrf", "ipam-metal-vrf-system", "ipam-metal-vrf", "ipam-components.yaml", false},
-	{"InfrastructureProvider", "packet", "cluster-api-provider-packet-system", "infrastructure-packet", "infrastructure-components.yaml", false},
+	{"CoreProvider", "cluster-api", "capi-system", "cluster-api", "core-components.yaml", true, false},
+	{"BootstrapProvider", "kubeadm", "capi-kubeadm-bootstrap-system", "bootstrap-kubeadm", "bootstrap-components.yaml", true, false},
+	{"ControlPlaneProvider", "kubeadm", "capi-kubeadm-control-plane-system", "control-plane-kubeadm", "control-plane-components.yaml", true, false},
+	{"IPAMProvider", "metal-vrf", "ipam-metal-vrf-system", "ipam-metal-vrf", "ipam-components.yaml", false, false},
+	{"InfrastructureProvider", "packet", "cluster-api-provider-packet-system", "infrastructure-packet", "infrastructure-components.yaml", false, true},
 }
 
 // TestOperator installs what TestCluster installs with `clusterctl init`
@@ -166,7 +169,8 @@ func createOperatorProvider(ctx context.Context, t *testing.T, c *cluster, p ope
 		// clusterctl's configuration overrides Cluster API's images to.
 		spec["deployment"] = map[string]any{"containers": []any{
 			map[string]any{"name": "manager", "imageUrl": capiImage(t, components)}}}
-	} else {
+	}
+	if p.variables {
 		if err := c.k8s.Create(ctx, variables(p.namespace, c.ctlEnv)); err != nil {
 			t.Fatal(err)
 		}
@@ -180,7 +184,7 @@ func createOperatorProvider(ctx context.Context, t *testing.T, c *cluster, p ope
 		"spec":     spec,
 	}}
 	obj = createAdmitted(ctx, t, c.k8s, obj)
-	if ns, ok, _ := unstructured.NestedString(obj.Object, "spec", "configSecret", "namespace"); !p.capi && (!ok || ns != p.namespace) {
+	if ns, ok, _ := unstructured.NestedString(obj.Object, "spec", "configSecret", "namespace"); p.variables && (!ok || ns != p.namespace) {
 		t.Errorf("%s %s: spec.configSecret.namespace %q after the operator's webhook, want %q", p.kind, p.name, ns, p.namespace)
 	}
 }
@@ -249,8 +253,8 @@ func capiImage(t *testing.T, components []byte) string {
 	return ""
 }
 
-// variables is the configSecret of our providers: the variables their
-// components name, as `clusterctl init` reads them from its environment.
+// variables is the configSecret of CAPP: the variables its components
+// name, as `clusterctl init` reads them from its environment.
 func variables(namespace string, env []string) *corev1.Secret {
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: variablesSecret},
