@@ -366,13 +366,16 @@ func pushImage(ctx context.Context, t *testing.T, archive string) {
 // <it>/<the image name the components give>:<Cluster API's version>.
 const capiImageRepository = registry + "/cluster-api"
 
+// repositoryDir is the local clusterctl repository's folder in the test's.
+const repositoryDir = "repository"
+
 // writeRepository writes the local clusterctl repository with the
 // components and cluster templates `make release` wrote (the components
 // naming the images pushed above) and a
 // configuration whose image overrides point Cluster API's providers at the
 // images built from its module.
 func writeRepository(t *testing.T, root, dir string) string {
-	repo := filepath.Join(dir, "repository")
+	repo := filepath.Join(dir, repositoryDir)
 	configPath, err := testenv.WriteClusterctlRepository(root, repo, os.Getenv("KUSTOMIZE"), true)
 	if err != nil {
 		t.Fatal(err)

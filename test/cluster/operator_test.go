@@ -97,7 +97,7 @@ func TestOperator(t *testing.T) {
 			// The operator does not write clusterctl's inventory, where
 			// clusterctl finds the installed version of a provider: its
 			// user names the version.
-			f.infrastructure = "packet:" + onlyVersion(t, filepath.Join(filepath.Dir(c.configPath), "repository", "infrastructure-packet"))
+			f.infrastructure = "packet:" + c.onlyVersion(t, "infrastructure-packet")
 			f.create(ctx, t)
 			f.waitMachines(ctx, t, 3)
 			t.Log("3 machines on active devices, bond0 carrying VLAN 1001, their claims bound")
@@ -143,8 +143,8 @@ func installOperator(ctx context.Context, t *testing.T, c *cluster) {
 // ConfigMap of its release in the local repository, the Secret of the
 // variables ours need, and the provider object that installs it.
 func createOperatorProvider(ctx context.Context, t *testing.T, c *cluster, p operatorProvider) {
-	release := filepath.Join(filepath.Dir(c.configPath), "repository", p.label)
-	version := onlyVersion(t, release)
+	release := filepath.Join(c.dir, repositoryDir, p.label)
+	version := c.onlyVersion(t, p.label)
 	components, err := os.ReadFile(filepath.Join(release, version, p.components))
 	if err != nil {
 		t.Fatal(err)
@@ -189,9 +189,10 @@ func createOperatorProvider(ctx context.Context, t *testing.T, c *cluster, p ope
 	}
 }
 
-// onlyVersion is the version of the one release in a provider's folder of
-// the local repository.
-func onlyVersion(t *testing.T, dir string) string {
+// onlyVersion is the version of the one release in the provider's folder
+// (its clusterctl label) of the local repository.
+func (c *cluster) onlyVersion(t *testing.T, label string) string {
+	dir := filepath.Join(c.dir, repositoryDir, label)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
