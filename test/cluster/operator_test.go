@@ -125,6 +125,9 @@ func installCertManager(ctx context.Context, t *testing.T, c *cluster) {
 // installOperator pushes the operator's image and creates the objects of
 // its manifests the Makefile rendered, then waits for its Deployment.
 func installOperator(ctx context.Context, t *testing.T, c *cluster) {
+	// Its namespace is the cluster's from now on: its Pod's logs are
+	// printed if the test fails, its Deployment waited for with the others.
+	c.namespaces = append(c.namespaces, operatorNamespace)
 	pushImage(ctx, t, os.Getenv("OPERATOR_IMAGE"))
 	objects, err := testenv.ReadObjects(os.Getenv("OPERATOR_COMPONENTS"))
 	if err != nil {
@@ -135,7 +138,6 @@ func installOperator(ctx context.Context, t *testing.T, c *cluster) {
 			t.Fatalf("creating %s %s: %v", obj.GetKind(), obj.GetName(), err)
 		}
 	}
-	c.namespaces = append(c.namespaces, operatorNamespace)
 	c.waitAvailableIn(ctx, t, "the operator's Deployment is Available", []string{operatorNamespace})
 }
 
