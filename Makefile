@@ -364,6 +364,39 @@ $(CLUSTER_OUT)/base-images/pause.tar: test/cluster/pause/main.go $(IMAGEBUILD)
 	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(IMAGEBUILD) build --ref $(CLUSTER_REGISTRY)/pause:test \
 		--entrypoint /pause --binary linux/amd64=$(CLUSTER_OUT)/bin/pause --out $@
 
+# cluster-api-operator, which test-operator installs the providers with,
+# built from its module by test/tools/capi-operator: a module of its own, as
+# the operator is built against an older Cluster API than ours. Its image is
+# named for the test's registry, and its manifests are its module's
+# config/default (CRDs, RBAC, Deployment, webhooks and their cert-manager
+# Certificate) rendered by our kustomize through an overlay that names that
+# image. The overlay lives in out/ and reaches the module cache by a relative
+# path: kustomize refuses an absolute one.
+CAPI_OPERATOR_VERSION := $(shell sed -n 's/^\tsigs.k8s.io\/cluster-api-operator \(v[0-9.]*\).*/\1/p' test/tools/capi-operator/go.mod)
+OPERATOR_OUT := $(CLUSTER_OUT)/operator
+OPERATOR_IMAGE := $(OPERATOR_OUT)/capi-operator.tar
+OPERATOR_IMAGE_NAME := $(CLUSTER_REGISTRY)/capi-operator/cluster-api-operator
+OPERATOR_IMAGE_REF := $(OPERATOR_IMAGE_NAME):$(CAPI_OPERATOR_VERSION)
+OPERATOR_COMPONENTS := $(OPERATOR_OUT)/capi-operator-components.yaml
+
+$(OPERATOR_IMAGE): test/tools/capi-operator/go.mod $(IMAGEBUILD)
+	@mkdir -p $(@D)
+	cd test/tools/capi-operator && CGO_ENABLED=0 go build -trimpath -buildvcs=false \
+		-ldflags='-buildid= -X sigs.k8s.io/cluster-api-operator/version.gitVersion=$(CAPI_OPERATOR_VERSION)' \
+		-o $(OPERATOR_OUT)/manager sigs.k8s.io/cluster-api-operator/cmd
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(IMAGEBUILD) build --ref $(OPERATOR_IMAGE_REF) \
+		--entrypoint /manager --binary linux/amd64=$(OPERATOR_OUT)/manager --out $@
+
+$(OPERATOR_COMPONENTS): test/tools/capi-operator/go.mod $(KUSTOMIZE)
+	@mkdir -p $(OPERATOR_OUT)/overlay
+	config=$$(cd test/tools/capi-operator && go list -m -f '{{.Dir}}' sigs.k8s.io/cluster-api-operator)/config/default; \
+	printf 'resources:\n- %s\nimages:\n- name: gcr.io/k8s-staging-capi-operator/cluster-api-operator\n  newName: %s\n  newTag: %s\n' \
+		"$$(realpath --relative-to=$(OPERATOR_OUT)/overlay "$$config")" $(OPERATOR_IMAGE_NAME) $(CAPI_OPERATOR_VERSION) \
+		> $(OPERATOR_OUT)/overlay/kustomization.yaml
+	$(KUSTOMIZE) build $(OPERATOR_OUT)/overlay > $@.tmp
+	@grep -qF 'image: $(OPERATOR_IMAGE_REF)' $@.tmp || { echo "the operator's Deployment does not name $(OPERATOR_IMAGE_REF): did its config/default change its image?"; exit 1; }
+	mv $@.tmp $@
+
 CLUSTER_PARTS := envtest $(KUBE_NODE) $(CLUSTER_TOOLS) $(CLUSTERCTL) $(KUSTOMIZE) $(IMAGEBUILD) $(CLUSTER_IMAGES)
 CLUSTER_TEST_ENV = REQUIRE_CLUSTER=1 CLUSTER_BIN=$(CLUSTER_BIN) CLUSTER_IMAGES=$(CLUSTER_OUT)/base-images CLUSTER_RELEASE=$(CLUSTER_OUT) \
 	CAPI_VERSION=$(CAPI_VERSION) IMAGEBUILD=$(IMAGEBUILD) CLUSTERCTL=$(CLUSTERCTL) KUSTOMIZE=$(KUSTOMIZE)
@@ -396,6 +429,12 @@ test-upgrade: $(CLUSTER_PARTS) $(PREVIOUS_OUT)/.built ## Install the previous re
 	$(MAKE) images release PLATFORMS=linux/amd64 REGISTRY=$(CLUSTER_REGISTRY)/metal-vrf TAG=test RELEASE_DIR=$(CLUSTER_OUT)
 	CLUSTER_PREVIOUS=$(PREVIOUS_OUT)/release PREVIOUS_RELEASE=$(PREVIOUS_RELEASE) $(CLUSTER_TEST_ENV) \
 		go test -count=1 -v ./test/cluster/ -run '^TestUpgrade$$' -timeout 45m
+
+.PHONY: test-operator
+test-operator: $(CLUSTER_PARTS) $(OPERATOR_IMAGE) $(OPERATOR_COMPONENTS) ## Install cert-manager, cluster-api-operator and, through it, Cluster API and both providers from ConfigMaps on the one-node cluster, then run test-cluster's flow (root, Debian; docs/cluster.md).
+	$(MAKE) images release PLATFORMS=linux/amd64 REGISTRY=$(CLUSTER_REGISTRY)/metal-vrf TAG=test RELEASE_DIR=$(CLUSTER_OUT)
+	$(CLUSTER_TEST_ENV) OPERATOR_IMAGE=$(OPERATOR_IMAGE) OPERATOR_COMPONENTS=$(OPERATOR_COMPONENTS) \
+		go test -count=1 -v ./test/cluster/ -run '^TestOperator$$' -timeout 45m
 
 .PHONY: run-cluster
 run-cluster: $(CLUSTER_PARTS) ## The demo of test-cluster, kept running with its machines until Ctrl-C, then torn down (root, Debian; docs/cluster.md).

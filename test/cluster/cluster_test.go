@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -48,7 +49,8 @@ var providerNamespaces = []string{
 }
 
 // installedNamespaces are every namespace `clusterctl init` installs into:
-// cert-manager's and the providers'.
+// cert-manager's and the providers'. A test that installs more (the
+// operator's) adds to its cluster's namespaces.
 var installedNamespaces = append([]string{certManagerNamespace}, providerNamespaces...)
 
 func TestCluster(t *testing.T) {
@@ -216,6 +218,10 @@ type cluster struct {
 	cfg    *rest.Config
 	k8s    client.Client
 	n      *node
+	// namespaces are those the installation under test installs into: the
+	// checks wait for their Deployments, fail for their stuck Pods and
+	// print their logs.
+	namespaces []string
 }
 
 func startCluster(ctx context.Context, t *testing.T, dir string) *cluster {
@@ -225,6 +231,7 @@ func startCluster(ctx context.Context, t *testing.T, dir string) *cluster {
 	}
 	isolate(t)
 	n := &node{t: t, dir: dir, bin: os.Getenv("CLUSTER_BIN")}
+	c := &cluster{dir: dir, root: root, n: n, namespaces: slices.Clone(installedNamespaces)}
 	kubeconfig := n.startControlPlane(os.Getenv("KUBEBUILDER_ASSETS"))
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
@@ -273,18 +280,17 @@ func startCluster(ctx context.Context, t *testing.T, dir string) *cluster {
 	t.Log("node Ready")
 	t.Cleanup(func() {
 		if t.Failed() {
-			dumpPodLogs(t)
+			dumpPodLogs(t, c.namespaces)
 		}
 	})
 	startSimulator(ctx, t, k8s)
 
 	home := filepath.Join(dir, "home")
-	return &cluster{
-		dir: dir, root: root, kubeconfig: kubeconfig, configPath: writeRepository(t, root, dir),
-		ctlEnv: []string{"HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, ".config"),
-			"CLUSTERCTL_DISABLE_VERSIONCHECK=true", "METAL_API_KEY=cluster-test-token", "METAL_API_URL=" + simURL},
-		cfg: cfg, k8s: k8s, n: n,
-	}
+	c.kubeconfig, c.configPath = kubeconfig, writeRepository(t, root, dir)
+	c.ctlEnv = []string{"HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, ".config"),
+		"CLUSTERCTL_DISABLE_VERSIONCHECK=true", "METAL_API_KEY=cluster-test-token", "METAL_API_URL=" + simURL}
+	c.cfg, c.k8s = cfg, k8s
+	return c
 }
 
 // clusterctl runs clusterctl on the cluster with the local repository.
@@ -295,22 +301,29 @@ func (c *cluster) clusterctl(t *testing.T, args ...string) {
 
 // waitAvailable waits until every installed Deployment is Available.
 func (c *cluster) waitAvailable(ctx context.Context, t *testing.T) {
-	waitFor(ctx, t, 10*time.Minute, "every provider's Deployment is Available", func() error {
+	c.waitAvailableIn(ctx, t, "every provider's Deployment is Available", c.namespaces)
+}
+
+// waitAvailableIn waits until every Deployment of the namespaces is
+// Available, and fails at once for a Pod of the cluster's namespaces that
+// cannot start.
+func (c *cluster) waitAvailableIn(ctx context.Context, t *testing.T, what string, namespaces []string) {
+	waitFor(ctx, t, 10*time.Minute, what, func() error {
 		if err := c.n.exited(); err != nil {
 			t.Fatal(err)
 		}
-		if err := stuck(ctx, c.k8s); err != nil {
+		if err := stuck(ctx, c.k8s, c.namespaces); err != nil {
 			t.Fatal(err)
 		}
-		return deploymentsAvailable(ctx, c.k8s)
+		return deploymentsAvailable(ctx, c.k8s, namespaces)
 	})
 }
 
-// dumpPodLogs prints the end of each container log of the providers' and
-// the simulator's Pods (the kubelet writes them under /var/log/pods, the
-// test's own tmpfs).
-func dumpPodLogs(t *testing.T) {
-	for _, ns := range append(installedNamespaces, simNamespace) {
+// dumpPodLogs prints the end of each container log of the Pods of the
+// namespaces and the simulator's (the kubelet writes them under
+// /var/log/pods, the test's own tmpfs).
+func dumpPodLogs(t *testing.T, namespaces []string) {
+	for _, ns := range append(slices.Clone(namespaces), simNamespace) {
 		logs, _ := filepath.Glob(filepath.Join("/var/log/pods", ns+"_*", "*", "*.log"))
 		for _, log := range logs {
 			data, err := os.ReadFile(log)
@@ -337,15 +350,27 @@ func pushImages(ctx context.Context, t *testing.T) {
 		t.Fatalf("want the pause, cert-manager, Cluster API and our images in $CLUSTER_IMAGES and $CLUSTER_RELEASE/images, found %v", archives)
 	}
 	for _, archive := range archives {
-		waitFor(ctx, t, time.Minute, "pushing "+filepath.Base(archive), func() error {
-			out, err := exec.Command(os.Getenv("IMAGEBUILD"), "push", "--archive", archive, "--insecure").CombinedOutput()
-			if err != nil {
-				return fmt.Errorf("%w: %s", err, out)
-			}
-			return nil
-		})
+		pushImage(ctx, t, archive)
 	}
 }
+
+// pushImage pushes one image archive to the node's registry.
+func pushImage(ctx context.Context, t *testing.T, archive string) {
+	waitFor(ctx, t, time.Minute, "pushing "+filepath.Base(archive), func() error {
+		out, err := exec.Command(os.Getenv("IMAGEBUILD"), "push", "--archive", archive, "--insecure").CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%w: %s", err, out)
+		}
+		return nil
+	})
+}
+
+// capiImageRepository is where the Makefile built Cluster API's images, as
+// <it>/<the image name the components give>:<Cluster API's version>.
+const capiImageRepository = registry + "/cluster-api"
+
+// repositoryDir is the local clusterctl repository's folder in the test's.
+const repositoryDir = "repository"
 
 // writeRepository writes the local clusterctl repository with the
 // components and cluster templates `make release` wrote (the components
@@ -353,7 +378,7 @@ func pushImages(ctx context.Context, t *testing.T) {
 // configuration whose image overrides point Cluster API's providers at the
 // images built from its module.
 func writeRepository(t *testing.T, root, dir string) string {
-	repo := filepath.Join(dir, "repository")
+	repo := filepath.Join(dir, repositoryDir)
 	configPath, err := testenv.WriteClusterctlRepository(root, repo, os.Getenv("KUSTOMIZE"), true)
 	if err != nil {
 		t.Fatal(err)
@@ -383,10 +408,8 @@ func writeRepository(t *testing.T, root, dir string) string {
 	// The Makefile built cert-manager's images from its module as
 	// <registry>/cert-manager/<the image name cert-manager gives>.
 	fmt.Fprintf(&overrides, "  cert-manager:\n    repository: %s/cert-manager\n", registry)
-	// The Makefile built them as <registry>/cluster-api/<the image name the
-	// components give>:<Cluster API's version>.
 	for _, provider := range []string{"cluster-api", "bootstrap-kubeadm", "control-plane-kubeadm"} {
-		fmt.Fprintf(&overrides, "  %s:\n    repository: %s/cluster-api\n    tag: %s\n", provider, registry, os.Getenv("CAPI_VERSION"))
+		fmt.Fprintf(&overrides, "  %s:\n    repository: %s\n    tag: %s\n", provider, capiImageRepository, os.Getenv("CAPI_VERSION"))
 	}
 	f, err := os.OpenFile(configPath, os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
@@ -404,8 +427,8 @@ var stuckReasons = map[string]bool{
 	"CrashLoopBackOff": true, "CreateContainerConfigError": true, "CreateContainerError": true,
 }
 
-func deploymentsAvailable(ctx context.Context, k8s client.Client) error {
-	for _, ns := range installedNamespaces {
+func deploymentsAvailable(ctx context.Context, k8s client.Client, namespaces []string) error {
+	for _, ns := range namespaces {
 		list := &appsv1.DeploymentList{}
 		if err := k8s.List(ctx, list, client.InNamespace(ns)); err != nil {
 			return err
@@ -426,11 +449,11 @@ func deploymentsAvailable(ctx context.Context, k8s client.Client) error {
 	return nil
 }
 
-// stuck names a provider's container that cannot start and will not by
-// waiting: its image cannot be pulled from the local registry, it keeps
-// crashing, or its configuration is refused.
-func stuck(ctx context.Context, k8s client.Client) error {
-	for _, ns := range append(installedNamespaces, simNamespace) {
+// stuck names a container of the namespaces' or the simulator's Pods that
+// cannot start and will not by waiting: its image cannot be pulled from the
+// local registry, it keeps crashing, or its configuration is refused.
+func stuck(ctx context.Context, k8s client.Client, namespaces []string) error {
+	for _, ns := range append(slices.Clone(namespaces), simNamespace) {
 		pods := &corev1.PodList{}
 		if err := k8s.List(ctx, pods, client.InNamespace(ns)); err != nil {
 			return err

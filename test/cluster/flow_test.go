@@ -69,7 +69,7 @@ func startSimulator(ctx context.Context, t *testing.T, k8s client.Client) {
 		}
 	}
 	waitFor(ctx, t, 5*time.Minute, "the simulator's Deployment is Available", func() error {
-		if err := stuck(ctx, k8s); err != nil {
+		if err := stuck(ctx, k8s, nil); err != nil {
 			t.Fatal(err)
 		}
 		d := &appsv1.Deployment{}
@@ -89,6 +89,10 @@ func startSimulator(ctx context.Context, t *testing.T, k8s client.Client) {
 type flow struct {
 	*cluster
 	metal *metal.Client
+	// infrastructure is what `clusterctl generate cluster --infrastructure`
+	// is given: the provider's name, whose version clusterctl reads from
+	// its inventory in the cluster, which `clusterctl init` wrote.
+	infrastructure string
 }
 
 func newFlow(t *testing.T, c *cluster) *flow {
@@ -96,7 +100,7 @@ func newFlow(t *testing.T, c *cluster) *flow {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &flow{cluster: c, metal: api}
+	return &flow{cluster: c, metal: api, infrastructure: "packet"}
 }
 
 // healthy fails the test at once for what waiting will not mend: a process
@@ -105,7 +109,7 @@ func (f *flow) healthy(ctx context.Context, t *testing.T) {
 	if err := f.n.exited(); err != nil {
 		t.Fatal(err)
 	}
-	if err := stuck(ctx, f.k8s); err != nil {
+	if err := stuck(ctx, f.k8s, f.namespaces); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -121,7 +125,7 @@ func (f *flow) create(ctx context.Context, t *testing.T) {
 	}
 	out, err := testenv.RunTool(".", append(f.ctlEnv, "PROJECT_ID="+simtest.Project, "METRO="+simtest.Metro,
 		"SSH_KEY=ssh-ed25519 AAAA cluster-test", fmt.Sprintf("NODE_VXLAN=%d", simtest.NodesVXLAN)),
-		os.Getenv("CLUSTERCTL"), "generate", "cluster", flowCluster, "--infrastructure", "packet",
+		os.Getenv("CLUSTERCTL"), "generate", "cluster", flowCluster, "--infrastructure", f.infrastructure,
 		"--target-namespace", flowNamespace, "--kubernetes-version", "v1.36.3", "--worker-machine-count", "3",
 		"--config", f.configPath, "--kubeconfig", f.kubeconfig)
 	if err != nil {

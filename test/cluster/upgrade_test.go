@@ -108,7 +108,7 @@ func (c *cluster) addRelease(t *testing.T, dir, version string) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			release := filepath.Join(c.dir, "repository", label, version)
+			release := filepath.Join(c.dir, repositoryDir, label, version)
 			if err := os.MkdirAll(release, 0o755); err != nil {
 				t.Fatal(err)
 			}
