@@ -31,8 +31,9 @@ const (
 	// The provider as clusterctl knows it: --ipam metal-vrf, labelled ipam-metal-vrf.
 	providerName  = "metal-vrf"
 	providerLabel = "ipam-metal-vrf"
-	version       = "v0.1.0"
 	namespace     = "ipam-metal-vrf-system"
+	// The working tree's version in local repositories.
+	version = testenv.LocalVersion
 	// An image that is not the default, to check the image variable.
 	image = "registry.example/metal-vrf/ipam:test"
 )

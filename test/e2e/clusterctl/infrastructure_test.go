@@ -320,9 +320,16 @@ func checkInfraManager(ctx context.Context, t *testing.T, c client.Client) {
 	}
 
 	// Each variable comes from a key of a Secret that exists in the
-	// namespace: what kubelet would hand the manager.
+	// namespace, what kubelet would hand the manager, but GOMEMLIMIT, the
+	// container's memory limit.
 	envs := map[string]string{}
 	for _, e := range items(ctr, "env") {
+		if field(e, "name") == "GOMEMLIMIT" {
+			if got := field(e, "valueFrom", "resourceFieldRef", "resource"); got != "limits.memory" {
+				t.Errorf("env GOMEMLIMIT comes from %q, want limits.memory", got)
+			}
+			continue
+		}
 		ref, _, _ := unstructured.NestedMap(e, "valueFrom", "secretKeyRef")
 		var secret corev1.Secret
 		if err := c.Get(ctx, client.ObjectKey{Namespace: infraNamespace, Name: field(ref, "name")}, &secret); err != nil {
