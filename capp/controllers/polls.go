@@ -8,9 +8,6 @@ import "time"
 const (
 	minPoll       = 5 * time.Second
 	maxPoll       = 30 * time.Second
-	// estimatedPollMax bounds the wait a provisioning device's progress
-	// sets (see provisioningPoll).
-	estimatedPollMax = 10 * time.Minute
 	retryMax      = 5 * time.Minute
 	slotPoll      = 10 * time.Second
 	reportPoll    = 15 * time.Second
@@ -21,6 +18,10 @@ const (
 	// ports done, node reported) reads it again, to see it was not
 	// deleted outside Cluster API.
 	steadyPoll = 5 * time.Minute
+	// estimatedPollMax bounds the wait a provisioning device's progress
+	// sets (see provisioningPoll): the platform's slowest provisioning,
+	// 15 minutes, is then seen with two such waits.
+	estimatedPollMax = 10 * time.Minute
 )
 
 // provisioningPoll is how long to wait before reading a device in creation
