@@ -2,7 +2,8 @@
 // the CAPP manager against a real API server and the simulator, in a
 // project that already holds another team's devices, counting every request
 // the simulator receives. It is not timed: the budget is a count, and it
-// must not grow with the devices of the project.
+// must not grow with the devices of the project, nor with the time the
+// platform takes to provision them.
 package metalcalls
 
 import (
