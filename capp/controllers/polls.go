@@ -34,19 +34,21 @@ const (
 // With progress, the wait is the time left at the rate so far, a second
 // past it for the clocks' skew, at least minPoll: when the progress grows
 // evenly the next read sees the device active, whatever the provisioning
-// time, and the read is late by that second and by the estimate's own
-// excess (the rate is taken from the percentage as of the platform's answer
-// over the time until this reconcile, so it errs long, by the read's
-// latency over the time provisioning: well under 1%). The estimate is not
-// trusted before the device has provisioned for minPoll (a percentage of a
-// few hundredths, over a time the latency of one read distorts), and never
-// for longer than estimatedPollMax: a device whose progress runs behind its
-// real pace, active sooner than it said, is seen at most that late.
+// time, late by that second and by the estimate's own excess (the rate is
+// the percentage as of the platform's answer over the time until this
+// reconcile, so it errs long, by the read's latency over the time
+// provisioning: 1% for 50 ms after minPoll, less after). The estimate is
+// not trusted before the device has provisioned for minPoll (a percentage
+// of a few hundredths, over a time the latency of one read distorts), and
+// never for longer than estimatedPollMax: a device whose progress runs
+// behind its real pace, active sooner than it said, is seen at most that
+// late.
 //
-// Without progress (queued, just started, or no percentage reported), the
-// wait is the device's age, between minPoll and maxPoll: the reads double
-// in spacing while the device is young, so one that is active in seconds
-// is seen in seconds, and a queue that lasts costs a read per maxPoll.
+// Without progress (queued, just started, no percentage reported, or no
+// provisioning.101 event to date its start), the wait is the device's age,
+// between minPoll and maxPoll: the reads double in spacing while the
+// device is young, so one that is active in seconds is seen in seconds,
+// and a queue that lasts costs a read per maxPoll.
 func provisioningPoll(age, provisioningFor time.Duration, percent float64) time.Duration {
 	if percent > 0 && percent < 100 && provisioningFor >= minPoll {
 		left := time.Duration(float64(provisioningFor) * (100 - percent) / percent)
