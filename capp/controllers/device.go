@@ -200,12 +200,16 @@ func (r *PacketMachineReconciler) deviceActive(s *machineScope) {
 	s.facts.device = deviceSeen{id: s.Device.ID, state: s.Device.State, active: true}
 }
 
-// provisioning records a device in creation, read again after a quarter of
-// its age.
+// provisioning records a device in creation, read again when its progress
+// says it will be done (see provisioningPoll).
 func (r *PacketMachineReconciler) provisioning(s *machineScope) (ctrl.Result, bool, error) {
 	dev := s.Device
 	s.facts.device = deviceSeen{id: dev.ID, state: dev.State}
-	return ctrl.Result{RequeueAfter: provisioningPoll(time.Since(dev.CreatedAt))}, false, nil
+	var provisioningFor time.Duration
+	if !dev.ProvisioningSince.IsZero() {
+		provisioningFor = time.Since(dev.ProvisioningSince)
+	}
+	return ctrl.Result{RequeueAfter: provisioningPoll(time.Since(dev.CreatedAt), provisioningFor, dev.ProvisioningPercent)}, false, nil
 }
 
 // deviceNotOwned reports a device that is not provably the machine's:

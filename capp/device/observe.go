@@ -118,6 +118,14 @@ func fromAPI(d *metalv1.Device) *Device {
 		ID: d.GetId(), State: string(d.GetState()), Metro: metro.GetCode(), Project: cmp.Or(project.GetId(), hrefID(project.GetHref())),
 		Hostname: d.GetHostname(), Tags: d.GetTags(), CreatedAt: d.GetCreatedAt(), Ports: map[string]Port{},
 	}
+	if d.GetState() == metalv1.DEVICESTATE_PROVISIONING {
+		out.ProvisioningPercent = float64(d.GetProvisioningPercentage())
+		for _, e := range d.GetProvisioningEvents() {
+			if e.GetType() == EventProvisionStarted {
+				out.ProvisioningSince = e.GetCreatedAt()
+			}
+		}
+	}
 	for _, ip := range d.GetIpAddresses() {
 		if ip.GetAddress() != "" {
 			out.Addresses = append(out.Addresses, Address{Address: ip.GetAddress(), Public: ip.GetPublic()})

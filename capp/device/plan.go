@@ -23,6 +23,10 @@ func InCreation(state string) bool {
 	return state == StateQueued || state == StateProvisioning
 }
 
+// EventProvisionStarted is the type of the provisioning event the platform
+// logs when a device starts provisioning, past its queue.
+const EventProvisionStarted = "provisioning.101"
+
 // Batch states of the platform.
 const (
 	BatchQueued     = "queued"
@@ -83,6 +87,12 @@ type Device struct {
 	// Addresses are the device's own, in the platform's order.
 	Addresses []Address
 	CreatedAt time.Time
+	// ProvisioningSince is when a device in creation started provisioning
+	// (its EventProvisionStarted), zero when it has not or it is not told;
+	// ProvisioningPercent is the provisioning_percentage it reports, 0 for
+	// none. The provisioning polls follow them.
+	ProvisioningSince   time.Time
+	ProvisioningPercent float64
 	// Ports by name.
 	Ports map[string]Port
 }

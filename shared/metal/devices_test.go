@@ -3,12 +3,14 @@ package metal_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	metalv1 "github.com/equinix/equinix-sdk-go/services/metalv1"
+	"k8s.io/utils/ptr"
 
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal/sim"
@@ -90,6 +92,44 @@ func TestEnsureDeviceRefusesDuplicates(t *testing.T) {
 	_, err := e.client.EnsureDevice(ctx, metal.DeviceRequest{Tag: "y", Plan: "p", Metro: "xx", OperatingSystem: "os"})
 	if !metal.IsUnprocessable(err) {
 		t.Errorf("unknown metro: %v, want unprocessable", err)
+	}
+}
+
+// TestDeviceProvisioningProgress: a device queued for DeviceQueueDelay,
+// then provisioning with a provisioning_percentage that grows with its time
+// in provisioning, as the platform's does, and none once it is active.
+func TestDeviceProvisioningProgress(t *testing.T) {
+	e := newEnv(t, envOptions{sim: sim.Options{DeviceProvisionDelay: 10 * time.Minute, DeviceQueueDelay: time.Minute}})
+	ctx := context.Background()
+	d, err := e.client.EnsureDevice(ctx, metal.DeviceRequest{Tag: "p", Plan: "m3.small.x86", Metro: "da", OperatingSystem: "os"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		advance time.Duration
+		state   metalv1.DeviceState
+		percent *float32
+	}{
+		{0, metalv1.DEVICESTATE_QUEUED, nil},
+		{time.Minute, metalv1.DEVICESTATE_PROVISIONING, ptr.To[float32](0)},
+		{3 * time.Minute, metalv1.DEVICESTATE_PROVISIONING, ptr.To[float32](100.0 / 3)},
+		{6*time.Minute - time.Second, metalv1.DEVICESTATE_PROVISIONING, ptr.To(float32(100 * (9*60 - 1) / (9 * 60.0)))},
+		{time.Second, metalv1.DEVICESTATE_ACTIVE, nil},
+	} {
+		e.clock.Advance(step.advance)
+		got, err := e.client.GetDevice(ctx, d.GetId())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.GetState() != step.state {
+			t.Errorf("after +%s the device is %s, want %s", step.advance, got.GetState(), step.state)
+		}
+		switch p := got.ProvisioningPercentage; {
+		case (p == nil) != (step.percent == nil):
+			t.Errorf("after +%s provisioning_percentage %v, want %v", step.advance, p, step.percent)
+		case p != nil && math.Abs(float64(*p-*step.percent)) > 0.01:
+			t.Errorf("after +%s provisioning_percentage %.2f, want %.2f", step.advance, *p, *step.percent)
+		}
 	}
 }
 

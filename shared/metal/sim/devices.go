@@ -57,6 +57,9 @@ type device struct {
 	hardwareReservationID string
 	state                 metalv1.DeviceState
 	updated               time.Time
+	// progress is a provisioning device's provisioning_percentage, as of
+	// the last advance.
+	progress float32
 	// gone is when a deprovisioning device disappears.
 	gone time.Time
 	// layer3 is set while bond0 carries the device's IP addresses.
@@ -138,12 +141,14 @@ func (w *world) removeDevice(d *device) {
 	delete(w.devices, d.id)
 }
 
-// advance moves d along queued -> provisioning -> active (or failed): half
-// the provisioning delay in each of the first two states. Transitions are
-// dated when they were due, not when they are noticed.
-func (d *device) advance(now time.Time, delay time.Duration) {
+// advance moves d along queued -> provisioning -> active (or failed):
+// queued for queue, provisioning until delay. Transitions are dated when
+// they were due, not when they are noticed. A provisioning device's
+// progress grows with its time in provisioning, as the platform's
+// provisioning_percentage does.
+func (d *device) advance(now time.Time, queue, delay time.Duration) {
 	if d.state == metalv1.DEVICESTATE_QUEUED {
-		at := d.created.Add(delay / 2)
+		at := d.created.Add(queue)
 		if now.Before(at) {
 			return
 		}
@@ -152,6 +157,7 @@ func (d *device) advance(now time.Time, delay time.Duration) {
 	if d.state == metalv1.DEVICESTATE_PROVISIONING {
 		at := d.created.Add(delay)
 		if now.Before(at) {
+			d.progress = float32(100 * float64(now.Sub(d.created.Add(queue))) / float64(delay-queue))
 			return
 		}
 		if d.plan == FailProvisioningPlan {
@@ -172,7 +178,7 @@ func (s *Server) advance(now time.Time) {
 			}
 			continue
 		}
-		d.advance(now, s.deviceDelay)
+		d.advance(now, s.queueDelay, s.deviceDelay)
 	}
 	for _, b := range sorted(s.world.batches, func(*batch) bool { return true }) {
 		s.world.advanceBatch(b, now, s.batchDelay)
@@ -256,7 +262,7 @@ func (w *world) apiDevice(d *device) metalv1.Device {
 		UpdatedAt:          &d.updated,
 	}
 	if d.state == metalv1.DEVICESTATE_PROVISIONING {
-		out.ProvisioningPercentage = metalv1.PtrFloat32(50)
+		out.ProvisioningPercentage = metalv1.PtrFloat32(d.progress)
 	}
 	if d.ipxeScriptURL != "" {
 		out.IpxeScriptUrl = &d.ipxeScriptURL
@@ -385,7 +391,7 @@ func (s *Server) createDevice(r *request) (reply, error) {
 	if hw != nil {
 		hw.deviceID = d.id
 	}
-	d.advance(r.now, s.deviceDelay)
+	d.advance(r.now, s.queueDelay, s.deviceDelay)
 	return created(s.world.apiDevice(d))
 }
 

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"math"
@@ -24,9 +25,14 @@ type Options struct {
 	// clock when nil.
 	Clock Clock
 	// DeviceProvisionDelay is how long a new device takes to become active:
-	// queued for the first half, provisioning for the second. Zero makes
+	// queued for DeviceQueueDelay, provisioning for the rest. Zero makes
 	// devices active at once.
 	DeviceProvisionDelay time.Duration
+	// DeviceQueueDelay is how long of DeviceProvisionDelay a new device is
+	// queued; zero means half of it. The platform queues a device for
+	// seconds when it has the hardware, and provisions it for minutes: a
+	// test of the provisioning polls at the platform's times sets it.
+	DeviceQueueDelay time.Duration
 	// DeviceDeprovisionDelay is how long a deleted device stays in state
 	// deprovisioning before it is gone (404). Zero removes devices at once.
 	DeviceDeprovisionDelay time.Duration
@@ -48,6 +54,7 @@ type Options struct {
 type Server struct {
 	clock       Clock
 	deviceDelay time.Duration
+	queueDelay  time.Duration
 	batchDelay  time.Duration
 	// deprovisionDelay and maxInFlight are the Options of the same names.
 	deprovisionDelay time.Duration
@@ -74,6 +81,7 @@ func New(opts Options) *Server {
 	s := &Server{
 		clock:       opts.Clock,
 		deviceDelay: opts.DeviceProvisionDelay,
+		queueDelay:  cmp.Or(min(opts.DeviceQueueDelay, opts.DeviceProvisionDelay), opts.DeviceProvisionDelay/2),
 		batchDelay:  opts.BatchDelay,
 		userKeys:    map[string]bool{},
 		mux:         http.NewServeMux(),

@@ -2,7 +2,8 @@
 // the CAPP manager against a real API server and the simulator, in a
 // project that already holds another team's devices, counting every request
 // the simulator receives. It is not timed: the budget is a count, and it
-// must not grow with the devices of the project.
+// must not grow with the devices of the project, nor with the time the
+// platform takes to provision them.
 package metalcalls
 
 import (
@@ -89,9 +90,14 @@ func TestMetalRequestsPerMachine(t *testing.T) {
 // the project), an API server and the CAPP manager, and returns a namespace
 // with a Cluster and its PacketCluster.
 func start(ctx context.Context, t *testing.T, g Gomega) (*simtest.Sim, client.Client, string) {
-	metalSim, err := simtest.Start(sim.Options{
+	return startWith(ctx, t, g, sim.Options{
 		DeviceProvisionDelay: 2 * time.Second, BatchDelay: time.Second, DeviceDeprovisionDelay: 2 * time.Second, MaxDevicesInFlight: 5,
-	}, func(f *sim.SeedFile) {
+	})
+}
+
+// startWith is start with the simulator's options.
+func startWith(ctx context.Context, t *testing.T, g Gomega, simOpts sim.Options) (*simtest.Sim, client.Client, string) {
+	metalSim, err := simtest.Start(simOpts, func(f *sim.SeedFile) {
 		for i := range foreignDevices {
 			f.Projects[0].Devices = append(f.Projects[0].Devices, sim.SeedDevice{
 				Hostname: fmt.Sprintf("other-team-%04d", i), Plan: "c3.small.x86", Metro: simtest.Metro, OperatingSystem: "ubuntu_24_04",
