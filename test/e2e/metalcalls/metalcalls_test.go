@@ -49,20 +49,7 @@ func TestMetalRequestsPerMachine(t *testing.T) {
 	metalSim, k8s, ns := start(ctx, t, g)
 
 	before := metalSim.TotalCalls()
-	var pms []*infrav1.PacketMachine
-	var ms []*clusterv1.Machine
-	for i := range machines {
-		m, pm := createMachine(ctx, g, k8s, ns, fmt.Sprintf("md-%d", i))
-		ms, pms = append(ms, m), append(pms, pm)
-	}
-	// CAPI's controllers update the Machines all along; each update wakes
-	// the PacketMachine, which must not turn it into Metal reads.
-	for _, pm := range pms {
-		g.Eventually(func() bool {
-			touch(ctx, k8s, ms)
-			return provisioned(ctx, k8s, pm)
-		}).Should(BeTrue(), "%s provisioned", pm.Name)
-	}
+	ms, pms := provisionMachines(ctx, g, k8s, ns)
 	provisioning := metalSim.TotalCalls() - before
 	t.Logf("%d Metal requests for %d machines to be provisioned (%.1f each), %d foreign devices in the project",
 		provisioning, machines, float64(provisioning)/machines, foreignDevices)
@@ -190,4 +177,23 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(string(p))
 	return len(p), nil
+}
+
+// provisionMachines creates the machines and waits until each is
+// provisioned. CAPI's controllers update the Machines all along; each
+// update wakes the PacketMachine, which must not turn it into Metal reads.
+func provisionMachines(ctx context.Context, g Gomega, k8s client.Client, ns string) ([]*clusterv1.Machine, []*infrav1.PacketMachine) {
+	var pms []*infrav1.PacketMachine
+	var ms []*clusterv1.Machine
+	for i := range machines {
+		m, pm := createMachine(ctx, g, k8s, ns, fmt.Sprintf("md-%d", i))
+		ms, pms = append(ms, m), append(pms, pm)
+	}
+	for _, pm := range pms {
+		g.Eventually(func() bool {
+			touch(ctx, k8s, ms)
+			return provisioned(ctx, k8s, pm)
+		}).Should(BeTrue(), "%s provisioned", pm.Name)
+	}
+	return ms, pms
 }

@@ -2,7 +2,6 @@ package metalcalls
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -11,7 +10,6 @@ import (
 	. "github.com/onsi/gomega"
 	"go.uber.org/zap/zapcore"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -81,18 +79,7 @@ func requestsPerMachine(t *testing.T, provision time.Duration) {
 	})
 
 	before, reads := metalSim.TotalCalls(), metalSim.Calls(sim.OpFindDeviceByID)
-	var pms []*infrav1.PacketMachine
-	var ms []*clusterv1.Machine
-	for i := range machines {
-		m, pm := createMachine(ctx, g, k8s, ns, fmt.Sprintf("md-%d", i))
-		ms, pms = append(ms, m), append(pms, pm)
-	}
-	for _, pm := range pms {
-		g.Eventually(func() bool {
-			touch(ctx, k8s, ms)
-			return provisioned(ctx, k8s, pm)
-		}).Should(BeTrue(), "%s provisioned", pm.Name)
-	}
+	ms, pms := provisionMachines(ctx, g, k8s, ns)
 	provisioning := metalSim.TotalCalls() - before
 	reads = metalSim.Calls(sim.OpFindDeviceByID) - reads
 	t.Logf("provisioning in %s: %d Metal requests for %d machines to be provisioned (%.1f each, of which %.1f device reads)",
