@@ -78,7 +78,7 @@ BENCH_FLAGS ?= -benchtime=1x -count=1
 
 .PHONY: help
 help: ## Show the targets.
-	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*?##/ { printf "  %-12s %s\n", $$1, $$2 } /^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*?##/ { printf "  %-13s %s\n", $$1, $$2 } /^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)
 
 .PHONY: run
 run: envtest $(CAPI_MANAGER) ## Run the local environment: API server, Cluster API's core manager, our managers, samples (ARGS=--once to exit after printing).
