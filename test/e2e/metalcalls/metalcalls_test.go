@@ -58,15 +58,7 @@ func TestMetalRequestsPerMachine(t *testing.T) {
 	g.Expect(metalSim.Calls(sim.OpCreateDevice)).To(Equal(machines))
 
 	before = metalSim.TotalCalls()
-	for _, pm := range pms {
-		g.Expect(k8s.Delete(ctx, pm)).To(Succeed())
-	}
-	for _, pm := range pms {
-		g.Eventually(func() bool {
-			touch(ctx, k8s, ms)
-			return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(pm), &infrav1.PacketMachine{}))
-		}).Should(BeTrue(), "%s gone", pm.Name)
-	}
+	deleteMachines(ctx, g, k8s, ms, pms)
 	deleting := metalSim.TotalCalls() - before
 	t.Logf("%d Metal requests for %d machines to be deleted (%.1f each)", deleting, machines, float64(deleting)/machines)
 	g.Expect(deleting).To(BeNumerically("<=", machines*deleteBudget), "Metal requests from deletion to gone")
@@ -196,4 +188,18 @@ func provisionMachines(ctx context.Context, g Gomega, k8s client.Client, ns stri
 		}).Should(BeTrue(), "%s provisioned", pm.Name)
 	}
 	return ms, pms
+}
+
+// deleteMachines deletes the PacketMachines and waits until each is gone,
+// the Machines updated all along as in provisionMachines.
+func deleteMachines(ctx context.Context, g Gomega, k8s client.Client, ms []*clusterv1.Machine, pms []*infrav1.PacketMachine) {
+	for _, pm := range pms {
+		g.Expect(k8s.Delete(ctx, pm)).To(Succeed())
+	}
+	for _, pm := range pms {
+		g.Eventually(func() bool {
+			touch(ctx, k8s, ms)
+			return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(pm), &infrav1.PacketMachine{}))
+		}).Should(BeTrue(), "%s gone", pm.Name)
+	}
 }

@@ -9,12 +9,9 @@ import (
 
 	. "github.com/onsi/gomega"
 	"go.uber.org/zap/zapcore"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal/sim"
 )
 
@@ -88,15 +85,7 @@ func requestsPerMachine(t *testing.T, provision time.Duration) {
 	// The budgets are checked at the end, so that a run over the first
 	// still measures the second.
 	before = metalSim.TotalCalls()
-	for _, pm := range pms {
-		g.Expect(k8s.Delete(ctx, pm)).To(Succeed())
-	}
-	for _, pm := range pms {
-		g.Eventually(func() bool {
-			touch(ctx, k8s, ms)
-			return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(pm), &infrav1.PacketMachine{}))
-		}).Should(BeTrue(), "%s gone", pm.Name)
-	}
+	deleteMachines(ctx, g, k8s, ms, pms)
 	deleting := metalSim.TotalCalls() - before
 	t.Logf("provisioning in %s: %d Metal requests for %d machines to be deleted (%.1f each)",
 		provision, deleting, machines, float64(deleting)/machines)
