@@ -84,8 +84,9 @@ type provider struct {
 	deletesOrphans bool
 }
 
-// providers are measured in this order: the reference first, so that ours
-// can be compared with it.
+// providers are measured in this order: the reference first, then the
+// floor (floor_test.go), then ours, so that each can be compared with the
+// floor.
 var providers = []provider{
 	{
 		name: inCluster, start: startInCluster, group: inclusterv1.GroupVersion.Group, kind: "InClusterIPPool",
@@ -102,6 +103,7 @@ var providers = []provider{
 			return int64(s.Used), true
 		},
 	},
+	floor,
 	{
 		name: ourName, start: startOurs, group: v1alpha1.GroupVersion.Group, kind: v1alpha1.MetalVRFIPPoolKind,
 		newPool: func() client.Object {
@@ -141,7 +143,8 @@ var installs = []struct {
 // each install (a sub-benchmark each). It reports each provider's claims/s,
 // p50 and p99, the CPU time the whole environment spent per claim, the write
 // requests per claim, and ours as a multiple of the in-cluster provider's
-// claims/s (x-in-cluster).
+// claims/s (x-in-cluster), and each provider's claims/s as a multiple of the
+// floor's (<provider>-x-floor), which does only the contract's writes.
 func BenchmarkBindClaims(b *testing.B) {
 	setup(b)
 	for _, install := range installs {
@@ -153,10 +156,12 @@ func BenchmarkBindClaims(b *testing.B) {
 				b.ReportMetric(r.rate(), p.name+"-claims/s")
 				b.ReportMetric(float64(r.percentile(50))/float64(time.Millisecond), p.name+"-p50-ms")
 				b.ReportMetric(float64(r.percentile(99))/float64(time.Millisecond), p.name+"-p99-ms")
-				b.ReportMetric(r.cpuPerClaim(), p.name+"-cpu-ms/claim")
+				r.reportCPU(b, p.name, "claim")
 				b.ReportMetric(r.writesPerClaim(), p.name+"-writes/claim")
 			}
 			b.ReportMetric(rates[ourName]/rates[inCluster], "x-in-cluster")
+			b.ReportMetric(rates[ourName]/rates[floorName], ourName+"-x-floor")
+			b.ReportMetric(rates[inCluster]/rates[floorName], inCluster+"-x-floor")
 		})
 	}
 }
@@ -180,6 +185,9 @@ var scaleWaves = []wave{
 func BenchmarkClaimLatencyAtScale(b *testing.B) {
 	setup(b)
 	for _, p := range providers {
+		if p.name == floorName {
+			continue // it hands out from a counter: a pool in use would make it hand out twice
+		}
 		b.Run("provider="+p.name, func(b *testing.B) {
 			ctx, cancel := context.WithTimeout(b.Context(), scenarioTimeout)
 			defer cancel()
@@ -263,10 +271,7 @@ func measure(b *testing.B, p provider, w wave, noPolicy bool) result {
 		if err != nil {
 			b.Fatalf("%s: %v (manager logs are in %s)", p.name, err, logDir)
 		}
-		all.latencies = append(all.latencies, r.latencies...)
-		all.span += r.span
-		all.cpu += r.cpu
-		all.writes += r.writes
+		all.add(r)
 	}
 	return all
 }
@@ -298,15 +303,14 @@ func (s *scenario) measureWave(ctx context.Context, b *testing.B, w wave) (resul
 	if err != nil {
 		return result{}, err
 	}
-	cpuBefore, _ := envCPU()
+	cpuBefore := processCPU()
 	b.StartTimer()
 	r, err := s.bind(ctx, w)
 	b.StopTimer()
-	cpuAfter, _ := envCPU()
 	if err != nil {
 		return result{}, err
 	}
-	r.cpu = cpuAfter - cpuBefore
+	r.addCPU(cpuBefore, processCPU())
 	// The writes that follow the last binding (a pool's status, say) are the
 	// claims' too: count them once the environment is idle again.
 	if err := settle(ctx); err != nil {
@@ -645,12 +649,24 @@ func settle(ctx context.Context) error {
 // envCPU returns the CPU time used so far by this process and its children,
 // from /proc; false if /proc cannot be read.
 func envCPU() (time.Duration, bool) {
+	var total time.Duration
+	for _, t := range processCPU() {
+		total += t
+	}
+	return total, total > 0
+}
+
+// processCPU returns the CPU time used so far by this process and each of
+// its children, by name: "kube-apiserver", "etcd", the in-cluster
+// provider's manager, and selfProcess for this one (the benchmark's client
+// and, for ours and the floor, the manager). Empty if /proc cannot be read.
+func processCPU() map[string]time.Duration {
 	self := os.Getpid()
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
-		return 0, false
+		return nil
 	}
-	var total time.Duration
+	times := map[string]time.Duration{}
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -660,20 +676,28 @@ func envCPU() (time.Duration, bool) {
 		if err != nil {
 			continue // gone meanwhile
 		}
-		// After "pid (comm) ": state, ppid, ... utime and stime at 11 and 12, in clock ticks.
-		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(f) < 13 {
+		// "pid (comm) " then state, ppid, ... utime and stime at 11 and 12, in clock ticks.
+		open, end := bytes.IndexByte(stat, '('), bytes.LastIndexByte(stat, ')')
+		f := strings.Fields(string(stat[end+1:]))
+		if open < 0 || len(f) < 13 {
 			continue
 		}
 		if ppid, _ := strconv.Atoi(f[1]); pid != self && ppid != self {
 			continue
 		}
+		name := string(stat[open+1 : end])
+		if pid == self {
+			name = selfProcess
+		}
 		utime, _ := strconv.ParseInt(f[11], 10, 64)
 		stime, _ := strconv.ParseInt(f[12], 10, 64)
-		total += time.Duration(utime+stime) * time.Second / clockTicks
+		times[name] += time.Duration(utime+stime) * time.Second / clockTicks
 	}
-	return total, total > 0
+	return times
 }
+
+// selfProcess names this process in processCPU.
+const selfProcess = "bench"
 
 // memory is this process's memory, in MiB: resident (VmRSS), and what its
 // heap holds after a collection, which leaves out the garbage not collected
@@ -714,18 +738,54 @@ type result struct {
 	span      time.Duration
 	// cpu is the CPU time the whole environment (API server, etcd, the
 	// manager and the benchmark's client) used meanwhile. Unlike the rate it
-	// hardly depends on what else the machine is doing.
-	cpu time.Duration
+	// hardly depends on what else the machine is doing. cpuBy splits it by
+	// process (see processCPU).
+	cpu   time.Duration
+	cpuBy map[string]time.Duration
 	// writes is the number of write requests (create, update, patch,
 	// delete) the API server served meanwhile, from every client.
 	writes float64
 }
 
+// addCPU adds the CPU time used between two readings of processCPU.
+func (r *result) addCPU(before, after map[string]time.Duration) {
+	if r.cpuBy == nil {
+		r.cpuBy = map[string]time.Duration{}
+	}
+	for name, t := range after {
+		r.cpuBy[name] += t - before[name]
+		r.cpu += t - before[name]
+	}
+}
+
+// add adds another measurement of the same provider.
+func (r *result) add(o result) {
+	r.latencies = append(r.latencies, o.latencies...)
+	r.span += o.span
+	r.writes += o.writes
+	r.cpu += o.cpu
+	for name, t := range o.cpuBy {
+		if r.cpuBy == nil {
+			r.cpuBy = map[string]time.Duration{}
+		}
+		r.cpuBy[name] += t
+	}
+}
+
+// reportCPU reports the CPU time per claim (or release: unit) of the whole
+// environment and of each of its processes.
+func (r result) reportCPU(b *testing.B, provider, unit string) {
+	b.ReportMetric(r.cpuPerClaim(), provider+"-cpu-ms/"+unit)
+	for name, t := range r.cpuBy {
+		b.ReportMetric(float64(t)/float64(time.Millisecond)/float64(len(r.latencies)), provider+"-"+name+"-cpu-ms/"+unit)
+	}
+}
+
 func (r result) rate() float64 { return float64(len(r.latencies)) / r.span.Seconds() }
 
-// cpuPerClaim is the environment's CPU time per claim, in milliseconds.
 func (r result) writesPerClaim() float64 { return r.writes / float64(len(r.latencies)) }
 
+// cpuPerClaim is the environment's CPU time per claim, in milliseconds.
 func (r result) cpuPerClaim() float64 {
 	return float64(r.cpu) / float64(time.Millisecond) / float64(len(r.latencies))
 }
