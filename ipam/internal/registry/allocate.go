@@ -80,7 +80,7 @@ func (r *Registry) reconfirm(ctx context.Context, ps *poolState, claim Claim, ip
 			ps.markConfirmed(claim, ip, r.now())
 			return
 		}
-		d.held[ip] = owner
+		d.held.set(ip, owner)
 		if ps.byClaim[claim] == ip {
 			delete(ps.byClaim, claim)
 		}
@@ -119,13 +119,13 @@ func (r *Registry) record(ctx context.Context, ps *poolState, claim Claim, ip, r
 	d.locked(func() {
 		switch {
 		case err != nil:
-			if d.held[ip] == holder {
+			if h, _ := d.held.get(ip); h == holder {
 				d.give(ip)
 			}
 			err = fmt.Errorf("recording address %s: %w", ip, err)
 		case !mine:
 			// Held elsewhere, unknown to this process: it stays taken here.
-			d.held[ip] = owner
+			d.held.set(ip, owner)
 			if requested.IsValid() {
 				err = unavailable(ps.key, requested, owner, claim)
 			}
@@ -167,7 +167,7 @@ func (r *Registry) adopt(ctx context.Context, pool v1alpha1.Pool, claim Claim, i
 	)
 	err := r.withPool(ctx, pool, func(p *poolState) error {
 		ps = p
-		h, ok := p.domain.held[ip]
+		h, ok := p.domain.held.get(ip)
 		// Memory may be stale (another process recorded or released the
 		// address): in a domain that keeps records, the record decides.
 		if verify = (!ok || !h.Claim.same(claim)) && p.domain.allocates; !verify {
@@ -267,8 +267,8 @@ func (r *Registry) Release(ctx context.Context, key poolref.Key, claim Claim) ([
 	d.locked(func() {
 		delete(ps.byClaim, claim)
 		delete(ps.confirmed, claim)
-		for ip, h := range d.held {
-			if h.Claim.same(claim) && !h.Retired {
+		for _, ip := range d.held.of(claim) {
+			if h, _ := d.held.get(ip); !h.Retired {
 				gained = append(gained, d.give(ip)...)
 			}
 		}

@@ -32,9 +32,9 @@ type domain struct {
 
 // domainGuarded is what domain.mu guards in a domain.
 type domainGuarded struct {
-	// held maps every address in use in the domain to its holder; nil until
+	// held is every address in use in the domain and its holder; nil until
 	// the domain is seeded.
-	held  map[netip.Addr]Holder
+	held  *holdings
 	pools map[poolref.Key]*poolState
 	// handedOver says why no pool of the domain hands out addresses here
 	// since one of them was handed over (see Registry.HandOver), or is nil.
@@ -99,7 +99,7 @@ type confirmation struct {
 // take records that h holds ip, and marks it taken in every pool of the
 // domain that could hand it out.
 func (d *domain) take(ip netip.Addr, h Holder) {
-	d.held[ip] = h
+	d.held.set(ip, h)
 	for _, ps := range d.pools {
 		if ps.alloc != nil {
 			_ = ps.alloc.Allocate(ip) // not in the space, or taken already: nothing to do
@@ -109,7 +109,7 @@ func (d *domain) take(ip netip.Addr, h Holder) {
 
 // give undoes take, and returns the pools that gained a free address.
 func (d *domain) give(ip netip.Addr) []poolref.Key {
-	delete(d.held, ip)
+	d.held.remove(ip)
 	var gained []poolref.Key
 	for key, ps := range d.pools {
 		if ps.alloc != nil && ps.alloc.Release(ip) == nil {
@@ -128,7 +128,7 @@ func (d *domain) leave(ps *poolState) {
 			return
 		}
 		delete(d.pools, ps.key)
-		for ip, h := range d.held {
+		for ip, h := range d.held.all() {
 			if h.Pool == ps.key {
 				d.give(ip)
 			}
@@ -146,11 +146,7 @@ func (ps *poolState) rebuild(pool v1alpha1.Pool) {
 		return
 	}
 	ps.alloc, ps.space, ps.spaceErr = cidr.NewAllocator(space.Space), space, nil
-	inUse := make([]netip.Addr, 0, len(ps.domain.held))
-	for ip := range ps.domain.held {
-		inUse = append(inUse, ip)
-	}
-	ps.alloc.Seed(inUse)
+	ps.alloc.Seed(ps.domain.held.addresses())
 }
 
 // errVRFUnread is why a pool whose VRF was not read yet serves nothing.
@@ -182,7 +178,7 @@ func (ps *poolState) pick(requested netip.Addr, claim Claim) (netip.Addr, error)
 	if !requested.IsValid() {
 		return ps.alloc.Next()
 	}
-	if h, ok := ps.domain.held[requested]; ok {
+	if h, ok := ps.domain.held.get(requested); ok {
 		return netip.Addr{}, unavailable(ps.key, requested, h, claim)
 	}
 	err := ps.alloc.Allocate(requested)

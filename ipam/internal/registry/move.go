@@ -126,7 +126,7 @@ func (r *Registry) retire(ctx context.Context, pool v1alpha1.Pool, claim Claim, 
 			// after a restart.
 			return p.ready()
 		}
-		h, held := p.domain.held[ip]
+		h, held := p.domain.held.get(ip)
 		holder, recorded = Holder{Pool: p.key, Claim: claim}, held
 		if held && claim.UID == "" && h.Pool == p.key && h.Claim.NamespacedName == claim.NamespacedName {
 			holder.Claim = h.Claim
@@ -175,7 +175,7 @@ func (r *Registry) HandOver(ctx context.Context, pool v1alpha1.Pool) (map[string
 	holders := map[string]int{}
 	err := r.withPool(ctx, pool, func(ps *poolState) error {
 		d := ps.domain
-		for _, h := range d.held {
+		for _, h := range d.held.all() {
 			if !h.Retired {
 				holders[h.Claim.Namespace]++
 			}

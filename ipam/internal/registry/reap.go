@@ -141,7 +141,7 @@ func (r *Registry) Reap(ctx context.Context, pool v1alpha1.Pool, claim Claim) (R
 			if kept = ps.byClaim[claim] == rec.Address; kept {
 				return
 			}
-			if h, held := d.held[rec.Address]; held && h.Claim.same(claim) && !h.Retired {
+			if h, held := d.held.get(rec.Address); held && h.Claim.same(claim) && !h.Retired {
 				out.Gained = append(out.Gained, d.give(rec.Address)...)
 			}
 		})

@@ -28,14 +28,14 @@ func (r *Registry) ensureSeeded(ctx context.Context, ps *poolState) error {
 // load reads the addresses in use in the domain: its records, and the
 // IPAddresses of its pools that have none yet, for which it creates them.
 func (d *domain) load(ctx context.Context, store Store) error {
-	held := map[netip.Addr]Holder{}
+	held := newHoldings()
 	if d.allocates {
 		records, err := store.Records(ctx, d.key)
 		if err != nil {
 			return err
 		}
 		for _, rec := range records {
-			held[rec.Address] = rec.Holder
+			held.set(rec.Address, rec.Holder)
 		}
 		addresses, err := store.Addresses(ctx, d.key)
 		if err != nil {
@@ -62,13 +62,13 @@ func (d *domain) loadPool(ctx context.Context, store Store, ps *poolState) error
 		}
 	} else {
 		for _, rec := range addresses {
-			if _, ok := d.held[rec.Address]; !ok {
-				d.held[rec.Address] = rec.Holder
+			if _, ok := d.held.get(rec.Address); !ok {
+				d.held.set(rec.Address, rec.Holder)
 			}
 		}
 	}
 	ps.byClaim = map[Claim]netip.Addr{}
-	for ip, h := range d.held {
+	for ip, h := range d.held.all() {
 		if h.Pool == ps.key && !h.Retired {
 			ps.byClaim[h.Claim] = ip
 		}
@@ -83,12 +83,12 @@ const recordWorkers = 16
 // recordMissing creates the records of addresses missing from held, and
 // adds them to it; an address another claim recorded first stays that
 // claim's.
-func recordMissing(ctx context.Context, store Store, domain string, held map[netip.Addr]Holder, addresses []Record) error {
+func recordMissing(ctx context.Context, store Store, domain string, held *holdings, addresses []Record) error {
 	var missing []Record
 	for _, rec := range addresses {
-		if _, ok := held[rec.Address]; !ok {
+		if _, ok := held.get(rec.Address); !ok {
 			missing = append(missing, rec)
-			held[rec.Address] = rec.Holder // one record per address even if two IPAddresses share it
+			held.set(rec.Address, rec.Holder) // one record per address even if two IPAddresses share it
 		}
 	}
 	errs := make([]error, len(missing))
@@ -111,7 +111,7 @@ func recordMissing(ctx context.Context, store Store, domain string, held map[net
 		switch {
 		case err == nil:
 		case errors.As(err, &taken):
-			held[missing[i].Address] = taken.Holder
+			held.set(missing[i].Address, taken.Holder)
 		default:
 			return err
 		}

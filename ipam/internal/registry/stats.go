@@ -34,7 +34,7 @@ func (r *Registry) Stats(ctx context.Context, pool v1alpha1.Pool) (Stats, error)
 // stats counts the pool. The caller holds the domain's lock.
 func (ps *poolState) stats() Stats {
 	s := Stats{Total: new(big.Int), Free: new(big.Int), Used: int64(len(ps.byClaim)), SpaceErr: ps.ready(), Elsewhere: ps.elsewhere}
-	for _, h := range ps.domain.held {
+	for _, h := range ps.domain.held.all() {
 		if h.Pool == ps.key && h.Retired {
 			s.Retired++
 		}
@@ -47,7 +47,7 @@ func (ps *poolState) stats() Stats {
 	if ps.alloc == nil {
 		return s
 	}
-	for ip, h := range ps.domain.held {
+	for ip, h := range ps.domain.held.all() {
 		if h.Pool != ps.key && ps.space.Contains(ip) {
 			s.Foreign++
 		}

@@ -1,0 +1,83 @@
+package registry
+
+import (
+	"iter"
+	"maps"
+	"net/netip"
+	"slices"
+)
+
+// holdings is every address in use in a domain with its holder, indexed by
+// claim as well, so that a release finds its claim's addresses without a
+// scan of the domain (which holds up every other claim of the domain while
+// it runs under the domain's lock). domain.mu guards it. A nil *holdings
+// (a domain not seeded yet) reads as empty.
+type holdings struct {
+	byAddress map[netip.Addr]Holder
+	byClaim   map[Claim]map[netip.Addr]struct{}
+}
+
+func newHoldings() *holdings {
+	return &holdings{byAddress: map[netip.Addr]Holder{}, byClaim: map[Claim]map[netip.Addr]struct{}{}}
+}
+
+// get returns the holder of ip.
+func (h *holdings) get(ip netip.Addr) (Holder, bool) {
+	if h == nil {
+		return Holder{}, false
+	}
+	holder, ok := h.byAddress[ip]
+	return holder, ok
+}
+
+// set makes holder the holder of ip, in place of any other.
+func (h *holdings) set(ip netip.Addr, holder Holder) {
+	h.remove(ip)
+	h.byAddress[ip] = holder
+	addrs := h.byClaim[holder.Claim]
+	if addrs == nil {
+		addrs = map[netip.Addr]struct{}{}
+		h.byClaim[holder.Claim] = addrs
+	}
+	addrs[ip] = struct{}{}
+}
+
+// remove forgets ip's holder.
+func (h *holdings) remove(ip netip.Addr) {
+	old, ok := h.byAddress[ip]
+	if !ok {
+		return
+	}
+	delete(h.byAddress, ip)
+	addrs := h.byClaim[old.Claim]
+	delete(addrs, ip)
+	if len(addrs) == 0 {
+		delete(h.byClaim, old.Claim)
+	}
+}
+
+// all is every address in use and its holder. Removing addresses meanwhile
+// is allowed, as in a range over a map.
+func (h *holdings) all() iter.Seq2[netip.Addr, Holder] {
+	if h == nil {
+		return maps.All(map[netip.Addr]Holder(nil))
+	}
+	return maps.All(h.byAddress)
+}
+
+// addresses is every address in use.
+func (h *holdings) addresses() []netip.Addr {
+	if h == nil {
+		return nil
+	}
+	return slices.Collect(maps.Keys(h.byAddress))
+}
+
+// of is the addresses the claim holds, retired or not, collected first so
+// that the caller may remove them meanwhile.
+func (h *holdings) of(claim Claim) []netip.Addr {
+	if h == nil {
+		return nil
+	}
+	return slices.Collect(maps.Keys(h.byClaim[claim]))
+}
