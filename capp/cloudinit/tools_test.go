@@ -5,6 +5,7 @@ package cloudinit
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"strings"
 	"testing"
@@ -201,6 +202,101 @@ func TestResolvConfPutsNameserversFirstOnce(t *testing.T) {
 		}
 		if string(got) != want {
 			t.Fatalf("run %d wrote\n%s\nwant\n%s", run, got, want)
+		}
+	}
+}
+
+// TestNodeSoftwareScriptPassesBashAndShellcheck parses and lints the node
+// software script as it is written onto the node.
+func TestNodeSoftwareScriptPassesBashAndShellcheck(t *testing.T) {
+	nodetools.Require(t, false, "bash", "shellcheck")
+	extra, err := NodeSoftwareInstall(NodeSoftware{KubernetesVersion: "v1.33.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := extra.Files[0].Content
+	nodetools.Run(t, script, "bash", "-n")
+	nodetools.Run(t, script, "shellcheck", "--shell=bash", "--severity=style", "-")
+}
+
+// TestUserDataWithBindingAndSoftwarePassesCloudInitSchema validates the
+// kubeadm bootstrap with everything a CPEM control-plane node with
+// nodeSoftware Install adds, after cloud-init's Jinja pass: the added files
+// come out byte for byte.
+func TestUserDataWithBindingAndSoftwarePassesCloudInitSchema(t *testing.T) {
+	nodetools.Require(t, false, "cloud-init")
+	binding, err := EndpointBinding(netip.MustParseAddr("147.75.1.2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	software, err := NodeSoftwareInstall(NodeSoftware{KubernetesVersion: "v1.33.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	extra := binding.Join(software)
+	userData, err := UserData(bootstrap(t), cases[0].networks, Options{}, extra)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		WriteFiles []File `yaml:"write_files"`
+	}
+	if err := yaml.Unmarshal([]byte(nodetools.CloudInitSchema(t, userData)), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, f := range cfg.WriteFiles {
+		got[f.Path] = f.Content
+	}
+	for _, f := range extra.Files {
+		if got[f.Path] != f.Content {
+			t.Errorf("%s after Jinja differs from what was rendered:\n%s", f.Path, got[f.Path])
+		}
+	}
+}
+
+// TestEndpointBindingInANetworkNamespace runs the binding's command in a
+// fresh network namespace, twice (cloud-init may run it again), and then
+// ifup of its stanza after the address is gone, as at a reboot: each time
+// the endpoint, and only it, is on lo. The namespace is gone afterwards.
+func TestEndpointBindingInANetworkNamespace(t *testing.T) {
+	nodetools.Require(t, true, "ip", "ifup", "bash")
+	for _, tc := range []struct{ addr, want string }{
+		{"147.75.1.2", "inet 147.75.1.2/32 "},
+		{"2604:1380::5", "inet6 2604:1380::5/128 "},
+	} {
+		var ns string
+		t.Run(tc.addr, func(t *testing.T) {
+			ns = netns(t)
+			extra, err := EndpointBinding(netip.MustParseAddr(tc.addr))
+			if err != nil {
+				t.Fatal(err)
+			}
+			global := func() string {
+				return nodetools.Run(t, "", "ip", "-n", ns, "-o", "addr", "show", "dev", "lo", "scope", "global")
+			}
+			if got := global(); got != "" {
+				t.Fatalf("a fresh namespace has global addresses on lo:\n%s", got)
+			}
+			for run := 1; run <= 2; run++ {
+				for _, c := range extra.First {
+					nodetools.Run(t, "", "ip", append([]string{"netns", "exec", ns}, c...)...)
+				}
+				if got := global(); strings.Count(got, "\n") != 1 || !strings.Contains(got, tc.want) {
+					t.Fatalf("run %d: lo has\n%s\nwant only %q", run, got, tc.want)
+				}
+			}
+
+			nodetools.Run(t, "", "ip", "-n", ns, "addr", "del", netip.PrefixFrom(netip.MustParseAddr(tc.addr), netip.MustParseAddr(tc.addr).BitLen()).String(), "dev", "lo")
+			file := nodetools.WriteTemp(t, "interfaces", "auto lo\niface lo inet loopback\n\n"+extra.Files[0].Content)
+			ifaces := strings.Fields(nodetools.Run(t, "", "ifquery", "--interfaces", file, "--list", "--allow", "auto"))
+			nodetools.Run(t, "", "ip", append([]string{"netns", "exec", ns, "ifup", "--no-scripts", "--interfaces", file, "--state-dir", t.TempDir()}, ifaces...)...)
+			if got := global(); strings.Count(got, "\n") != 1 || !strings.Contains(got, tc.want) {
+				t.Fatalf("after ifup %v, lo has\n%s\nwant only %q", ifaces, got, tc.want)
+			}
+		})
+		if out := nodetools.Run(t, "", "ip", "netns", "list"); ns == "" || strings.Contains(out, ns) {
+			t.Errorf("namespace %q is left behind:\n%s", ns, out)
 		}
 	}
 }

@@ -54,23 +54,37 @@ func joinAddrs(addrs []netip.Addr, sep string) string {
 var RunCommand = []string{ScriptPath}
 
 // Extra is what a machine adds to its user-data besides its network
-// configuration: kube-vip's static pod on a control-plane node, and the
-// commands that must run after the bootstrap's own (kube-vip's return to
-// admin.conf once kubeadm init is done).
+// configuration: files, commands that must run after the network script
+// and before the bootstrap's (the endpoint's binding, the node software's
+// install), and commands that must run after the bootstrap's own
+// (kube-vip's return to admin.conf once kubeadm init is done).
 type Extra struct {
 	Files []File
+	First [][]string
 	Last  [][]string
+}
+
+// Join is e followed by others: their files and commands in that order.
+func (e Extra) Join(others ...Extra) Extra {
+	for _, o := range others {
+		e.Files = append(e.Files, o.Files...)
+		e.First = append(e.First, o.First...)
+		e.Last = append(e.Last, o.Last...)
+	}
+	return e
 }
 
 // UserData is the device's user-data: bootstrap, a CAPI bootstrap
 // cloud-config, with the network configuration of networks and extra
-// merged in.
+// merged in. The network script runs first, then extra's first commands,
+// then the bootstrap's, then extra's last.
 func UserData(bootstrap []byte, networks []Network, opts Options, extra Extra) ([]byte, error) {
 	files, err := Files(networks, opts)
 	if err != nil {
 		return nil, err
 	}
-	return Merge(bootstrap, append(files, extra.Files...), RunCommand, extra.Last...)
+	first := append([][]string{RunCommand}, extra.First...)
+	return Merge(bootstrap, append(files, extra.Files...), first, extra.Last)
 }
 
 const cloudConfigHeader = "#cloud-config"
@@ -78,13 +92,13 @@ const cloudConfigHeader = "#cloud-config"
 // jinjaDelimiters start Jinja expressions, statements and comments.
 var jinjaDelimiters = []string{"{{", "{%", "{#"}
 
-// Merge adds files to the cloud-config's write_files, first in front of its
-// runcmd and last after it. Everything else of bootstrap stays as it was: its leading
+// Merge adds files to the cloud-config's write_files, the commands first in
+// front of its runcmd and last after it. Everything else of bootstrap stays as it was: its leading
 // comment lines byte for byte (the "## template: jinja" header and
 // "#cloud-config"), its other keys, and its files and commands in their
 // order. It fails when bootstrap is not a cloud-config, when it already
 // writes one of files' paths, or when what is added would read as Jinja.
-func Merge(bootstrap []byte, files []File, first []string, last ...[]string) ([]byte, error) {
+func Merge(bootstrap []byte, files []File, first, last [][]string) ([]byte, error) {
 	header, body := splitHeader(bootstrap)
 	if !hasCloudConfigHeader(header) {
 		return nil, errors.New("the bootstrap data is not a cloud-config: its first line (after an optional '## template: jinja') must be #cloud-config")
@@ -126,7 +140,11 @@ func Merge(bootstrap []byte, files []File, first []string, last ...[]string) ([]
 	if err != nil {
 		return nil, err
 	}
-	runcmd.Content = append([]*yaml.Node{command(first)}, runcmd.Content...)
+	var commands []*yaml.Node
+	for _, c := range first {
+		commands = append(commands, command(c))
+	}
+	runcmd.Content = append(commands, runcmd.Content...)
 	for _, c := range last {
 		runcmd.Content = append(runcmd.Content, command(c))
 	}

@@ -109,7 +109,7 @@ func TestMergeRejects(t *testing.T) {
 		{"content Jinja would read", "## template: jinja\n#cloud-config\n", []File{{Path: "/x", Content: "echo ${#x}"}}, `contains "{#"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Merge([]byte(tc.bootstrap), tc.files, RunCommand)
+			_, err := Merge([]byte(tc.bootstrap), tc.files, [][]string{RunCommand}, nil)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Merge = %v, want an error containing %q", err, tc.want)
 			}
@@ -118,7 +118,7 @@ func TestMergeRejects(t *testing.T) {
 }
 
 func TestMergeIntoAnEmptyCloudConfig(t *testing.T) {
-	out, err := Merge([]byte("#cloud-config\n"), []File{{Path: "/a", Permissions: "0600", Content: "b\n"}}, []string{"/a"})
+	out, err := Merge([]byte("#cloud-config\n"), []File{{Path: "/a", Permissions: "0600", Content: "b\n"}}, [][]string{{"/a"}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,8 +26,10 @@ func UserDataSecretName(machine string) string { return machine + "-user-data" }
 const UserDataKey = "value"
 
 // reconcileBootstrapData merges the Machine's bootstrap data with the node's
-// network configuration (and, on a control-plane machine of a cluster with
-// a VIP, kube-vip's static pod) into the user-data Secret, owned by the
+// network configuration (and, on a control-plane machine, the binding of
+// the endpoint the cluster reserved or kube-vip's static pod for its VIP,
+// and with spec.nodeSoftware Install, the node software's install) into the
+// user-data Secret, owned by the
 // PacketMachine and named in its status. It needs the addresses, so it runs
 // after reconcileIPAddresses; it waits for the bootstrap provider through
 // the watch on the Machine.
@@ -46,6 +48,18 @@ func (r *PacketMachineReconciler) reconcileBootstrapData(ctx context.Context, s 
 	if format := string(bootstrap.Data["format"]); format != "" && format != "cloud-config" {
 		return r.bootstrapDataInvalid(s, fmt.Errorf("bootstrap data Secret %s has format %q; only cloud-config can carry the network configuration", *dataSecretName, format))
 	}
+	binding, wait, err := r.endpointBinding(ctx, s)
+	if err != nil {
+		return ctrl.Result{}, false, err
+	}
+	if wait != nil {
+		s.facts.bootstrap = wait
+		return ctrl.Result{}, false, nil
+	}
+	software, err := nodeSoftware(s)
+	if err != nil {
+		return r.bootstrapDataInvalid(s, err)
+	}
 	kubeVIP, wait, err := r.kubeVIP(ctx, s, bootstrap.Data[UserDataKey])
 	if err != nil {
 		return ctrl.Result{}, false, err
@@ -62,7 +76,9 @@ func (r *PacketMachineReconciler) reconcileBootstrapData(ctx context.Context, s 
 	if err != nil {
 		return setupFailed(func(f *setupError) { s.facts.bootstrap = f }, err)
 	}
-	userData, err := cloudinit.UserData(data, s.Networks, r.Render, kubeVIP)
+	// The endpoint is bound before the software install, which may take
+	// minutes, and both before the bootstrap's kubeadm.
+	userData, err := cloudinit.UserData(data, s.Networks, r.Render, binding.Join(software, kubeVIP))
 	if err != nil {
 		return r.bootstrapDataInvalid(s, fmt.Errorf("bootstrap data Secret %s: %w", *dataSecretName, err))
 	}

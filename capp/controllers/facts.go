@@ -132,17 +132,28 @@ type (
 		cluster string
 		err     error
 	}
+	// waitingForClusterEndpoint: the PacketCluster reserves its endpoint
+	// (vipManager CPEM) and has not yet.
+	waitingForClusterEndpoint struct{ cluster string }
+	// clusterEndpointInvalid: the host of the endpoint the PacketCluster
+	// reserved is not an IP address.
+	clusterEndpointInvalid struct {
+		cluster string
+		host    string
+	}
 	// bootstrapRendered: the user-data is in its Secret.
 	bootstrapRendered struct{ secret string }
 )
 
-func (waitingForBootstrap) bootstrapFact()  {}
-func (bootstrapInvalid) bootstrapFact()     {}
-func (vipNetworkMissing) bootstrapFact()    {}
-func (waitingForClusterVIP) bootstrapFact() {}
-func (clusterVIPInvalid) bootstrapFact()    {}
-func (bootstrapRendered) bootstrapFact()    {}
-func (*foreignSecretError) bootstrapFact()  {}
+func (waitingForBootstrap) bootstrapFact()       {}
+func (bootstrapInvalid) bootstrapFact()          {}
+func (vipNetworkMissing) bootstrapFact()         {}
+func (waitingForClusterVIP) bootstrapFact()      {}
+func (clusterVIPInvalid) bootstrapFact()         {}
+func (waitingForClusterEndpoint) bootstrapFact() {}
+func (clusterEndpointInvalid) bootstrapFact()    {}
+func (bootstrapRendered) bootstrapFact()         {}
+func (*foreignSecretError) bootstrapFact()       {}
 
 // Facts of the device (DeviceReady).
 type (

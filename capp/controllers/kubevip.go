@@ -77,8 +77,9 @@ func (r *PacketMachineReconciler) kubeVIPFiles(ctx context.Context, s *machineSc
 	return []cloudinit.File{f}, nil, nil
 }
 
-// packetClusterToMachines maps a PacketCluster with spec.vip to its
-// cluster's PacketMachines, whose control-plane user-data carries its VIP.
+// packetClusterToMachines maps a PacketCluster to its cluster's
+// PacketMachines, whose control-plane user-data carries its VIP or binds
+// the endpoint it reserved.
 func (r *PacketMachineReconciler) packetClusterToMachines(ctx context.Context, o client.Object) []reconcile.Request {
 	cluster := o.GetLabels()[clusterv1.ClusterNameLabel]
 	if cluster == "" {

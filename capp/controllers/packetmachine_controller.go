@@ -37,6 +37,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
@@ -136,7 +137,7 @@ func (r *PacketMachineReconciler) SetupWithManager(ctx context.Context, mgr ctrl
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(clusterToMachines),
 			builder.WithPredicates(predicates.ClusterPausedTransitions(mgr.GetScheme(), log))).
 		Watches(&infrav1.PacketCluster{}, handler.EnqueueRequestsFromMapFunc(r.packetClusterToMachines),
-			builder.WithPredicates(vipChanged)).
+			builder.WithPredicates(predicate.Or[client.Object](vipChanged, reservedEndpointChanged))).
 		WatchesRawSource(source.Channel(r.Creations.Wakeups(), &handler.EnqueueRequestForObject{}))
 
 	_, err = mgr.GetRESTMapper().RESTMapping(ipamv1.GroupVersion.WithKind("IPAddressClaim").GroupKind(), ipamv1.GroupVersion.Version)

@@ -290,6 +290,12 @@ func bootstrapDataRendered(f bootstrapFact) metav1.Condition {
 		return falseCondition(t, infrav1.WaitingForVIPReason, fmt.Sprintf("waiting for PacketCluster %s's VIP (spec.vip) to be bound", f.cluster))
 	case clusterVIPInvalid:
 		return falseCondition(t, infrav1.BootstrapDataInvalidReason, fmt.Sprintf("PacketCluster %s status.vip: %v", f.cluster, f.err))
+	case waitingForClusterEndpoint:
+		return falseCondition(t, infrav1.WaitingForControlPlaneEndpointReason, fmt.Sprintf(
+			"waiting for PacketCluster %s to reserve its control-plane endpoint (vipManager CPEM), which the user-data binds to the node's lo", f.cluster))
+	case clusterEndpointInvalid:
+		return falseCondition(t, infrav1.BootstrapDataInvalidReason, fmt.Sprintf(
+			"PacketCluster %s spec.controlPlaneEndpoint.host %s is not the IP address of the endpoint it reserved", f.cluster, message.Quote(f.host)))
 	case *foreignSecretError:
 		return falseCondition(t, infrav1.UserDataSecretConflictReason, f.Error())
 	case bootstrapRendered:

@@ -60,6 +60,10 @@ const (
 	// VIP has no network on the VLAN (the PacketCluster's spec.vip.vxlan)
 	// whose sub-interface kube-vip would announce it on.
 	VIPNetworkMissingReason = "VIPNetworkMissing"
+	// WaitingForControlPlaneEndpointReason: a control-plane machine of a
+	// cluster whose PacketCluster reserves its endpoint (vipManager CPEM)
+	// waits for the reservation, whose address its user-data binds to lo.
+	WaitingForControlPlaneEndpointReason = "WaitingForControlPlaneEndpoint"
 )
 
 // Condition types of the device and the node, and the summary.

@@ -58,6 +58,24 @@ const (
 // +kubebuilder:validation:Enum=hourly;daily;monthly;yearly
 type BillingCycle string
 
+// NodeSoftware says where a node's container runtime, kubelet, kubeadm and
+// kubectl come from.
+//
+// +kubebuilder:validation:Enum=Install;Preinstalled
+type NodeSoftware string
+
+const (
+	// NodeSoftwareInstall: the provider's user-data installs them on a
+	// stock apt-based image (Debian, Ubuntu), in the Machine's Kubernetes
+	// version, and turns swap off, loads the kernel modules and sets the
+	// sysctls kubeadm needs, before the bootstrap's commands.
+	NodeSoftwareInstall NodeSoftware = "Install"
+	// NodeSoftwarePreinstalled: the image has them and is prepared for
+	// kubeadm (an image-builder image), or the bootstrap's own commands
+	// install them; the provider adds nothing.
+	NodeSoftwarePreinstalled NodeSoftware = "Preinstalled"
+)
+
 // PacketMachineSpec is the device a Machine runs on and its Layer 2 networks.
 //
 // +kubebuilder:validation:XValidation:rule="has(self.plan) != has(self.machineType)",message="exactly one of plan or machineType (upstream CAPP's name for it) must be set"
@@ -154,6 +172,16 @@ type PacketMachineSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=2048
 	IPXEURL string `json:"ipxeURL,omitempty"`
+
+	// NodeSoftware says where the node's containerd, kubelet, kubeadm and
+	// kubectl come from: Install (the provider's user-data installs them,
+	// for a stock image such as ubuntu_24_04) or Preinstalled (the image or
+	// the bootstrap's own commands provide them). Unset means Preinstalled,
+	// so manifests written for upstream CAPP, whose preKubeadmCommands
+	// install them, do not install them twice. It is read when the
+	// user-data is rendered, before the device is created.
+	// +optional
+	NodeSoftware NodeSoftware `json:"nodeSoftware,omitempty"`
 
 	// Ports are the device's network ports (bond0, eth0, eth1) and the VLANs
 	// each one carries. They cannot change after creation.

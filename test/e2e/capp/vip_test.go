@@ -135,6 +135,7 @@ var _ = Describe("A PacketCluster with a control-plane VIP from an IPAM pool", f
 		By("running kube-vip on the control-plane machine's bond0.1000 for the VIP")
 		Eventually(condition(cpm, infrav1.BootstrapDataRenderedCondition)).Should(
 			haveCondition(metav1.ConditionTrue, infrav1.BootstrapDataRenderedReason, ""))
+		Expect(userDataFiles(cpm)).NotTo(HaveKey(cloudinit.EndpointBindingPath), "kube-vip announces the VIP; nothing binds it to lo")
 		manifest := userDataFiles(cpm)[cloudinit.KubeVIPManifestPath]
 		Expect(manifest).NotTo(BeEmpty())
 		pod := &corev1.Pod{}

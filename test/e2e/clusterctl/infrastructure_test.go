@@ -152,7 +152,7 @@ func TestClusterctlInitInstallsTheInfrastructureProvider(t *testing.T) {
 				t.Errorf("required variables %v, want %v", required, want)
 			}
 			if want := []string{"CLUSTER_NAME", "CONTROLPLANE_NODE_TYPE", "CONTROL_PLANE_MACHINE_COUNT", "CPEM_IMAGE", "KUBERNETES_VERSION",
-				"METAL_CREDENTIALS_SECRET", "NODE_NETWORK_ADDRESSES", "NODE_NETWORK_GATEWAY", "NODE_NETWORK_PREFIX", "NODE_OS", "NODE_VXLAN",
+				"METAL_CREDENTIALS_SECRET", "NODE_NETWORK_ADDRESSES", "NODE_NETWORK_GATEWAY", "NODE_NETWORK_PREFIX", "NODE_OS", "NODE_SOFTWARE", "NODE_VXLAN",
 				"POD_CIDR", "SERVICE_CIDR", "WORKER_MACHINE_COUNT", "WORKER_NODE_TYPE"}; !slices.Equal(optional, want) {
 				t.Errorf("optional variables %v, want %v", optional, want)
 			}
@@ -392,6 +392,10 @@ func checkFlavor(t *testing.T, objs []*unstructured.Unstructured, cluster, port,
 			templates++
 			if keys, _, _ := unstructured.NestedStringSlice(obj.Object, "spec", "template", "spec", "sshKeys"); !slices.Equal(keys, []string{sshKey}) {
 				t.Errorf("%s has sshKeys %q, want [%q]", id(obj), keys, sshKey)
+			}
+			// The default NODE_OS is a stock image: its nodes need the install.
+			if got := field(obj.Object, "spec", "template", "spec", "nodeSoftware"); got != "Install" {
+				t.Errorf("%s has nodeSoftware %q, want Install", id(obj), got)
 			}
 			ports := items(obj.Object, "spec", "template", "spec", "ports")
 			if len(ports) != 1 || field(ports[0], "name") != port {
