@@ -158,6 +158,7 @@ func BenchmarkBindClaims(b *testing.B) {
 				b.ReportMetric(float64(r.percentile(99))/float64(time.Millisecond), p.name+"-p99-ms")
 				r.reportCPU(b, p.name, "claim")
 				b.ReportMetric(r.writesPerClaim(), p.name+"-writes/claim")
+				b.ReportMetric(r.readsPerClaim(), p.name+"-reads/claim")
 			}
 			b.ReportMetric(rates[ourName]/rates[inCluster], "x-in-cluster")
 			b.ReportMetric(rates[ourName]/rates[floorName], ourName+"-x-floor")
@@ -299,7 +300,7 @@ func (s *scenario) measureWave(ctx context.Context, b *testing.B, w wave) (resul
 	if err := settle(ctx); err != nil {
 		return result{}, err
 	}
-	writesBefore, err := apiWrites(ctx, s.env.cfg)
+	before, err := apiRequests(ctx, s.env.cfg)
 	if err != nil {
 		return result{}, err
 	}
@@ -316,11 +317,11 @@ func (s *scenario) measureWave(ctx context.Context, b *testing.B, w wave) (resul
 	if err := settle(ctx); err != nil {
 		return result{}, err
 	}
-	writesAfter, err := apiWrites(ctx, s.env.cfg)
+	after, err := apiRequests(ctx, s.env.cfg)
 	if err != nil {
 		return result{}, err
 	}
-	r.writes = writesAfter - writesBefore
+	r.writes, r.reads = after.writes-before.writes, after.reads-before.reads
 	return r, nil
 }
 
@@ -745,6 +746,8 @@ type result struct {
 	// writes is the number of write requests (create, update, patch,
 	// delete) the API server served meanwhile, from every client.
 	writes float64
+	// reads is the number of get and list requests it served meanwhile.
+	reads float64
 }
 
 // addCPU adds the CPU time used between two readings of processCPU.
@@ -763,6 +766,7 @@ func (r *result) add(o result) {
 	r.latencies = append(r.latencies, o.latencies...)
 	r.span += o.span
 	r.writes += o.writes
+	r.reads += o.reads
 	r.cpu += o.cpu
 	for name, t := range o.cpuBy {
 		if r.cpuBy == nil {
@@ -784,6 +788,8 @@ func (r result) reportCPU(b *testing.B, provider, unit string) {
 func (r result) rate() float64 { return float64(len(r.latencies)) / r.span.Seconds() }
 
 func (r result) writesPerClaim() float64 { return r.writes / float64(len(r.latencies)) }
+
+func (r result) readsPerClaim() float64 { return r.reads / float64(len(r.latencies)) }
 
 // cpuPerClaim is the environment's CPU time per claim, in milliseconds.
 func (r result) cpuPerClaim() float64 {
@@ -829,23 +835,37 @@ feed:
 	return context.Cause(ctx)
 }
 
-// writeVerbs are the verbs of apiserver_request_total that change objects.
-var writeVerbs = map[string]bool{"POST": true, "PUT": true, "PATCH": true, "APPLY": true, "DELETE": true, "DELETECOLLECTION": true}
+// writeVerbs and readVerbs are the verbs of apiserver_request_total that
+// change objects, and that read them (a watch is neither).
+var (
+	writeVerbs = map[string]bool{"POST": true, "PUT": true, "PATCH": true, "APPLY": true, "DELETE": true, "DELETECOLLECTION": true}
+	readVerbs  = map[string]bool{"GET": true, "LIST": true}
+)
 
-// apiWrites returns how many write requests the API server has served so
-// far, whatever their outcome, from its apiserver_request_total counter.
-func apiWrites(ctx context.Context, cfg *rest.Config) (float64, error) {
+// requests counts the requests the API server has served.
+type requests struct{ writes, reads float64 }
+
+// apiRequests returns how many write and read requests the API server has
+// served so far, whatever their outcome, from its apiserver_request_total
+// counter.
+func apiRequests(ctx context.Context, cfg *rest.Config) (requests, error) {
 	families, err := testenv.APIServerMetrics(ctx, cfg)
 	if err != nil {
-		return 0, err
+		return requests{}, err
 	}
-	var writes float64
+	var n requests
 	for _, sample := range families["apiserver_request_total"].GetMetric() {
 		for _, label := range sample.GetLabel() {
-			if label.GetName() == "verb" && writeVerbs[label.GetValue()] {
-				writes += sample.GetCounter().GetValue()
+			if label.GetName() != "verb" {
+				continue
+			}
+			switch v := sample.GetCounter().GetValue(); {
+			case writeVerbs[label.GetValue()]:
+				n.writes += v
+			case readVerbs[label.GetValue()]:
+				n.reads += v
 			}
 		}
 	}
-	return writes, nil
+	return n, nil
 }

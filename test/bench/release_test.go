@@ -48,6 +48,7 @@ func BenchmarkReleaseClaims(b *testing.B) {
 		b.ReportMetric(float64(all.percentile(99))/float64(time.Millisecond), p.name+"-p99-ms")
 		all.reportCPU(b, p.name, "release")
 		b.ReportMetric(all.writesPerClaim(), p.name+"-writes/release")
+		b.ReportMetric(all.readsPerClaim(), p.name+"-reads/release")
 	}
 	for _, p := range providers {
 		if p.name != floorName {
@@ -78,7 +79,7 @@ func measureRelease(ctx context.Context, b *testing.B, p provider) (result, erro
 	if err := settle(ctx); err != nil {
 		return result{}, err
 	}
-	writesBefore, err := apiWrites(ctx, env.cfg)
+	before, err := apiRequests(ctx, env.cfg)
 	if err != nil {
 		return result{}, err
 	}
@@ -93,11 +94,11 @@ func measureRelease(ctx context.Context, b *testing.B, p provider) (result, erro
 	if err := settle(ctx); err != nil {
 		return result{}, err
 	}
-	writesAfter, err := apiWrites(ctx, env.cfg)
+	after, err := apiRequests(ctx, env.cfg)
 	if err != nil {
 		return result{}, err
 	}
-	r.writes = writesAfter - writesBefore
+	r.writes, r.reads = after.writes-before.writes, after.reads-before.reads
 	return r, s.verify(ctx, 0, 0)
 }
 
