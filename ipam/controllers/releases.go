@@ -4,8 +4,11 @@ import (
 	"context"
 	"slices"
 
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolref"
@@ -34,9 +37,16 @@ func (r *releases) claimSource(h handler.EventHandler) source.Source {
 	return source.Channel(r.claims, h)
 }
 
-// poolSource feeds the controller of one pool kind.
+// poolSource feeds the controller of one pool kind, after
+// countsRefreshDelay: the releases of a burst of deleted claims then make
+// one count refresh per delay, as the IPAddress events do (countsChanged),
+// not one status write per release.
 func (r *releases) poolSource(kind string) source.Source {
-	return source.Channel(r.pools[kind], &handler.EnqueueRequestForObject{})
+	return source.Channel(r.pools[kind], handler.Funcs{
+		GenericFunc: func(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			q.AddAfter(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(e.Object)}, countsRefreshDelay)
+		},
+	})
 }
 
 // released announces a release. The channels are drained into work queues
