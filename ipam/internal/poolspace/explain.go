@@ -46,6 +46,13 @@ func WhyUnavailable(spec *v1alpha1.MetalVRFIPPoolSpec, resolved []v1alpha1.Resol
 			ranges = append(ranges, r)
 		}
 	}
+	// An entry's gateway need not be among its addresses: say what it is
+	// rather than that it lies outside them.
+	for _, s := range own {
+		if s.subnet.Gateway == a {
+			return Unavailable{Field: s.field("gateway"), Detail: fmt.Sprintf("is the gateway of subnet %s (%s)", s.subnet.Prefix, s.field("gateway"))}, true
+		}
+	}
 	if !anyContains(ranges, a) {
 		for _, s := range own {
 			if s.subnet.Prefix.Contains(a) {
@@ -64,11 +71,6 @@ func WhyUnavailable(spec *v1alpha1.MetalVRFIPPoolSpec, resolved []v1alpha1.Resol
 	}
 	if gw, err := netip.ParseAddr(spec.Gateway); err == nil && gw == a {
 		return Unavailable{Field: "spec.gateway", Detail: "is the pool's gateway (spec.gateway)"}, true
-	}
-	for _, s := range own {
-		if s.subnet.Gateway == a {
-			return Unavailable{Field: s.field("gateway"), Detail: fmt.Sprintf("is the gateway of subnet %s (%s)", s.subnet.Prefix, s.field("gateway"))}, true
-		}
 	}
 	for _, entry := range resolved {
 		if gw, err := netip.ParseAddr(entry.Gateway); err == nil && gw == a {
