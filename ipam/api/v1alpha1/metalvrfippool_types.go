@@ -23,8 +23,8 @@ const (
 	RequestedAddressAnnotation = "metal-vrf.ipam.cluster.x-k8s.io/requested-address"
 
 	// DNSServersAnnotation on an IPAddress lists, comma-separated, the DNS
-	// servers of the pool for the address's subnet (spec.subnetDNSServers,
-	// else spec.dnsServers). The CAPI IPAddress has no field for them; the
+	// servers of the pool for the address's subnet (spec.subnets[].dnsServers
+	// or spec.subnetDNSServers, else spec.dnsServers). The CAPI IPAddress has no field for them; the
 	// Equinix Metal provider reads them from here into the node's
 	// configuration.
 	DNSServersAnnotation = "metal-vrf.ipam.cluster.x-k8s.io/dns-servers"
