@@ -114,7 +114,7 @@ func (v *poolValidator[T]) ValidateUpdate(ctx context.Context, old, pool T) (adm
 		if ok {
 			path = why.Field
 		}
-		if path == "spec.prefix" && old.PoolSpec().AllocateReservedIPAddresses && !pool.PoolSpec().AllocateReservedIPAddresses {
+		if why.Reserved && old.PoolSpec().AllocateReservedIPAddresses && !pool.PoolSpec().AllocateReservedIPAddresses {
 			path = "spec.allocateReservedIPAddresses"
 		}
 		if _, seen := dropped[path]; !seen {

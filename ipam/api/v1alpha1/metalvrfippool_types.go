@@ -23,8 +23,8 @@ const (
 	RequestedAddressAnnotation = "metal-vrf.ipam.cluster.x-k8s.io/requested-address"
 
 	// DNSServersAnnotation on an IPAddress lists, comma-separated, the DNS
-	// servers of the pool for the address's subnet (spec.subnetDNSServers,
-	// else spec.dnsServers). The CAPI IPAddress has no field for them; the
+	// servers of the pool for the address's subnet (spec.subnets[].dnsServers
+	// or spec.subnetDNSServers, else spec.dnsServers). The CAPI IPAddress has no field for them; the
 	// Equinix Metal provider reads them from here into the node's
 	// configuration.
 	DNSServersAnnotation = "metal-vrf.ipam.cluster.x-k8s.io/dns-servers"
@@ -148,17 +148,23 @@ type NetworkReference struct {
 // MetalVRFIPPoolSpec is the address space of a pool and how its addresses are
 // handed out.
 //
-// Three sources give addresses, unioned: explicit addresses, an Equinix
-// Metal VRF (vrf) and a PacketCluster network (networkRef). The pool
-// reconciler resolves the last two and keeps what they gave in
-// status.resolved, which is where allocation reads them from.
+// Three sources give addresses, unioned: explicit addresses (addresses
+// with prefix and gateway, and subnets), an Equinix Metal VRF (vrf) and a
+// PacketCluster network (networkRef). The pool reconciler resolves the
+// last two and keeps what they gave in status.resolved, which is where
+// allocation reads them from.
 //
-// +kubebuilder:validation:XValidation:rule="(has(self.addresses) && size(self.addresses) > 0) || has(self.vrf) || has(self.networkRef)",message="spec.addresses: at least one address source is required (spec.addresses, spec.vrf or spec.networkRef)"
+// +kubebuilder:validation:XValidation:rule="(has(self.addresses) && size(self.addresses) > 0) || (has(self.subnets) && size(self.subnets) > 0) || has(self.vrf) || has(self.networkRef)",message="spec.addresses: at least one address source is required (spec.addresses, spec.subnets, spec.vrf or spec.networkRef)"
 // +kubebuilder:validation:XValidation:rule="!has(self.addresses) || has(self.prefix)",message="spec.prefix: required when spec.addresses is set"
 type MetalVRFIPPoolSpec struct {
 	// Addresses that may be handed out: CIDRs ("10.0.0.0/24"), inclusive
 	// ranges ("10.0.0.10-10.0.0.50") or single addresses, all of one IP
 	// family, all inside the subnet given by prefix, not overlapping.
+	//
+	// Addresses with prefix and gateway are one subnet written the short
+	// way: the same as an entry of subnets whose cidr is prefix around
+	// addresses[0], with these addresses and that gateway. A pool may use
+	// either form, or both (see Subnets).
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=1024
@@ -166,6 +172,16 @@ type MetalVRFIPPoolSpec struct {
 	// +kubebuilder:validation:items:MaxLength=100
 	// +kubebuilder:validation:items:XValidation:rule="self.trim() == self",messageExpression="'\"%s\" has spaces around it: write \"%s\"'.format([self, self.trim()])"
 	Addresses []string `json:"addresses,omitempty"`
+
+	// Subnets are subnets of the pool, each handing out its own addresses
+	// with its own prefix, gateway and DNS servers: for a pool over several
+	// VLANs or routed subnets. They are of one IP family with the rest of
+	// the pool, do not overlap one another, nor the subnet of addresses
+	// (prefix around addresses[0], or around gateway).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	Subnets []Subnet `json:"subnets,omitempty"`
 
 	// VRF adds the addresses of an Equinix Metal VRF (see VRFSource).
 	// +optional
@@ -188,7 +204,8 @@ type MetalVRFIPPoolSpec struct {
 	// Gateway of the subnet given by prefix (and spec.addresses[0], when
 	// set), handed out with the addresses of that subnet and never
 	// allocated itself. It must lie inside the subnet. It is also the
-	// gateway of a PacketCluster network CIDR that contains it.
+	// gateway of a PacketCluster network CIDR that contains it. The
+	// gateways of spec.subnets are their entries' own.
 	// +optional
 	// +kubebuilder:validation:MaxLength=39
 	// +kubebuilder:validation:XValidation:rule="isIP(self)",message="must be an IP address"
@@ -222,7 +239,8 @@ type MetalVRFIPPoolSpec struct {
 
 	// SubnetDNSServers give the addresses of one subnet of the pool other
 	// DNS servers than spec.dnsServers: for a pool whose VRF source gives
-	// several Metal Gateway subnets, each with resolvers of its own.
+	// several Metal Gateway subnets, each with resolvers of its own. (An
+	// entry of spec.subnets says its own, in its dnsServers.)
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=64
@@ -279,6 +297,48 @@ type PreAllocation struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=39
 	Address string `json:"address"`
+}
+
+// Subnet is one subnet of a pool and the addresses the pool hands out of it.
+// Every address of it is handed out with its prefix length, its gateway and
+// its DNS servers.
+type Subnet struct {
+	// CIDR of the subnet, without host bits (e.g. "10.60.1.0/24"). Its
+	// length is the prefix handed out with every address of the subnet.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=43
+	// +kubebuilder:validation:XValidation:rule="isCIDR(self)",messageExpression="'\"%s\" is not a subnet in CIDR notation, e.g. 10.60.1.0/24'.format([self])"
+	CIDR string `json:"cidr"`
+
+	// Addresses of the subnet that may be handed out: CIDRs, inclusive
+	// ranges "a-b" or single addresses, inside cidr, not overlapping.
+	// Empty: the whole subnet. Either way the gateway, and the network and
+	// broadcast (IPv4) or subnet-router anycast (IPv6) addresses unless
+	// spec.allocateReservedIPAddresses, are never handed out.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=100
+	// +kubebuilder:validation:items:XValidation:rule="self.trim() == self",messageExpression="'\"%s\" has spaces around it: write \"%s\"'.format([self, self.trim()])"
+	Addresses []string `json:"addresses,omitempty"`
+
+	// Gateway of the subnet, inside it: handed out with its addresses and
+	// never allocated itself.
+	// +optional
+	// +kubebuilder:validation:MaxLength=39
+	// +kubebuilder:validation:XValidation:rule="isIP(self)",message="must be an IP address"
+	Gateway string `json:"gateway,omitempty"`
+
+	// DNSServers of the subnet's addresses, in place of spec.dnsServers: at
+	// most three, of either IP family. An entry of spec.subnetDNSServers
+	// more specific than cidr still wins inside it; one naming cidr itself
+	// is refused while these are set (one place says a subnet's servers).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=3
+	// +kubebuilder:validation:items:MaxLength=39
+	DNSServers []string `json:"dnsServers,omitempty"`
 }
 
 // SubnetDNSServers are the DNS servers of the pool's addresses in one subnet.
@@ -400,6 +460,7 @@ type MetalVRFIPPoolStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=metalvrfippools,scope=Namespaced,categories=cluster-api,shortName=mvip
 // +kubebuilder:printcolumn:name="Addresses",type="string",JSONPath=".spec.addresses",description="Address entries of the pool"
+// +kubebuilder:printcolumn:name="Subnets",type="string",JSONPath=".spec.subnets[*].cidr",priority=1,description="Subnets of spec.subnets"
 // +kubebuilder:printcolumn:name="Total",type="string",JSONPath=".status.ipAddresses.total",description="Addresses the pool can hand out"
 // +kubebuilder:printcolumn:name="Free",type="string",JSONPath=".status.ipAddresses.free",description="Addresses not in use"
 // +kubebuilder:printcolumn:name="Used",type="integer",JSONPath=".status.ipAddresses.used",description="Addresses in use"
@@ -429,6 +490,7 @@ type MetalVRFIPPoolList struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=globalmetalvrfippools,scope=Cluster,categories=cluster-api,shortName=gmvip
 // +kubebuilder:printcolumn:name="Addresses",type="string",JSONPath=".spec.addresses",description="Address entries of the pool"
+// +kubebuilder:printcolumn:name="Subnets",type="string",JSONPath=".spec.subnets[*].cidr",priority=1,description="Subnets of spec.subnets"
 // +kubebuilder:printcolumn:name="Total",type="string",JSONPath=".status.ipAddresses.total",description="Addresses the pool can hand out"
 // +kubebuilder:printcolumn:name="Free",type="string",JSONPath=".status.ipAddresses.free",description="Addresses not in use"
 // +kubebuilder:printcolumn:name="Used",type="integer",JSONPath=".status.ipAddresses.used",description="Addresses in use"

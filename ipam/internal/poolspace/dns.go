@@ -14,11 +14,22 @@ import (
 // maxDNSServers is the number of nameservers resolv.conf uses (glibc's MAXNS).
 const maxDNSServers = 3
 
-// validateDNS checks spec.dnsServers and spec.subnetDNSServers: plain IP
-// addresses, no server twice in a list, subnets in CIDR notation without
-// host bits, of the pool's family when it is known, no subnet twice.
+// validateDNS checks spec.dnsServers, spec.subnets[].dnsServers and
+// spec.subnetDNSServers: plain IP addresses, no server twice in a list,
+// subnets in CIDR notation without host bits, of the pool's family when it
+// is known, no subnet twice, nor one whose spec.subnets entry gives its
+// servers already.
 func validateDNS(spec *v1alpha1.MetalVRFIPPoolSpec, family cidr.Family, known bool) field.ErrorList {
 	errs := validateServers(specPath.Child("dnsServers"), spec.DNSServers)
+	// own are the cidrs of spec.subnets that give DNS servers: an entry of
+	// spec.subnetDNSServers for the same subnet would leave two answers.
+	own := map[netip.Prefix]int{}
+	for i, entry := range spec.Subnets {
+		errs = append(errs, validateServers(subnetsPath.Index(i).Child("dnsServers"), entry.DNSServers)...)
+		if prefix, err := netip.ParsePrefix(entry.CIDR); err == nil && len(entry.DNSServers) > 0 {
+			own[prefix.Masked()] = i
+		}
+	}
 	seen := map[netip.Prefix]bool{}
 	for i, entry := range spec.SubnetDNSServers {
 		path := specPath.Child("subnetDNSServers").Index(i)
@@ -41,6 +52,11 @@ func validateDNS(spec *v1alpha1.MetalVRFIPPoolSpec, family cidr.Family, known bo
 			continue
 		}
 		seen[prefix] = true
+		if i, ok := own[prefix]; ok {
+			errs = append(errs, field.Invalid(path.Child("subnet"), entry.Subnet,
+				fmt.Sprintf("is %s, whose DNS servers %s gives already: give them in one place",
+					subnetsPath.Index(i).Child("cidr"), subnetsPath.Index(i).Child("dnsServers"))))
+		}
 	}
 	return errs
 }
@@ -70,12 +86,20 @@ func validateServers(path *field.Path, servers []string) field.ErrorList {
 }
 
 // DNSServers returns the DNS servers handed out with address a: those of
-// the most specific spec.subnetDNSServers entry containing it, else
+// the most specific subnet containing it that names some, an entry of
+// spec.subnets (its dnsServers) or of spec.subnetDNSServers, else
 // spec.dnsServers. Entries that do not parse are skipped (the webhook
-// refuses them).
+// refuses them, and refuses one subnet in both lists).
 func DNSServers(spec *v1alpha1.MetalVRFIPPoolSpec, a netip.Addr) []string {
 	best := -1
 	servers := spec.DNSServers
+	for _, entry := range spec.Subnets {
+		prefix, err := netip.ParsePrefix(entry.CIDR)
+		if err != nil || len(entry.DNSServers) == 0 || !prefix.Contains(a) || prefix.Bits() <= best {
+			continue
+		}
+		best, servers = prefix.Bits(), entry.DNSServers
+	}
 	for _, entry := range spec.SubnetDNSServers {
 		prefix, err := netip.ParsePrefix(entry.Subnet)
 		if err != nil || !prefix.Contains(a) || prefix.Bits() <= best {

@@ -19,6 +19,10 @@ type Unavailable struct {
 	// Detail completes "<address> ..." for a message, naming that field or
 	// the source of the address.
 	Detail string
+	// Reserved is set for an address its subnet claims for itself (network,
+	// broadcast, subnet-router anycast): spec.allocateReservedIPAddresses
+	// would hand it out.
+	Reserved bool
 }
 
 // WhyUnavailable says why a is not in the space of spec and resolved (see
@@ -30,42 +34,71 @@ func WhyUnavailable(spec *v1alpha1.MetalVRFIPPoolSpec, resolved []v1alpha1.Resol
 		return Unavailable{}, false
 	}
 	if family := cidr.FamilyOf(a); family != space.Family() {
-		return Unavailable{FamilyField(spec), fmt.Sprintf("is %s but the pool hands out %s addresses", family, space.Family())}, true
+		return Unavailable{Field: FamilyField(spec), Detail: fmt.Sprintf("is %s but the pool hands out %s addresses", family, space.Family())}, true
 	}
+	own, _ := parseSubnets(spec, 0, false, netip.Prefix{}) // all valid: the spec resolved
 	ranges, _ := parseList(specPath.Child("addresses"), spec.Addresses)
+	for _, s := range own {
+		ranges = append(ranges, s.ranges...)
+	}
 	for _, entry := range resolved {
 		if r, err := cidr.ParseEntry(entry.Address); err == nil && !entry.SubnetOnly {
 			ranges = append(ranges, r)
 		}
 	}
+	// An entry's gateway need not be among its addresses: say what it is
+	// rather than that it lies outside them.
+	for _, s := range own {
+		if s.subnet.Gateway == a {
+			return Unavailable{Field: s.field("gateway"), Detail: fmt.Sprintf("is the gateway of subnet %s (%s)", s.subnet.Prefix, s.field("gateway"))}, true
+		}
+	}
 	if !anyContains(ranges, a) {
-		return Unavailable{"spec.addresses", "lies outside every address the pool hands out (spec.addresses and what spec.vrf and spec.networkRef resolved to)"}, true
+		for _, s := range own {
+			if s.subnet.Prefix.Contains(a) {
+				return Unavailable{Field: s.field("addresses"), Detail: fmt.Sprintf("lies in %s (%s) but outside its addresses", s.field("cidr"), s.subnet.Prefix)}, true
+			}
+		}
+		path, _ := ownField(spec)
+		return Unavailable{Field: path.String(), Detail: "lies outside every address the pool hands out (spec.addresses, spec.subnets and what spec.vrf and spec.networkRef resolved to)"}, true
 	}
 	excluded, _ := parseList(specPath.Child("excludedAddresses"), spec.ExcludedAddresses)
 	for i, r := range excluded {
 		if r.Contains(a) {
 			path := specPath.Child("excludedAddresses").Index(i).String()
-			return Unavailable{path, fmt.Sprintf("is excluded by %s (%s)", path, message.Quote(spec.ExcludedAddresses[i]))}, true
+			return Unavailable{Field: path, Detail: fmt.Sprintf("is excluded by %s (%s)", path, message.Quote(spec.ExcludedAddresses[i]))}, true
 		}
 	}
 	if gw, err := netip.ParseAddr(spec.Gateway); err == nil && gw == a {
-		return Unavailable{"spec.gateway", "is the pool's gateway (spec.gateway)"}, true
+		return Unavailable{Field: "spec.gateway", Detail: "is the pool's gateway (spec.gateway)"}, true
 	}
 	for _, entry := range resolved {
 		if gw, err := netip.ParseAddr(entry.Gateway); err == nil && gw == a {
-			return Unavailable{"status.resolved", fmt.Sprintf("is the gateway of subnet %s (from %s)", entry.Address, entry.Source)}, true
+			return Unavailable{Field: "status.resolved", Detail: fmt.Sprintf("is the gateway of subnet %s (from %s)", entry.Address, entry.Source)}, true
 		}
 	}
 	if subnet, ok := space.SubnetOf(a); ok {
 		p := subnet.Prefix
+		// The field that makes the subnet: an entry's cidr, or spec.prefix.
+		path := "spec.prefix"
+		for _, s := range own {
+			if s.subnet.Prefix == p {
+				path = s.field("cidr")
+			}
+		}
+		var what string
 		switch {
 		case a == p.Addr() && a.Is4():
-			return Unavailable{"spec.prefix", fmt.Sprintf("is the network address of subnet %s (set spec.allocateReservedIPAddresses to hand it out)", p)}, true
+			what = "network address"
 		case a == p.Addr():
-			return Unavailable{"spec.prefix", fmt.Sprintf("is the subnet-router anycast address of subnet %s (set spec.allocateReservedIPAddresses to hand it out)", p)}, true
+			what = "subnet-router anycast address"
 		case a == netipx.PrefixLastIP(p) && a.Is4():
-			return Unavailable{"spec.prefix", fmt.Sprintf("is the broadcast address of subnet %s (set spec.allocateReservedIPAddresses to hand it out)", p)}, true
+			what = "broadcast address"
+		default:
+			return Unavailable{}, false
 		}
+		return Unavailable{Field: path, Reserved: true,
+			Detail: fmt.Sprintf("is the %s of subnet %s (set spec.allocateReservedIPAddresses to hand it out)", what, p)}, true
 	}
 	return Unavailable{}, false
 }

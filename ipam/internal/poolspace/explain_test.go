@@ -37,7 +37,7 @@ func TestWhyUnavailable(t *testing.T) {
 
 	v6 := v1alpha1.MetalVRFIPPoolSpec{Addresses: []string{"fd00::/64"}, Prefix: new(int32(64))}
 	if got, _ := poolspace.WhyUnavailable(&v6, nil, netip.MustParseAddr("fd00::")); !strings.Contains(got.Detail, "subnet-router anycast address of subnet fd00::/64") {
-		t.Errorf("WhyUnavailable(fd00::) = %q, want the anycast address named", got)
+		t.Errorf("WhyUnavailable(fd00::) = %+v, want the anycast address named", got)
 	}
 }
 

@@ -1,7 +1,7 @@
 // Package poolspace turns a pool into the address space it serves.
 //
 // The space is built from the pool's spec (explicit addresses, prefix,
-// gateway, exclusions) and from what its sources (spec.vrf, spec.networkRef)
+// gateway, subnets, exclusions) and from what its sources (spec.vrf, spec.networkRef)
 // resolved to, as kept in status.resolved. The validating webhook and the
 // controllers both call Resolve, so what the webhook admits is exactly what
 // the controllers can allocate from, and a pool created while the webhook was
@@ -75,8 +75,8 @@ func Validate(pool v1alpha1.Pool) field.ErrorList {
 func resolve(spec *v1alpha1.MetalVRFIPPoolSpec, resolved []v1alpha1.ResolvedAddresses, requireAddresses bool) (*Space, field.ErrorList) {
 	addrPath := specPath.Child("addresses")
 	hasSources := spec.VRF != nil || spec.NetworkRef != nil
-	if len(spec.Addresses) == 0 && !hasSources {
-		return nil, field.ErrorList{field.Required(addrPath, "at least one address source is required (spec.addresses, spec.vrf or spec.networkRef)")}
+	if len(spec.Addresses) == 0 && len(spec.Subnets) == 0 && !hasSources {
+		return nil, field.ErrorList{field.Required(addrPath, "at least one address source is required (spec.addresses, spec.subnets, spec.vrf or spec.networkRef)")}
 	}
 
 	own, errs := parseOwn(spec)
@@ -106,11 +106,12 @@ func resolve(spec *v1alpha1.MetalVRFIPPoolSpec, resolved []v1alpha1.ResolvedAddr
 		Withheld:         own.preAllocated,
 		AllocateReserved: spec.AllocateReservedIPAddresses,
 	})
+	ownPath, ownValue := ownField(spec)
 	if err != nil {
-		return nil, field.ErrorList{field.Invalid(addrPath, spec.Addresses, err.Error())}
+		return nil, field.ErrorList{field.Invalid(ownPath, ownValue, err.Error())}
 	}
 	if space.Total().Sign() == 0 {
-		return nil, field.ErrorList{field.Invalid(addrPath, spec.Addresses,
+		return nil, field.ErrorList{field.Invalid(ownPath, ownValue,
 			"leaves no address to hand out once the gateway, reserved and excluded addresses are taken out")}
 	}
 	s := &Space{Space: space, defaultBits: -1}
@@ -132,10 +133,20 @@ func resolve(spec *v1alpha1.MetalVRFIPPoolSpec, resolved []v1alpha1.ResolvedAddr
 	return s, nil
 }
 
+// ownField is the field a space's own addresses are blamed on, with its
+// value: spec.addresses, or spec.subnets in a pool without them.
+func ownField(spec *v1alpha1.MetalVRFIPPoolSpec) (*field.Path, any) {
+	if len(spec.Addresses) == 0 && len(spec.Subnets) > 0 {
+		return subnetsPath, spec.Subnets
+	}
+	return specPath.Child("addresses"), spec.Addresses
+}
+
 // ownAddresses are what a pool's spec gives itself, without its sources:
-// spec.addresses (ranges), spec.excludedAddresses, the pre-allocated
-// addresses, and the subnet spec.prefix and spec.gateway make (also in
-// subnets when valid).
+// spec.addresses and spec.subnets (ranges), spec.excludedAddresses, the
+// pre-allocated addresses, and the subnets: the one spec.prefix and
+// spec.gateway make (subnet, also in subnets when valid) and those of
+// spec.subnets.
 type ownAddresses struct {
 	ranges, excluded []netipx.IPRange
 	preAllocated     []netip.Addr
@@ -161,13 +172,15 @@ func parseOwn(spec *v1alpha1.MetalVRFIPPoolSpec) (ownAddresses, field.ErrorList)
 	errs = append(errs, validateDNS(spec, family, known)...)
 	preAllocated, preErrs := parsePreAllocations(spec)
 	errs = append(errs, preErrs...)
-	if spec.VRF != nil && len(ranges) > 0 && vrfFamily(spec.VRF) != family {
+	if _, fromSubnets := firstSubnet(spec); spec.VRF != nil && (len(ranges) > 0 || fromSubnets) && vrfFamily(spec.VRF) != family {
 		errs = append(errs, field.Invalid(specPath.Child("vrf", "ipFamily"), string(spec.VRF.IPFamily),
-			fmt.Sprintf("but spec.addresses are %s: a pool holds one IP family", family)))
+			fmt.Sprintf("but %s: a pool holds one IP family", familySource(spec, family))))
 	}
 
+	// spec.subnets' own ranges count here, so an exclusion inside one of
+	// them is not idle.
 	if !hasSources {
-		errs = append(errs, idleExclusions(spec, ranges, excluded)...)
+		errs = append(errs, idleExclusions(spec, slices.Concat(ranges, subnetRangesOf(spec)), excluded)...)
 	}
 
 	var subnets []cidr.Subnet
@@ -183,6 +196,13 @@ func parseOwn(spec *v1alpha1.MetalVRFIPPoolSpec) (ownAddresses, field.ErrorList)
 		errs = append(errs, field.Invalid(addrPath.Index(j), spec.Addresses[j],
 			fmt.Sprintf("overlaps spec.addresses[%d] (%q)", i, spec.Addresses[i])))
 	}
+
+	own, ownErrs := parseSubnets(spec, family, known, subnet.Prefix)
+	errs = append(errs, ownErrs...)
+	for _, s := range own {
+		ranges = append(ranges, s.ranges...)
+		subnets = append(subnets, s.subnet)
+	}
 	return ownAddresses{ranges: ranges, excluded: excluded, preAllocated: preAllocated, subnet: subnet, subnets: subnets}, errs
 }
 
@@ -195,6 +215,7 @@ func IdleExclusions(spec *v1alpha1.MetalVRFIPPoolSpec, resolved []v1alpha1.Resol
 	if len(errs) > 0 || len(exclErrs) > 0 {
 		return nil
 	}
+	ranges = append(ranges, subnetRangesOf(spec)...)
 	for _, entry := range resolved {
 		if r, err := cidr.ParseEntry(entry.Address); err == nil && !entry.SubnetOnly {
 			ranges = append(ranges, r)
@@ -239,22 +260,26 @@ func CredentialsSecret(pool v1alpha1.Pool) (types.NamespacedName, *field.Error) 
 }
 
 // Family returns the pool's IP family as the spec fixes it: the family of
-// spec.addresses, else of spec.vrf.ipFamily, else of spec.gateway; ok is
-// false when only a PacketCluster network will tell.
+// spec.addresses, else of spec.subnets, else of spec.vrf.ipFamily, else of
+// spec.gateway; ok is false when only a PacketCluster network will tell.
 func Family(spec *v1alpha1.MetalVRFIPPoolSpec) (cidr.Family, bool) {
 	ranges, _ := parseList(specPath.Child("addresses"), spec.Addresses)
 	return specFamily(spec, ranges)
 }
 
 // FamilyField names the field that fixes the pool's IP family (see Family):
-// spec.addresses, spec.vrf.ipFamily or spec.gateway; empty when none does.
+// spec.addresses, spec.subnets[i].cidr, spec.vrf.ipFamily or spec.gateway;
+// empty when none does.
 func FamilyField(spec *v1alpha1.MetalVRFIPPoolSpec) string {
 	ranges, _ := parseList(specPath.Child("addresses"), spec.Addresses)
+	i, fromSubnets := firstSubnet(spec)
 	switch _, known := specFamily(spec, ranges); {
 	case !known:
 		return ""
 	case len(ranges) > 0:
 		return "spec.addresses"
+	case fromSubnets:
+		return subnetsPath.Index(i).Child("cidr").String()
 	case spec.VRF != nil:
 		return "spec.vrf.ipFamily"
 	}
@@ -262,10 +287,13 @@ func FamilyField(spec *v1alpha1.MetalVRFIPPoolSpec) string {
 }
 
 func specFamily(spec *v1alpha1.MetalVRFIPPoolSpec, ranges []netipx.IPRange) (cidr.Family, bool) {
-	switch {
-	case len(ranges) > 0:
+	if len(ranges) > 0 {
 		return rangeFamily(ranges[0]), true
-	case spec.VRF != nil:
+	}
+	if i, ok := firstSubnet(spec); ok {
+		return cidr.FamilyOf(netip.MustParsePrefix(spec.Subnets[i].CIDR).Addr()), true
+	}
+	if spec.VRF != nil {
 		return vrfFamily(spec.VRF), true
 	}
 	if gw, err := netip.ParseAddr(spec.Gateway); err == nil {
@@ -283,9 +311,12 @@ func vrfFamily(vrf *v1alpha1.VRFSource) cidr.Family {
 
 // familySource names the field the pool's family comes from, for messages.
 func familySource(spec *v1alpha1.MetalVRFIPPoolSpec, family cidr.Family) string {
+	i, fromSubnets := firstSubnet(spec)
 	switch {
 	case len(spec.Addresses) > 0:
 		return fmt.Sprintf("spec.addresses are %s", family)
+	case fromSubnets:
+		return fmt.Sprintf("%s is %s", subnetsPath.Index(i).Child("cidr"), family)
 	case spec.VRF != nil:
 		return fmt.Sprintf("spec.vrf.ipFamily is %s", family)
 	}

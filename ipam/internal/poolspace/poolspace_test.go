@@ -2,6 +2,7 @@ package poolspace_test
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"net/netip"
 	"reflect"
@@ -288,12 +289,36 @@ func TestResolveInvalid(t *testing.T) {
 const noPrefix = math.MinInt
 
 // fuzzArgs flattens spec into FuzzResolve's arguments.
-func fuzzArgs(spec v1alpha1.MetalVRFIPPoolSpec) (addresses string, prefix int, gateway, excluded string, allocateReserved bool) {
+func fuzzArgs(spec v1alpha1.MetalVRFIPPoolSpec) (addresses string, prefix int, gateway, excluded string, allocateReserved bool, subnets string) {
 	prefix = noPrefix
 	if spec.Prefix != nil {
 		prefix = int(*spec.Prefix)
 	}
-	return strings.Join(spec.Addresses, ","), prefix, spec.Gateway, strings.Join(spec.ExcludedAddresses, ","), spec.AllocateReservedIPAddresses
+	return strings.Join(spec.Addresses, ","), prefix, spec.Gateway, strings.Join(spec.ExcludedAddresses, ","), spec.AllocateReservedIPAddresses, joinSubnets(spec.Subnets)
+}
+
+// joinSubnets flattens spec.subnets into one of FuzzResolve's arguments:
+// entries separated by ";", each "cidr|addresses|gateway|dnsServers" with
+// lists comma-separated.
+func joinSubnets(subnets []v1alpha1.Subnet) string {
+	entries := make([]string, 0, len(subnets))
+	for _, s := range subnets {
+		entries = append(entries, strings.Join([]string{s.CIDR, strings.Join(s.Addresses, ","), s.Gateway, strings.Join(s.DNSServers, ",")}, "|"))
+	}
+	return strings.Join(entries, ";")
+}
+
+// splitSubnets undoes joinSubnets.
+func splitSubnets(s string) []v1alpha1.Subnet {
+	if s == "" {
+		return nil
+	}
+	var subnets []v1alpha1.Subnet
+	for entry := range strings.SplitSeq(s, ";") {
+		fields := append(strings.Split(entry, "|"), "", "", "", "")
+		subnets = append(subnets, v1alpha1.Subnet{CIDR: fields[0], Addresses: splitList(fields[1]), Gateway: fields[2], DNSServers: splitList(fields[3])})
+	}
+	return subnets
 }
 
 func splitList(s string) []string {
@@ -311,13 +336,26 @@ func offendingValue(spec *v1alpha1.MetalVRFIPPoolSpec, path string) (any, bool) 
 		return spec.Gateway, true
 	case "spec.addresses":
 		return spec.Addresses, true
+	case "spec.subnets":
+		return spec.Subnets, true
 	case "spec.prefix":
 		if spec.Prefix == nil {
 			return nil, false
 		}
 		return int(*spec.Prefix), true
 	}
-	for name, list := range map[string][]string{"spec.addresses": spec.Addresses, "spec.excludedAddresses": spec.ExcludedAddresses} {
+	lists := map[string][]string{"spec.addresses": spec.Addresses, "spec.excludedAddresses": spec.ExcludedAddresses}
+	for i, s := range spec.Subnets {
+		entry := fmt.Sprintf("spec.subnets[%d]", i)
+		switch path {
+		case entry + ".cidr":
+			return s.CIDR, true
+		case entry + ".gateway":
+			return s.Gateway, true
+		}
+		lists[entry+".addresses"], lists[entry+".dnsServers"] = s.Addresses, s.DNSServers
+	}
+	for name, list := range lists {
 		if index, ok := strings.CutPrefix(path, name+"["); ok {
 			if i, err := strconv.Atoi(strings.TrimSuffix(index, "]")); err == nil && i >= 0 && i < len(list) {
 				return list[i], true
@@ -335,19 +373,25 @@ func FuzzResolve(f *testing.F) {
 	for _, tt := range invalidSpecs {
 		seeds = append(seeds, tt.spec)
 	}
-	for _, spec := range seeds {
-		addresses, prefix, gateway, excluded, allocateReserved := fuzzArgs(spec)
-		f.Add(addresses, prefix, gateway, excluded, allocateReserved)
+	for _, tt := range invalidSubnetSpecs {
+		seeds = append(seeds, tt.spec)
 	}
-	f.Add("0.0.0.0/0", 0, "255.255.255.255", "", false)
-	f.Add("::/0", 0, "::", "::1-::ff", true)
-	f.Add(" 10.0.0.1 - 10.0.0.5 ,10.0.0.7", 29, "10.0.0.6", "10.0.0.2", false)
-	f.Add("fe80::/64", 64, "fe80::1%eth0", "", false)
-	f.Add("10.0.0.0/31,10.0.0.1", 31, "10.0.0.0", "10.0.0.0/31", true)
+	for _, spec := range seeds {
+		addresses, prefix, gateway, excluded, allocateReserved, subnets := fuzzArgs(spec)
+		f.Add(addresses, prefix, gateway, excluded, allocateReserved, subnets)
+	}
+	f.Add("0.0.0.0/0", 0, "255.255.255.255", "", false, "")
+	f.Add("::/0", 0, "::", "::1-::ff", true, "")
+	f.Add(" 10.0.0.1 - 10.0.0.5 ,10.0.0.7", 29, "10.0.0.6", "10.0.0.2", false, "")
+	f.Add("fe80::/64", 64, "fe80::1%eth0", "", false, "")
+	f.Add("10.0.0.0/31,10.0.0.1", 31, "10.0.0.0", "10.0.0.0/31", true, "")
+	f.Add("10.0.0.0/24", 24, "10.0.0.1", "10.0.1.5", false, "10.0.1.0/24||10.0.1.1|10.0.1.53;10.0.2.0/30|10.0.2.1-10.0.2.2||")
+	f.Add("", noPrefix, "", "", false, "fd00:1::/64|fd00:1::10-fd00:1::1f|fd00:1::1|fd00::53,fd00::54;fd00:2::/127|||")
 
-	f.Fuzz(func(t *testing.T, addresses string, prefix int, gateway, excluded string, allocateReserved bool) {
+	f.Fuzz(func(t *testing.T, addresses string, prefix int, gateway, excluded string, allocateReserved bool, subnets string) {
 		spec := v1alpha1.MetalVRFIPPoolSpec{
 			Addresses:                   splitList(addresses),
+			Subnets:                     splitSubnets(subnets),
 			Gateway:                     gateway,
 			ExcludedAddresses:           splitList(excluded),
 			AllocateReservedIPAddresses: allocateReserved,
@@ -363,7 +407,7 @@ func FuzzResolve(f *testing.F) {
 		for _, e := range errs {
 			bad, known := offendingValue(&spec, e.Field)
 			switch {
-			case !strings.HasPrefix(e.Field, "spec") || e.Detail == "":
+			case !strings.HasPrefix(e.Field, "spec") || e.Detail == "" && e.Type != field.ErrorTypeDuplicate: // a duplicate needs no why
 				t.Errorf("error %q names no spec field or has no detail", e.Error())
 			case e.Type == field.ErrorTypeInvalid && (!known || !reflect.DeepEqual(e.BadValue, bad)):
 				t.Errorf("error %q carries %#v, want the value of %s", e.Error(), e.BadValue, e.Field)
@@ -392,6 +436,25 @@ func FuzzResolve(f *testing.F) {
 		}
 		if !space.Contains(addr) {
 			t.Errorf("Next() = %s, which the space does not contain", addr)
+		}
+		// An address of an entry of spec.subnets goes with its cidr,
+		// gateway and DNS servers; any other with spec.prefix and spec.gateway.
+		for _, s := range spec.Subnets {
+			entryGW, _ := netip.ParseAddr(s.Gateway) // accepted: it parses, or is empty
+			if entryGW.IsValid() && space.Contains(entryGW) {
+				t.Errorf("the gateway %s of subnet %s is allocatable", entryGW, s.CIDR)
+			}
+			entryPrefix := netip.MustParsePrefix(s.CIDR) // accepted: it parses
+			if !entryPrefix.Contains(addr) {
+				continue
+			}
+			if subnet, ok := space.SubnetOf(addr); !ok || subnet.Prefix != entryPrefix || subnet.Gateway != entryGW {
+				t.Errorf("SubnetOf(%s) = %+v, %t; want spec.subnets' %s with gateway %s", addr, subnet, ok, s.CIDR, entryGW)
+			}
+			if got := poolspace.DNSServers(&spec, addr); !reflect.DeepEqual(got, s.DNSServers) {
+				t.Errorf("DNSServers(%s) = %v, want %v of subnet %s", addr, got, s.DNSServers, s.CIDR)
+			}
+			return
 		}
 		if subnet, ok := space.SubnetOf(addr); !ok || subnet.Prefix.Bits() != prefix || subnet.Gateway != gw {
 			t.Errorf("SubnetOf(%s) = %+v, %t; want prefix length %d and gateway %s", addr, subnet, ok, prefix, gw)

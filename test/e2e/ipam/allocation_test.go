@@ -292,6 +292,50 @@ var _ = Describe("Allocating addresses from a MetalVRFIPPool", func() {
 		Expect(address.Annotations).To(HaveKeyWithValue(v1alpha1.DNSServersAnnotation, "10.0.13.1"))
 	})
 
+	It("hands out the addresses of several subnets, each with its own prefix, gateway and DNS servers", func() {
+		pool := createPool(ns, "pool", v1alpha1.MetalVRFIPPoolSpec{
+			DNSServers: []string{"10.0.16.53"},
+			Subnets: []v1alpha1.Subnet{
+				// A /30 with a gateway has one address to hand out.
+				{CIDR: "10.0.14.0/30", Gateway: "10.0.14.1", DNSServers: []string{"10.0.14.53"}},
+				{CIDR: "10.0.15.0/24", Addresses: []string{"10.0.15.10-10.0.15.20"}, Gateway: "10.0.15.1", DNSServers: []string{"10.0.15.53", "10.0.15.54"}},
+				{CIDR: "10.0.16.0/31"},
+			},
+		})
+		first := boundAddress(createClaim(ns, "first", poolKind, "pool"))
+		Expect(first.Spec.Address).To(Equal("10.0.14.2"))
+		Expect(first.Spec.Prefix).To(Equal(ptr.To[int32](30)))
+		Expect(first.Spec.Gateway).To(Equal("10.0.14.1"))
+		Expect(first.Annotations).To(HaveKeyWithValue(v1alpha1.DNSServersAnnotation, "10.0.14.53"))
+
+		second := boundAddress(createClaim(ns, "second", poolKind, "pool")) // the first subnet is full
+		Expect(second.Spec.Address).To(Equal("10.0.15.10"))
+		Expect(second.Spec.Prefix).To(Equal(ptr.To[int32](24)))
+		Expect(second.Spec.Gateway).To(Equal("10.0.15.1"))
+		Expect(second.Annotations).To(HaveKeyWithValue(v1alpha1.DNSServersAnnotation, "10.0.15.53,10.0.15.54"))
+
+		// 1 of the /30, 11 of the range, 2 of the /31 (no reserved addresses there).
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(pool), pool)).To(Succeed())
+			g.Expect(pool.Status.IPAddresses).To(HaveValue(Equal(v1alpha1.IPAddressesSummary{Total: "14", Free: "12", Used: 2})))
+		}).Should(Succeed())
+
+		// A subnet without DNS servers of its own gets the pool's.
+		requested := newClaim(ns, "requested", poolKind, "pool")
+		requested.Annotations = map[string]string{v1alpha1.RequestedAddressAnnotation: "10.0.16.1"}
+		Expect(k8s.Create(ctx, requested)).To(Succeed())
+		third := boundAddress(requested)
+		Expect(third.Spec.Prefix).To(Equal(ptr.To[int32](31)))
+		Expect(third.Spec.Gateway).To(BeEmpty())
+		Expect(third.Annotations).To(HaveKeyWithValue(v1alpha1.DNSServersAnnotation, "10.0.16.53"))
+
+		gateway := newClaim(ns, "gateway", poolKind, "pool")
+		gateway.Annotations = map[string]string{v1alpha1.RequestedAddressAnnotation: "10.0.15.1"}
+		Expect(k8s.Create(ctx, gateway)).To(Succeed())
+		Eventually(func() string { return ptr.Deref(readyCondition(gateway), metav1.Condition{}).Message }).Should(
+			ContainSubstring("requested address 10.0.15.1 is the gateway of subnet 10.0.15.0/24 (spec.subnets[1].gateway)"))
+	})
+
 	It("hands a pre-allocated address to its owner's claims only", func() {
 		spec := poolSpec(29, "10.0.14.1", "10.0.14.0/29")
 		spec.PreAllocations = []v1alpha1.PreAllocation{{Machine: "cp-0", Address: "10.0.14.3"}, {HardwareReservation: "hr-1", Address: "10.0.14.5"}}

@@ -2,6 +2,7 @@ package ipam
 
 import (
 	"fmt"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -78,10 +79,65 @@ var _ = Describe("Validating pools", func() {
 		Entry("a VRF scope that does not exist (schema rule)", v1alpha1.MetalVRFIPPoolSpec{
 			VRF: &v1alpha1.VRFSource{ID: "vrf-1", CredentialsRef: v1alpha1.SecretReference{Name: "metal"}, Scope: "Everything"},
 		}, "spec.vrf.scope: Unsupported value: \"Everything\"", "GatewaySubnets"),
+		Entry("overlapping subnets", v1alpha1.MetalVRFIPPoolSpec{Subnets: []v1alpha1.Subnet{
+			{CIDR: "10.60.0.0/24"}, {CIDR: "10.60.0.0/23"},
+		}}, `spec.subnets[1].cidr: Invalid value: "10.60.0.0/23": overlaps spec.subnets[0].cidr ("10.60.0.0/24")`),
+		Entry("a subnet with host bits", v1alpha1.MetalVRFIPPoolSpec{Subnets: []v1alpha1.Subnet{{CIDR: "10.60.1.5/24"}}},
+			`spec.subnets[0].cidr: Invalid value: "10.60.1.5/24": has host bits set: the subnet is 10.60.1.0/24`),
+		Entry("an address outside its subnet", v1alpha1.MetalVRFIPPoolSpec{Subnets: []v1alpha1.Subnet{
+			{CIDR: "10.60.1.0/24", Addresses: []string{"10.60.1.10-10.60.1.20", "10.60.2.5"}},
+		}}, `spec.subnets[0].addresses[1]: Invalid value: "10.60.2.5": lies outside spec.subnets[0].cidr (10.60.1.0/24)`),
+		Entry("a gateway outside its subnet", v1alpha1.MetalVRFIPPoolSpec{Subnets: []v1alpha1.Subnet{
+			{CIDR: "10.60.1.0/24", Gateway: "10.60.2.1"},
+		}}, `spec.subnets[0].gateway: Invalid value: "10.60.2.1": lies outside spec.subnets[0].cidr (10.60.1.0/24)`),
+		Entry("subnets of mixed families", v1alpha1.MetalVRFIPPoolSpec{Subnets: []v1alpha1.Subnet{
+			{CIDR: "10.60.1.0/24"}, {CIDR: "fd00:60::/64"},
+		}}, `spec.subnets[1].cidr: Invalid value: "fd00:60::/64": is IPv6 but spec.subnets[0].cidr is IPv4: mixed IP families`),
+		Entry("a subnet over the subnet of spec.addresses", v1alpha1.MetalVRFIPPoolSpec{
+			Addresses: []string{"10.60.0.0/24"}, Prefix: ptr.To[int32](23), Subnets: []v1alpha1.Subnet{{CIDR: "10.60.1.0/24"}},
+		}, `spec.subnets[0].cidr: Invalid value: "10.60.1.0/24": overlaps the subnet of spec.addresses (10.60.0.0/23, spec.prefix around spec.addresses[0])`),
+		Entry("a subnet's DNS server twice", v1alpha1.MetalVRFIPPoolSpec{Subnets: []v1alpha1.Subnet{
+			{CIDR: "10.60.1.0/24", DNSServers: []string{"10.60.1.53", "10.60.1.53"}},
+		}}, `spec.subnets[0].dnsServers[1]: Duplicate value: "10.60.1.53"`),
+		Entry("a subnet's DNS servers given twice", v1alpha1.MetalVRFIPPoolSpec{
+			Subnets:          []v1alpha1.Subnet{{CIDR: "10.60.1.0/24", DNSServers: []string{"10.60.1.53"}}},
+			SubnetDNSServers: []v1alpha1.SubnetDNSServers{{Subnet: "10.60.1.0/24", DNSServers: []string{"10.60.1.54"}}},
+		}, `spec.subnetDNSServers[0].subnet: Invalid value: "10.60.1.0/24": is spec.subnets[0].cidr, whose DNS servers spec.subnets[0].dnsServers gives already`),
+		Entry("a subnet that is not a CIDR (schema rule)", v1alpha1.MetalVRFIPPoolSpec{Subnets: []v1alpha1.Subnet{{CIDR: "10.60.1.0"}}},
+			"spec.subnets[0].cidr: Invalid value: ", `"10.60.1.0" is not a subnet in CIDR notation, e.g. 10.60.1.0/24`),
+		Entry("a subnet's gateway that is not an IP (schema rule)", v1alpha1.MetalVRFIPPoolSpec{Subnets: []v1alpha1.Subnet{{CIDR: "10.60.1.0/24", Gateway: "10.60.1.x"}}},
+			"spec.subnets[0].gateway", "must be an IP address"),
+		Entry("a subnet's address with a trailing space (schema rule)", v1alpha1.MetalVRFIPPoolSpec{Subnets: []v1alpha1.Subnet{{CIDR: "10.60.1.0/24", Addresses: []string{"10.60.1.9 "}}}},
+			`spec.subnets[0].addresses[0]: Invalid value: "10.60.1.9 ": "10.60.1.9 " has spaces around it: write "10.60.1.9"`),
+		Entry("four DNS servers of a subnet (schema rule)", v1alpha1.MetalVRFIPPoolSpec{Subnets: []v1alpha1.Subnet{
+			{CIDR: "10.60.1.0/24", DNSServers: []string{"10.60.1.50", "10.60.1.51", "10.60.1.52", "10.60.1.53"}},
+		}}, "spec.subnets[0].dnsServers: Too many: 4: must have at most 3 items"),
 		Entry("an empty network name (schema rule)", v1alpha1.MetalVRFIPPoolSpec{
 			NetworkRef: &v1alpha1.NetworkReference{Name: "demo"},
 		}, `spec.networkRef.network: Invalid value: ""`, "at least 1 chars long"),
 	)
+
+	It("creates nothing of a pool whose subnets it refuses: a claim on it waits for the pool", func() {
+		spec := v1alpha1.MetalVRFIPPoolSpec{Subnets: []v1alpha1.Subnet{{CIDR: "10.60.0.0/24"}, {CIDR: "10.60.0.128/25"}}}
+		err := k8s.Create(ctx, &v1alpha1.MetalVRFIPPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pool"}, Spec: spec})
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "got %v", err)
+		Expect(err.Error()).To(ContainSubstring(`spec.subnets[1].cidr: Invalid value: "10.60.0.128/25": overlaps spec.subnets[0].cidr ("10.60.0.0/24")`))
+		Expect(apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pool"}, &v1alpha1.MetalVRFIPPool{}))).To(BeTrue())
+
+		claim := createClaim(ns, "claim", poolKind, "pool")
+		Consistently(func(g Gomega) string {
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(claim), claim)).To(Succeed())
+			return claim.Status.AddressRef.Name
+		}, time.Second).Should(BeEmpty())
+		var list ipamv1.IPAddressList
+		Expect(k8s.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
+		Expect(list.Items).To(BeEmpty())
+
+		// The same pool, fixed, serves the claim.
+		spec.Subnets[1].CIDR = "10.60.1.0/25"
+		createPool(ns, "pool", spec)
+		Expect(boundAddress(claim).Spec.Address).To(Equal("10.60.0.1"))
+	})
 
 	It("applies the same rules to GlobalMetalVRFIPPools", func() {
 		err := k8s.Create(ctx, &v1alpha1.GlobalMetalVRFIPPool{
