@@ -83,13 +83,6 @@ func (r *claimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ct
 	if err := r.client.Get(ctx, req.NamespacedName, claim); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if poolref.Adopted(claim.Spec.PoolRef) {
-		// An in-cluster pool's claim is the in-cluster provider's until
-		// its pool is adopted: not even a finalizer is written before.
-		if served, err := adoptionServes(ctx, r.client, claim.Spec.PoolRef, claim.Namespace); !served || err != nil {
-			return ctrl.Result{}, err
-		}
-	}
 	if ours, err := r.inShard(ctx, claim); !ours || err != nil {
 		return ctrl.Result{}, err
 	}
@@ -304,8 +297,16 @@ func (r *claimReconciler) ownAddress(address *ipamv1.IPAddress, claim *ipamv1.IP
 // for claims of every shard (a GlobalMetalVRFIPPool serves Clusters of
 // several), so no two managers hand out the pool's addresses. The claim's
 // own label decides only while its pool does not exist, so that one
-// manager says the pool is missing.
+// manager says the pool is missing. A claim of an InClusterIPPool is
+// served only once the pool is adopted (adoptionServes).
 func (r *claimReconciler) inShard(ctx context.Context, claim *ipamv1.IPAddressClaim) (bool, error) {
+	if poolref.Adopted(claim.Spec.PoolRef) {
+		// An in-cluster pool's claim is the in-cluster provider's until
+		// its pool is adopted: not even a finalizer is written before.
+		if served, err := adoptionServes(ctx, r.client, claim.Spec.PoolRef, claim.Namespace); !served || err != nil {
+			return false, err
+		}
+	}
 	if r.watchFilterValue == "" {
 		return true, nil
 	}
