@@ -86,6 +86,11 @@ func (r *addressReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if !ok {
 		return ctrl.Result{}, nil
 	}
+	if poolref.Adopted(address.Spec.PoolRef) {
+		if served, err := adoptionServes(ctx, r.client, address.Spec.PoolRef, address.Namespace); !served || err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	if paused, err := r.clusterPaused(ctx, address); paused || err != nil {
 		return ctrl.Result{}, err
 	}

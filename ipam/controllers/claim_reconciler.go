@@ -133,13 +133,20 @@ func (r *claimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ct
 func (r *claimReconciler) reconcileNormal(ctx context.Context, s *claimScope) error {
 	claim, pool := s.claim, s.pool
 	address := ipamutil.NewIPAddress(claim, pool)
+	var owner client.Object = pool
+	if poolref.Adopted(claim.Spec.PoolRef) {
+		// The adopted pool's IPAddresses name it, as those its provider
+		// made do: CAPI's webhook keeps their spec as it is.
+		address.Spec.PoolRef = claim.Spec.PoolRef
+		owner = adoptedPoolOwner(pool)
+	}
 	err := r.client.Get(ctx, client.ObjectKeyFromObject(&address), &address)
 	switch {
 	case apierrors.IsNotFound(err):
 		if err := r.allocate(ctx, s, &address); err != nil {
 			return fmt.Errorf("allocating the address of IPAddress %s: %w", address.Name, err)
 		}
-		if err := r.ownAddress(&address, claim, pool); err != nil {
+		if err := r.ownAddress(&address, claim, owner); err != nil {
 			return err
 		}
 		if err := r.client.Create(ctx, &address); err != nil {
@@ -152,7 +159,7 @@ func (r *claimReconciler) reconcileNormal(ctx context.Context, s *claimScope) er
 	case err != nil:
 		return fmt.Errorf("reading IPAddress %s: %w", address.Name, err)
 	default:
-		if err := r.adopt(ctx, s, &address); err != nil {
+		if err := r.adopt(ctx, s, &address, owner); err != nil {
 			return err
 		}
 	}
@@ -162,12 +169,12 @@ func (r *claimReconciler) reconcileNormal(ctx context.Context, s *claimScope) er
 
 // adopt binds the claim to the IPAddress it already has, and writes the
 // IPAddress only if that changed it (owners, labels, DNS servers).
-func (r *claimReconciler) adopt(ctx context.Context, s *claimScope, address *ipamv1.IPAddress) error {
+func (r *claimReconciler) adopt(ctx context.Context, s *claimScope, address *ipamv1.IPAddress, owner client.Object) error {
 	before := address.DeepCopy()
 	if err := r.adoptAddress(ctx, s, address); err != nil {
 		return fmt.Errorf("adopting IPAddress %s: %w", address.Name, err)
 	}
-	if err := r.ownAddress(address, s.claim, s.pool); err != nil {
+	if err := r.ownAddress(address, s.claim, owner); err != nil {
 		return err
 	}
 	if equality.Semantic.DeepEqual(before, address) {
@@ -290,8 +297,16 @@ func (r *claimReconciler) ownAddress(address *ipamv1.IPAddress, claim *ipamv1.IP
 // for claims of every shard (a GlobalMetalVRFIPPool serves Clusters of
 // several), so no two managers hand out the pool's addresses. The claim's
 // own label decides only while its pool does not exist, so that one
-// manager says the pool is missing.
+// manager says the pool is missing. A claim of an InClusterIPPool is
+// served only once the pool is adopted (adoptionServes).
 func (r *claimReconciler) inShard(ctx context.Context, claim *ipamv1.IPAddressClaim) (bool, error) {
+	if poolref.Adopted(claim.Spec.PoolRef) {
+		// An in-cluster pool's claim is the in-cluster provider's until
+		// its pool is adopted: not even a finalizer is written before.
+		if served, err := adoptionServes(ctx, r.client, claim.Spec.PoolRef, claim.Namespace); !served || err != nil {
+			return false, err
+		}
+	}
 	if r.watchFilterValue == "" {
 		return true, nil
 	}

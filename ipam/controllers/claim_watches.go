@@ -48,6 +48,8 @@ func (r *claimReconciler) setupWithManager(ctx context.Context, mgr ctrl.Manager
 		return predicate.Or(
 			refersTo(metav1.GroupKind{Group: v1alpha1.GroupVersion.Group, Kind: v1alpha1.MetalVRFIPPoolKind}),
 			refersTo(metav1.GroupKind{Group: v1alpha1.GroupVersion.Group, Kind: v1alpha1.GlobalMetalVRFIPPoolKind}),
+			// Served only once adopted: Reconcile asks adoptionServes.
+			refersTo(metav1.GroupKind{Group: v1alpha1.GroupVersion.Group, Kind: v1alpha1.InClusterIPPoolKind}),
 		)
 	}
 	wakeWaiting := handler.EnqueueRequestsFromMapFunc(r.unboundClaimsOf)

@@ -85,8 +85,10 @@ func pendingByPool(claims []ipamv1.IPAddressClaim) map[poolref.Key]pending {
 		if claim.Status.AddressRef.Name != "" || !claim.DeletionTimestamp.IsZero() {
 			continue
 		}
+		// An in-cluster pool's claims are not reported, adopted or not
+		// (docs/adoption.md): only the MetalVRF pools' are.
 		key, ok := poolref.For(claim.Spec.PoolRef, claim.Namespace)
-		if !ok {
+		if !ok || poolref.Adopted(claim.Spec.PoolRef) {
 			continue
 		}
 		p, seen := pools[key]

@@ -62,6 +62,9 @@ type Options struct {
 	// IPAddress that was not created is reaped; registry.DefaultPendingGrace
 	// when zero. Tests shorten it.
 	PendingGrace time.Duration
+	// AdoptionSettle is how long an adopted InClusterIPPool stays paused
+	// before this provider serves it; DefaultAdoptionSettle when zero.
+	AdoptionSettle time.Duration
 }
 
 // DefaultSourceResyncPeriod is how often pool sources are read again by default.
@@ -137,6 +140,9 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) (*reg
 	if err := addresses.setupWithManager(ctx, mgr, opts); err != nil {
 		return nil, fmt.Errorf("setting up the IPAddress controller: %w", err)
 	}
+	if err := setupAdoption(ctx, mgr, recorder, opts); err != nil {
+		return nil, err
+	}
 	reaper := &recordsReaper{client: mgr.GetClient(), registry: reg, releases: releases, recorder: recorder}
 	if err := reaper.setupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the pending records controller: %w", err)
@@ -209,4 +215,28 @@ func managementCluster(ctx context.Context, reader client.Reader) (string, error
 		return "", fmt.Errorf("reading namespace %s, which identifies the management cluster: %w", metav1.NamespaceSystem, err)
 	}
 	return string(ns.UID), nil
+}
+
+// setupAdoption runs the adoption of InClusterIPPools (adoption.go) when
+// their CRD is installed; without it the provider runs as before, and a
+// claim of that kind is never served (adoptionServes finds no companion).
+func setupAdoption(ctx context.Context, mgr ctrl.Manager, recorder events.EventRecorder, opts Options) error {
+	kind := v1alpha1.GroupVersion.WithKind(v1alpha1.InClusterIPPoolKind).GroupKind()
+	_, err := mgr.GetRESTMapper().RESTMapping(kind)
+	switch {
+	case meta.IsNoMatchError(err):
+		ctrl.LoggerFrom(ctx).Info("The InClusterIPPool CRD is not installed: no in-cluster pool is adopted")
+		return nil
+	case err != nil:
+		return fmt.Errorf("looking up the InClusterIPPool CRD: %w", err)
+	}
+	settle := opts.AdoptionSettle
+	if settle <= 0 {
+		settle = DefaultAdoptionSettle
+	}
+	adoption := &adoptionReconciler{client: mgr.GetClient(), recorder: recorder, settle: settle, now: time.Now}
+	if err := adoption.setupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the InClusterIPPool adoption controller: %w", err)
+	}
+	return nil
 }

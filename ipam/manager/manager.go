@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/utils/ptr"
+	inclusterv1 "sigs.k8s.io/cluster-api-ipam-provider-in-cluster/api/v1alpha2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -55,12 +56,16 @@ type Options struct {
 	// of an IPAddress that was not created is reaped; 0 means
 	// registry.DefaultPendingGrace.
 	PendingRecordGrace time.Duration
+	// AdoptionSettle is how long an adopted InClusterIPPool stays paused
+	// before this provider serves it; 0 means controllers.DefaultAdoptionSettle.
+	AdoptionSettle time.Duration
 }
 
 // Scheme returns the types the provider reads and writes.
 func Scheme() (*runtime.Scheme, error) {
 	return managerutil.NewScheme(v1alpha1.AddToScheme,
-		cappv1.AddToScheme, // PacketClusters feed pools through spec.networkRef
+		cappv1.AddToScheme,      // PacketClusters feed pools through spec.networkRef
+		inclusterv1.AddToScheme, // InClusterIPPools are adopted (docs/adoption.md)
 	)
 }
 
@@ -125,6 +130,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		Fence:               fenceCheck,
 		Writer:              writer,
 		PendingGrace:        opts.PendingRecordGrace,
+		AdoptionSettle:      opts.AdoptionSettle,
 	})
 	if err != nil {
 		return nil, err

@@ -59,6 +59,15 @@ func (v *addressRecorder) Handle(ctx context.Context, req admission.Request) adm
 	if !ok {
 		return admission.Allowed("not an address of this provider's pools")
 	}
+	if poolref.Adopted(address.Spec.PoolRef) {
+		// The in-cluster provider's own, until the pool is adopted: only
+		// a companion's IPAddresses are recorded.
+		if _, err := v.pool(ctx, key); apierrors.IsNotFound(err) {
+			return admission.Allowed("an InClusterIPPool this provider has not adopted")
+		} else if err != nil {
+			return admission.Errored(http.StatusInternalServerError, err)
+		}
+	}
 	var refused *field.Error
 	if err := v.authorize(ctx, req.UserInfo, key); errors.As(err, &refused) {
 		return admission.Denied(refused.Error())

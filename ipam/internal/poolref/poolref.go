@@ -93,8 +93,33 @@ func For(ref ipamv1.IPPoolReference, namespace string) (Key, bool) {
 		return Key{Kind: ref.Kind, Namespace: namespace, Name: ref.Name}, true
 	case v1alpha1.GlobalMetalVRFIPPoolKind:
 		return Key{Kind: ref.Kind, Name: ref.Name}, true
+	case v1alpha1.InClusterIPPoolKind:
+		// An adopted in-cluster pool is served through its companion
+		// (docs/adoption.md); whether it is adopted is the controllers'
+		// question (see Adopted), not this mapping's.
+		return Key{Kind: v1alpha1.MetalVRFIPPoolKind, Namespace: namespace, Name: CompanionName(ref.Name)}, true
 	}
 	return Key{}, false
+}
+
+// Adopted reports whether ref names an in-cluster provider's pool, which
+// this provider serves only once it is adopted.
+func Adopted(ref ipamv1.IPPoolReference) bool {
+	return ref.APIGroup == v1alpha1.GroupVersion.Group && ref.Kind == v1alpha1.InClusterIPPoolKind
+}
+
+// CompanionName is the name of the MetalVRFIPPool that serves the adopted
+// InClusterIPPool of the given name.
+func CompanionName(inCluster string) string { return v1alpha1.AdoptedPoolPrefix + inCluster }
+
+// AdoptedFrom returns the name of the InClusterIPPool a companion pool
+// serves, or false when pool is no companion.
+func AdoptedFrom(pool v1alpha1.Pool) (string, bool) {
+	name, ok := strings.CutPrefix(pool.GetAnnotations()[v1alpha1.AdoptedFromAnnotation], v1alpha1.InClusterIPPoolKind+"/")
+	if !ok || KindOf(pool) != v1alpha1.MetalVRFIPPoolKind || CompanionName(name) != pool.GetName() {
+		return "", false
+	}
+	return name, true
 }
 
 // AddressBelongsTo reports whether an IPAddress was allocated from pool.
