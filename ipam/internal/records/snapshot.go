@@ -14,9 +14,12 @@ import (
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/registry"
 )
 
-// snapshotTTL is how long seeds share one read of the cluster: long enough
-// for every domain seeded after a failover, short enough that what it
-// misses (see snapshot) stays small.
+// snapshotTTL is how long seeds share one read of the cluster, from the
+// read's end: long enough for every domain seeded after a failover, short
+// enough that what it misses (see snapshot) stays small. Counted from its
+// start, a read of a large cluster that takes longer than this (50,000
+// addresses on a busy API server do) would be stale when it ends, and each
+// seed waiting for it would read the whole cluster again: pools × objects.
 const snapshotTTL = 30 * time.Second
 
 // pageSize is the page of every list the seeding reads.
@@ -34,6 +37,7 @@ const pageSize = 500
 // created since holds only such IPAddresses; a claim created since is read
 // live before its record is taken for an orphan (see Records).
 type snapshot struct {
+	// at is when the read ended.
 	at      time.Time
 	claims  map[types.UID]bool
 	domains map[poolref.Key]string
@@ -79,7 +83,7 @@ func (s *Store) forget(snap *snapshot) {
 // here, once per read however many domains seed from it.
 func (s *Store) read(ctx context.Context) (*snapshot, error) {
 	snap := &snapshot{
-		at: s.now(), claims: map[types.UID]bool{}, domains: map[poolref.Key]string{},
+		claims: map[types.UID]bool{}, domains: map[poolref.Key]string{},
 		records: map[string][]coordinationv1.Lease{}, addresses: map[poolref.Key][]ipamv1.IPAddress{},
 	}
 	err := pages(ctx, s.reader, func() *coordinationv1.LeaseList { return &coordinationv1.LeaseList{} },
@@ -125,6 +129,7 @@ func (s *Store) read(ctx context.Context) (*snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
+	snap.at = s.now()
 	return snap, nil
 }
 
