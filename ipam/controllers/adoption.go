@@ -225,6 +225,15 @@ func (r *adoptionReconciler) handBack(ctx context.Context, pool client.Object, w
 		return nil
 	}
 	if companion != nil && companion.GetDeletionTimestamp().IsZero() {
+		// The pool webhook keeps a pool whose addresses are in use: the
+		// in-cluster pool's IPAddresses name the companion's key. It never
+		// served, so they are the in-cluster provider's: skip that check.
+		// Both writes are of the version read live, still paused.
+		before := companion.DeepCopyObject().(client.Object)
+		companion.GetAnnotations()[v1alpha1.SkipDeleteValidationAnnotation] = ""
+		if err := r.client.Patch(ctx, companion, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			return fmt.Errorf("marking %s %s, which never served, for deletion: %w", key.Kind, key.Name, err)
+		}
 		rv := companion.GetResourceVersion()
 		if err := r.client.Delete(ctx, companion, client.Preconditions{ResourceVersion: &rv}); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("deleting %s %s, which never served: %w", key.Kind, key.Name, err)
