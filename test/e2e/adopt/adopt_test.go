@@ -145,12 +145,7 @@ func companionOf(kind, ns, name string) (v1alpha1.Pool, bool) {
 	return companion, true
 }
 
-// companionServes waits until the pool's companion exists and is unpaused.
-func companionServes(ns, name string) {
-	GinkgoHelper()
-	companionServesOf(v1alpha1.InClusterIPPoolKind, ns, name)
-}
-
+// companionServesOf waits until the pool's companion exists and is unpaused.
 func companionServesOf(kind, ns, name string) {
 	GinkgoHelper()
 	Eventually(func(g Gomega) {
@@ -160,10 +155,11 @@ func companionServesOf(kind, ns, name string) {
 	}).Should(Succeed())
 }
 
-// pausedForAdoption waits until this provider paused the pool, its
-// companion not serving yet, and returns the companion.
-func pausedForAdoption(kind, ns, name string) v1alpha1.Pool {
+// pausedForAdoption waits until this provider paused the InClusterIPPool
+// nodes of the namespace, its companion not serving yet.
+func pausedForAdoption(ns string) {
 	GinkgoHelper()
+	const kind, name = v1alpha1.InClusterIPPoolKind, "nodes"
 	var companion v1alpha1.Pool
 	Eventually(func(g Gomega) {
 		g.Expect(inClusterPoolOf(kind, ns, name).GetAnnotations()).To(HaveKey(v1alpha1.PausedForAdoptionAnnotation))
@@ -172,7 +168,6 @@ func pausedForAdoption(kind, ns, name string) v1alpha1.Pool {
 		g.Expect(ok).To(BeTrue(), "no companion")
 	}).Should(Succeed())
 	Expect(companion.GetAnnotations()).To(HaveKey(clusterv1.PausedAnnotation), "the companion serves already: the test came too late")
-	return companion
 }
 
 // eventNotes returns the notes of the events of the given reason about
@@ -232,7 +227,7 @@ var _ = Describe("Adopting an InClusterIPPool", func() {
 
 		By("adopting the pool, the in-cluster manager still running")
 		annotateAdopt(ns, "nodes")
-		companionServes(ns, "nodes")
+		companionServesOf(v1alpha1.InClusterIPPoolKind, ns, "nodes")
 		pool := inClusterPool(ns, "nodes")
 		Expect(pool.Annotations).To(HaveKey(clusterv1.PausedAnnotation))
 		Expect(pool.Annotations).To(HaveKey(v1alpha1.PausedForAdoptionAnnotation))

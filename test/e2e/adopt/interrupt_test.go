@@ -17,10 +17,12 @@ import (
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
 )
 
-// keepBusy changes the claim every few hundred milliseconds, as a pool
-// whose claims are being written, until the returned function is called
-// (once or more): an adoption waits meanwhile between the pause and serving.
-func keepBusy(ns, claim string) (stop func()) {
+// keepBusy changes claim node-0 of the namespace every few hundred
+// milliseconds, as a pool whose claims are being written, until the
+// returned function is called (once or more): an adoption of its pool
+// waits meanwhile between the pause and serving.
+func keepBusy(ns string) (stop func()) {
+	const claim = "node-0"
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -93,11 +95,11 @@ var _ = Describe("An adoption interrupted", func() {
 			createClaim(ns, c, "nodes")
 		}
 		before := holdings(ns, claims("node", 3)...)
-		stop := keepBusy(ns, "node-0")
+		stop := keepBusy(ns)
 		DeferCleanup(stop)
 
 		annotateAdopt(ns, "nodes")
-		pausedForAdoption(v1alpha1.InClusterIPPoolKind, ns, "nodes")
+		pausedForAdoption(ns)
 		createClaim(ns, "waiting", "nodes") // neither provider serves it now
 		annotate(v1alpha1.InClusterIPPoolKind, ns, "nodes", map[string]*string{v1alpha1.AdoptAnnotation: nil})
 
@@ -128,11 +130,11 @@ var _ = Describe("An adoption interrupted", func() {
 			createClaim(ns, c, "nodes")
 		}
 		before := holdings(ns, claims("node", 3)...)
-		stop := keepBusy(ns, "node-0")
+		stop := keepBusy(ns)
 		DeferCleanup(stop)
 
 		annotateAdopt(ns, "nodes")
-		pausedForAdoption(v1alpha1.InClusterIPPoolKind, ns, "nodes")
+		pausedForAdoption(ns)
 		createClaim(ns, "waiting", "nodes")
 		annotate(v1alpha1.InClusterIPPoolKind, ns, "nodes", map[string]*string{clusterv1.PausedAnnotation: nil})
 
@@ -163,7 +165,7 @@ var _ = Describe("An adoption interrupted", func() {
 		}
 		holdings(ns, claims("node", 2)...)
 		annotateAdopt(ns, "nodes")
-		companionServes(ns, "nodes")
+		companionServesOf(v1alpha1.InClusterIPPoolKind, ns, "nodes")
 		createClaim(ns, "ours", "nodes")
 		bound(ns, "ours")
 		Eventually(func(g Gomega) {
@@ -196,11 +198,11 @@ var _ = Describe("A claim deleted while its pool is paused for adoption", func()
 			createClaim(ns, c, "nodes")
 		}
 		held := holdings(ns, claims("node", 3)...)
-		stop := keepBusy(ns, "node-0")
+		stop := keepBusy(ns)
 		DeferCleanup(stop)
 
 		annotateAdopt(ns, "nodes")
-		pausedForAdoption(v1alpha1.InClusterIPPoolKind, ns, "nodes")
+		pausedForAdoption(ns)
 		Expect(k8s.Delete(ctx, &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "node-1"}})).To(Succeed())
 		By("nobody releases it while the pool is paused and the companion does not serve")
 		Consistently(func() error {
@@ -211,7 +213,7 @@ var _ = Describe("A claim deleted while its pool is paused for adoption", func()
 		Expect(companion.GetAnnotations()).To(HaveKey(clusterv1.PausedAnnotation), "the companion served already: the test came too late")
 
 		stop()
-		companionServes(ns, "nodes")
+		companionServesOf(v1alpha1.InClusterIPPoolKind, ns, "nodes")
 		served := time.Now()
 		By("the companion's serving start releases it")
 		Eventually(func() bool {
@@ -264,10 +266,10 @@ var _ = Describe("Serving an adopted pool waits until the pool is quiet", func()
 		held["10.88.0.29"] = "half"
 
 		By("claims changing: the companion waits")
-		stop := keepBusy(ns, "node-0")
+		stop := keepBusy(ns)
 		DeferCleanup(stop)
 		annotateAdopt(ns, "nodes")
-		pausedForAdoption(v1alpha1.InClusterIPPoolKind, ns, "nodes")
+		pausedForAdoption(ns)
 		stillPaused := func() map[string]string {
 			companion, _ := companionOf(v1alpha1.InClusterIPPoolKind, ns, "nodes")
 			return companion.GetAnnotations()
@@ -282,7 +284,7 @@ var _ = Describe("Serving an adopted pool waits until the pool is quiet", func()
 		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(half), half)).To(Succeed())
 		half.Status.AddressRef = ipamv1.IPAddressReference{Name: "half"}
 		Expect(k8s.Status().Update(ctx, half)).To(Succeed())
-		companionServes(ns, "nodes")
+		companionServesOf(v1alpha1.InClusterIPPoolKind, ns, "nodes")
 		Eventually(func(g Gomega) {
 			records, err := env.AllocationRecords(ctx, ns)
 			g.Expect(err).NotTo(HaveOccurred())
