@@ -26,7 +26,7 @@ func main() {
 	fs.StringVar(&opts.AllocationNamespace, "allocation-namespace", "",
 		"Namespace of the allocation records (a Lease per address in use); empty uses --leader-election-namespace, else the manager's own namespace.")
 	fs.DurationVar(&opts.AdoptionSettle, "adoption-settle", controllers.DefaultAdoptionSettle,
-		"How long an adopted InClusterIPPool stays paused before this provider serves its claims (docs/adoption.md).")
+		"How long the claims and IPAddresses of an in-cluster pool paused for adoption must be seen unchanged before this provider serves it (docs/adoption.md).")
 	fs.DurationVar(&opts.PendingRecordGrace, "pending-record-grace", registry.DefaultPendingGrace,
 		"How long after it was last confirmed the allocation record of an IPAddress that was admitted but not created is deleted.")
 	managerutil.Main(func(ctx context.Context, cfg *rest.Config) (ctrl.Manager, error) {

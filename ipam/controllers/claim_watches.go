@@ -50,6 +50,7 @@ func (r *claimReconciler) setupWithManager(ctx context.Context, mgr ctrl.Manager
 			refersTo(metav1.GroupKind{Group: v1alpha1.GroupVersion.Group, Kind: v1alpha1.GlobalMetalVRFIPPoolKind}),
 			// Served only once adopted: Reconcile asks adoptionServes.
 			refersTo(metav1.GroupKind{Group: v1alpha1.GroupVersion.Group, Kind: v1alpha1.InClusterIPPoolKind}),
+			refersTo(metav1.GroupKind{Group: v1alpha1.GroupVersion.Group, Kind: v1alpha1.GlobalInClusterIPPoolKind}),
 		)
 	}
 	wakeWaiting := handler.EnqueueRequestsFromMapFunc(r.unboundClaimsOf)
@@ -67,14 +68,41 @@ func (r *claimReconciler) setupWithManager(ctx context.Context, mgr ctrl.Manager
 		Complete(r)
 }
 
-// unboundClaimsOf maps a pool to the claims waiting on it.
+// unboundClaimsOf maps a pool to the claims waiting on it, and the
+// companion of an adopted in-cluster pool that serves (unpaused) also to
+// the claims of that pool being deleted: those deleted while the pool was
+// paused for adoption waited for it, as no other event brings them back.
 func (r *claimReconciler) unboundClaimsOf(ctx context.Context, obj client.Object) []reconcile.Request {
 	pool, ok := obj.(v1alpha1.Pool)
 	if !ok {
 		return nil
 	}
 	key := poolref.KeyOf(pool).String()
-	return claimRequests(ctx, r.client, "the claims waiting on pool "+key, client.MatchingFields{unboundClaimsByPool: key})
+	requests := claimRequests(ctx, r.client, "the claims waiting on pool "+key, client.MatchingFields{unboundClaimsByPool: key})
+	if from, adopted := poolref.AdoptedFrom(pool); adopted && !annotations.HasPaused(pool) {
+		requests = append(requests, deletingClaimsOf(ctx, r.client, ipamv1.IPPoolReference{
+			APIGroup: v1alpha1.GroupVersion.Group, Kind: poolref.InClusterKind(poolref.KindOf(pool)), Name: from,
+		}, pool.GetNamespace())...)
+	}
+	return requests
+}
+
+// deletingClaimsOf returns a request for each claim being deleted that
+// names ref (in namespace, or in any for a cluster-scoped pool).
+func deletingClaimsOf(ctx context.Context, reader client.Reader, ref ipamv1.IPPoolReference, namespace string) []reconcile.Request {
+	var claims ipamv1.IPAddressClaimList
+	if err := reader.List(ctx, &claims, client.InNamespace(namespace)); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing the claims being deleted of an adopted pool", "pool", ref.Name)
+		return nil
+	}
+	var requests []reconcile.Request
+	for i := range claims.Items {
+		claim := &claims.Items[i]
+		if claim.Spec.PoolRef == ref && !claim.DeletionTimestamp.IsZero() {
+			requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(claim)})
+		}
+	}
+	return requests
 }
 
 // anyPool is the value under which unboundClaimsByPool also indexes every

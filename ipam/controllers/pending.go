@@ -85,10 +85,11 @@ func pendingByPool(claims []ipamv1.IPAddressClaim) map[poolref.Key]pending {
 		if claim.Status.AddressRef.Name != "" || !claim.DeletionTimestamp.IsZero() {
 			continue
 		}
-		// An in-cluster pool's claims are not reported, adopted or not
-		// (docs/adoption.md): only the MetalVRF pools' are.
+		// An adopted in-cluster pool's claims are reported under its
+		// companion; the collector leaves out those of a pool not adopted
+		// (yet): inShard says they are not this provider's.
 		key, ok := poolref.For(claim.Spec.PoolRef, claim.Namespace)
-		if !ok || poolref.Adopted(claim.Spec.PoolRef) {
+		if !ok {
 			continue
 		}
 		p, seen := pools[key]

@@ -37,12 +37,19 @@ func TestPendingByPool(t *testing.T) {
 		claim("a", group, v1alpha1.GlobalMetalVRFIPPoolKind, "shared", t0.Add(3*time.Minute), nil),
 		claim("b", group, v1alpha1.GlobalMetalVRFIPPoolKind, "shared", t0.Add(4*time.Minute), nil),
 		// Another provider's pools are not ours to report.
-		claim("a", "ipam.cluster.x-k8s.io", "InClusterIPPool", "nodes", t0, nil),
+		claim("a", "ipam.example.com", "InClusterIPPool", "nodes", t0, nil),
+		// The in-cluster provider's pools are reported under their
+		// companions (the collector's inShard leaves out those not adopted).
+		claim("a", group, v1alpha1.InClusterIPPoolKind, "nodes", t0.Add(5*time.Minute), nil),
+		claim("b", group, v1alpha1.GlobalInClusterIPPoolKind, "shared", t0.Add(6*time.Minute), nil),
+		claim("c", group, v1alpha1.GlobalInClusterIPPoolKind, "shared", t0.Add(7*time.Minute), nil),
 	})
 	want := map[poolref.Key]pending{
-		{Kind: v1alpha1.MetalVRFIPPoolKind, Namespace: "a", Name: "nodes"}: {count: 2, oldest: t0},
-		{Kind: v1alpha1.MetalVRFIPPoolKind, Namespace: "b", Name: "nodes"}: {count: 1, oldest: t0.Add(2 * time.Minute)},
-		{Kind: v1alpha1.GlobalMetalVRFIPPoolKind, Name: "shared"}:          {count: 2, oldest: t0.Add(3 * time.Minute)},
+		{Kind: v1alpha1.MetalVRFIPPoolKind, Namespace: "a", Name: "nodes"}:           {count: 2, oldest: t0},
+		{Kind: v1alpha1.MetalVRFIPPoolKind, Namespace: "b", Name: "nodes"}:           {count: 1, oldest: t0.Add(2 * time.Minute)},
+		{Kind: v1alpha1.GlobalMetalVRFIPPoolKind, Name: "shared"}:                    {count: 2, oldest: t0.Add(3 * time.Minute)},
+		{Kind: v1alpha1.MetalVRFIPPoolKind, Namespace: "a", Name: "incluster-nodes"}: {count: 1, oldest: t0.Add(5 * time.Minute)},
+		{Kind: v1alpha1.GlobalMetalVRFIPPoolKind, Name: "incluster-shared"}:          {count: 2, oldest: t0.Add(6 * time.Minute)},
 	}
 	if len(got) != len(want) {
 		t.Errorf("pending in %d pools, want %d: %v", len(got), len(want), got)

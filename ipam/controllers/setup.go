@@ -62,8 +62,9 @@ type Options struct {
 	// IPAddress that was not created is reaped; registry.DefaultPendingGrace
 	// when zero. Tests shorten it.
 	PendingGrace time.Duration
-	// AdoptionSettle is how long an adopted InClusterIPPool stays paused
-	// before this provider serves it; DefaultAdoptionSettle when zero.
+	// AdoptionSettle is how long the claims and IPAddresses of an in-cluster
+	// pool paused for adoption must be seen unchanged before this provider
+	// serves it (adoptionReconciler.quiet); DefaultAdoptionSettle when zero.
 	AdoptionSettle time.Duration
 }
 
@@ -140,7 +141,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) (*reg
 	if err := addresses.setupWithManager(ctx, mgr, opts); err != nil {
 		return nil, fmt.Errorf("setting up the IPAddress controller: %w", err)
 	}
-	if err := setupAdoption(ctx, mgr, recorder, opts); err != nil {
+	if err := setupAdoption(ctx, mgr, recorder, opts, cluster); err != nil {
 		return nil, err
 	}
 	reaper := &recordsReaper{client: mgr.GetClient(), registry: reg, releases: releases, recorder: recorder}
@@ -217,26 +218,31 @@ func managementCluster(ctx context.Context, reader client.Reader) (string, error
 	return string(ns.UID), nil
 }
 
-// setupAdoption runs the adoption of InClusterIPPools (adoption.go) when
-// their CRD is installed; without it the provider runs as before, and a
-// claim of that kind is never served (adoptionServes finds no companion).
-func setupAdoption(ctx context.Context, mgr ctrl.Manager, recorder events.EventRecorder, opts Options) error {
-	kind := v1alpha1.GroupVersion.WithKind(v1alpha1.InClusterIPPoolKind).GroupKind()
-	_, err := mgr.GetRESTMapper().RESTMapping(kind)
-	switch {
-	case meta.IsNoMatchError(err):
-		ctrl.LoggerFrom(ctx).Info("The InClusterIPPool CRD is not installed: no in-cluster pool is adopted")
-		return nil
-	case err != nil:
-		return fmt.Errorf("looking up the InClusterIPPool CRD: %w", err)
-	}
+// setupAdoption runs the adoption of the in-cluster provider's pools
+// (adoption.go), of each kind whose CRD is installed; without it the
+// provider runs as before, and a claim of that kind is never served
+// (adoptionServes finds no companion).
+func setupAdoption(ctx context.Context, mgr ctrl.Manager, recorder events.EventRecorder, opts Options, cluster string) error {
 	settle := opts.AdoptionSettle
 	if settle <= 0 {
 		settle = DefaultAdoptionSettle
 	}
-	adoption := &adoptionReconciler{client: mgr.GetClient(), recorder: recorder, settle: settle, now: time.Now}
-	if err := adoption.setupWithManager(mgr); err != nil {
-		return fmt.Errorf("setting up the InClusterIPPool adoption controller: %w", err)
+	for _, kind := range []string{v1alpha1.InClusterIPPoolKind, v1alpha1.GlobalInClusterIPPoolKind} {
+		_, err := mgr.GetRESTMapper().RESTMapping(v1alpha1.GroupVersion.WithKind(kind).GroupKind())
+		switch {
+		case meta.IsNoMatchError(err):
+			ctrl.LoggerFrom(ctx).Info("The CRD of the in-cluster provider's pools of this kind is not installed: none is adopted", "kind", kind)
+			continue
+		case err != nil:
+			return fmt.Errorf("looking up the %s CRD: %w", kind, err)
+		}
+		adoption := &adoptionReconciler{
+			kind: kind, client: mgr.GetClient(), reader: mgr.GetAPIReader(), recorder: recorder,
+			settle: settle, now: time.Now, cluster: cluster,
+		}
+		if err := adoption.setupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up the %s adoption controller: %w", kind, err)
+		}
 	}
 	return nil
 }

@@ -56,8 +56,9 @@ type Options struct {
 	// of an IPAddress that was not created is reaped; 0 means
 	// registry.DefaultPendingGrace.
 	PendingRecordGrace time.Duration
-	// AdoptionSettle is how long an adopted InClusterIPPool stays paused
-	// before this provider serves it; 0 means controllers.DefaultAdoptionSettle.
+	// AdoptionSettle is how long the claims and IPAddresses of an in-cluster
+	// pool paused for adoption must be seen unchanged before this provider
+	// serves it; 0 means controllers.DefaultAdoptionSettle.
 	AdoptionSettle time.Duration
 }
 

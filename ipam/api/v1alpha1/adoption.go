@@ -7,13 +7,19 @@ const (
 	// InClusterIPPoolKind is the in-cluster provider's namespaced pool kind,
 	// of this API group.
 	InClusterIPPoolKind = "InClusterIPPool"
+	// GlobalInClusterIPPoolKind is its cluster-scoped pool kind, which
+	// claims of every namespace name; its companion is a
+	// GlobalMetalVRFIPPool.
+	GlobalInClusterIPPoolKind = "GlobalInClusterIPPool"
 
-	// AdoptAnnotation, "true" on an InClusterIPPool, asks this provider to
+	// AdoptAnnotation, "true" on an InClusterIPPool or a
+	// GlobalInClusterIPPool, asks this provider to
 	// take the pool over.
 	AdoptAnnotation = "metal-vrf.ipam.cluster.x-k8s.io/adopt"
 
-	// AdoptedFromAnnotation on a companion MetalVRFIPPool names the pool it
-	// serves, "InClusterIPPool/<name>" (same namespace).
+	// AdoptedFromAnnotation on a companion names the pool it serves:
+	// "InClusterIPPool/<name>" (same namespace) on a MetalVRFIPPool,
+	// "GlobalInClusterIPPool/<name>" on a GlobalMetalVRFIPPool.
 	AdoptedFromAnnotation = "metal-vrf.ipam.cluster.x-k8s.io/adopted-from"
 
 	// PausedForAdoptionAnnotation on an InClusterIPPool says this provider

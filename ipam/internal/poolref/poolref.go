@@ -93,30 +93,59 @@ func For(ref ipamv1.IPPoolReference, namespace string) (Key, bool) {
 		return Key{Kind: ref.Kind, Namespace: namespace, Name: ref.Name}, true
 	case v1alpha1.GlobalMetalVRFIPPoolKind:
 		return Key{Kind: ref.Kind, Name: ref.Name}, true
-	case v1alpha1.InClusterIPPoolKind:
+	case v1alpha1.InClusterIPPoolKind, v1alpha1.GlobalInClusterIPPoolKind:
 		// An adopted in-cluster pool is served through its companion
 		// (docs/adoption.md); whether it is adopted is the controllers'
 		// question (see Adopted), not this mapping's.
-		return Key{Kind: v1alpha1.MetalVRFIPPoolKind, Namespace: namespace, Name: CompanionName(ref.Name)}, true
+		kind := CompanionKind(ref.Kind)
+		if kind == v1alpha1.GlobalMetalVRFIPPoolKind {
+			namespace = ""
+		}
+		return Key{Kind: kind, Namespace: namespace, Name: CompanionName(ref.Name)}, true
 	}
 	return Key{}, false
 }
 
-// Adopted reports whether ref names an in-cluster provider's pool, which
-// this provider serves only once it is adopted.
+// Adopted reports whether ref names an in-cluster provider's pool
+// (InClusterIPPool, GlobalInClusterIPPool), which this provider serves only
+// once it is adopted.
 func Adopted(ref ipamv1.IPPoolReference) bool {
-	return ref.APIGroup == v1alpha1.GroupVersion.Group && ref.Kind == v1alpha1.InClusterIPPoolKind
+	return ref.APIGroup == v1alpha1.GroupVersion.Group && CompanionKind(ref.Kind) != ""
 }
 
-// CompanionName is the name of the MetalVRFIPPool that serves the adopted
-// InClusterIPPool of the given name.
+// CompanionKind is the kind of the pool that serves an adopted in-cluster
+// pool of the given kind: a MetalVRFIPPool for an InClusterIPPool, a
+// GlobalMetalVRFIPPool for a GlobalInClusterIPPool; "" for any other kind.
+func CompanionKind(inClusterKind string) string {
+	switch inClusterKind {
+	case v1alpha1.InClusterIPPoolKind:
+		return v1alpha1.MetalVRFIPPoolKind
+	case v1alpha1.GlobalInClusterIPPoolKind:
+		return v1alpha1.GlobalMetalVRFIPPoolKind
+	}
+	return ""
+}
+
+// InClusterKind is the kind of in-cluster pool a companion of the given
+// kind serves.
+func InClusterKind(companionKind string) string {
+	if companionKind == v1alpha1.GlobalMetalVRFIPPoolKind {
+		return v1alpha1.GlobalInClusterIPPoolKind
+	}
+	return v1alpha1.InClusterIPPoolKind
+}
+
+// CompanionName is the name of the pool that serves the adopted in-cluster
+// pool of the given name.
 func CompanionName(inCluster string) string { return v1alpha1.AdoptedPoolPrefix + inCluster }
 
-// AdoptedFrom returns the name of the InClusterIPPool a companion pool
-// serves, or false when pool is no companion.
+// AdoptedFrom returns the name of the in-cluster pool a companion serves
+// (an InClusterIPPool of its namespace for a MetalVRFIPPool, a
+// GlobalInClusterIPPool for a GlobalMetalVRFIPPool), or false when pool is
+// no companion.
 func AdoptedFrom(pool v1alpha1.Pool) (string, bool) {
-	name, ok := strings.CutPrefix(pool.GetAnnotations()[v1alpha1.AdoptedFromAnnotation], v1alpha1.InClusterIPPoolKind+"/")
-	if !ok || KindOf(pool) != v1alpha1.MetalVRFIPPoolKind || CompanionName(name) != pool.GetName() {
+	name, ok := strings.CutPrefix(pool.GetAnnotations()[v1alpha1.AdoptedFromAnnotation], InClusterKind(KindOf(pool))+"/")
+	if !ok || CompanionName(name) != pool.GetName() {
 		return "", false
 	}
 	return name, true

@@ -52,6 +52,9 @@ type Store struct {
 	// come at once wait for one read instead of each reading the cluster.
 	loading sync.Mutex
 	snap    *snapshot
+	// adopted is when seeding first asked for each companion's domain
+	// (see notBefore).
+	adopted map[string]time.Time
 	now     func() time.Time
 	// skipped is told of each object seeding cannot use (see OnSkip).
 	skipped func(Skip)
@@ -107,7 +110,7 @@ func domainHash(domain string) string {
 // A record that does not read as one was reported and left out when the
 // snapshot was read (see usableRecord).
 func (s *Store) Records(ctx context.Context, domain string) ([]registry.Record, error) {
-	snap, err := s.current(ctx)
+	snap, err := s.current(ctx, s.notBefore(domain))
 	if err != nil {
 		return nil, err
 	}
@@ -411,7 +414,7 @@ func (s *Store) delete(ctx context.Context, obj *coordinationv1.Lease) error {
 
 // Addresses lists the IPAddresses of every pool of the domain.
 func (s *Store) Addresses(ctx context.Context, domain string) ([]registry.Record, error) {
-	snap, err := s.current(ctx)
+	snap, err := s.current(ctx, s.notBefore(domain))
 	if err != nil {
 		return nil, err
 	}
@@ -431,7 +434,7 @@ func (s *Store) Addresses(ctx context.Context, domain string) ([]registry.Record
 
 // PoolAddresses lists the IPAddresses of one pool.
 func (s *Store) PoolAddresses(ctx context.Context, pool poolref.Key) ([]registry.Record, error) {
-	snap, err := s.current(ctx)
+	snap, err := s.current(ctx, s.notBefore("pool/"+pool.String()))
 	if err != nil {
 		return nil, err
 	}

@@ -279,3 +279,65 @@ func TestSeedingFailsOnAnAPIErrorNotOnABadObject(t *testing.T) {
 		t.Errorf("skips %+v, want IPAddress stray's, for %s", skips, records.UnidentifiedClaimReason)
 	}
 }
+
+// TestAnAdoptedPoolSeedsFromAReadAfterItServes: against a real API server,
+// the companion of an adopted in-cluster pool does not seed from a
+// snapshot read before it, for another domain: the IPAddresses the
+// in-cluster provider made meanwhile, without records, would be missing,
+// and their addresses handed out again. Another new pool does (its
+// IPAddresses have records).
+func TestAnAdoptedPoolSeedsFromAReadAfterItServes(t *testing.T) {
+	ctx := context.Background()
+	env, ns, store := startStore(ctx, t)
+	newPool := func(name, addresses string) v1alpha1.Pool {
+		pool := &v1alpha1.MetalVRFIPPool{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec:       v1alpha1.MetalVRFIPPoolSpec{Addresses: []string{addresses}, Prefix: ptr.To[int32](24)},
+		}
+		if err := env.Client.Create(ctx, pool); err != nil {
+			t.Fatal(err)
+		}
+		return pool
+	}
+	newAddress := func(name string, ref ipamv1.IPPoolReference, ip string) {
+		address := &ipamv1.IPAddress{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: ipamv1.IPAddressSpec{
+				ClaimRef: ipamv1.IPAddressClaimReference{Name: name}, PoolRef: ref, Address: ip, Prefix: ptr.To[int32](24),
+			},
+		}
+		if err := env.Client.Create(ctx, address); err != nil {
+			t.Fatal(err)
+		}
+	}
+	group := v1alpha1.GroupVersion.Group
+	first := newPool("first", "10.1.0.0/24")
+	if _, err := store.Records(ctx, registry.DomainOf(first)); err != nil {
+		t.Fatal(err)
+	}
+	// Since that snapshot: the in-cluster provider's IPAddress, then the
+	// companion; and a pool of ours with its IPAddress.
+	newAddress("node-0", ipamv1.IPPoolReference{APIGroup: group, Kind: v1alpha1.InClusterIPPoolKind, Name: "nodes"}, "10.2.0.10")
+	companion := newPool(v1alpha1.AdoptedPoolPrefix+"nodes", "10.2.0.0/24")
+	other := newPool("other", "10.3.0.0/24")
+	newAddress("other-0", ipamv1.IPPoolReference{APIGroup: group, Kind: v1alpha1.MetalVRFIPPoolKind, Name: "other"}, "10.3.0.10")
+
+	addresses, err := store.Addresses(ctx, registry.DomainOf(companion))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(addresses) != 1 || addresses[0].Address != netip.MustParseAddr("10.2.0.10") {
+		t.Errorf("the companion seeds from %v, want the in-cluster provider's 10.2.0.10", addresses)
+	}
+	pool, err := store.PoolAddresses(ctx, poolref.KeyOf(companion))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pool) != 1 {
+		t.Errorf("the companion's own IPAddresses: %v, want 10.2.0.10", pool)
+	}
+	// The read the companion made serves the others while it is fresh.
+	if addresses, err := store.Addresses(ctx, registry.DomainOf(other)); err != nil || len(addresses) != 1 {
+		t.Errorf("pool other seeds from %v, %v; want its IPAddress", addresses, err)
+	}
+}

@@ -2,6 +2,7 @@ package records
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -48,12 +49,13 @@ type snapshot struct {
 }
 
 // current returns the snapshot, read again when it is older than
-// snapshotTTL. The lock is held across the read on purpose: the seeds that
-// wait for it then share its result instead of each reading the cluster.
-func (s *Store) current(ctx context.Context) (*snapshot, error) {
+// snapshotTTL or than notBefore. The lock is held across the read on
+// purpose: the seeds that wait for it then share its result instead of
+// each reading the cluster.
+func (s *Store) current(ctx context.Context, notBefore time.Time) (*snapshot, error) {
 	s.loading.Lock()
 	defer s.loading.Unlock()
-	if s.snap != nil && s.now().Sub(s.snap.at) < snapshotTTL {
+	if s.snap != nil && s.now().Sub(s.snap.at) < snapshotTTL && !s.snap.at.Before(notBefore) {
 		return s.snap, nil
 	}
 	snap, err := s.read(ctx)
@@ -65,6 +67,43 @@ func (s *Store) current(ctx context.Context) (*snapshot, error) {
 	// once no seed may use it, rather than keep it until the next failover.
 	time.AfterFunc(snapshotTTL, func() { s.forget(snap) })
 	return snap, nil
+}
+
+// notBefore is how old a snapshot the domain may seed from: any for most,
+// but the domain of an adopted in-cluster pool's companion (an explicit
+// pool, a domain of its own, named incluster-<name>) seeds from a snapshot
+// read since it was first asked for. Its IPAddresses were made by the
+// in-cluster provider, without records, until the pool was paused for
+// adoption, so what the snapshot's reasoning counts on (an IPAddress made
+// since has its record) does not hold for them: a snapshot read before the
+// companion served, for another domain, would miss them, and the companion
+// would hand their addresses out again. Seeding asks first when the
+// companion serves, after the pause, and its few reads (records, then
+// IPAddresses) then share one read; asked again snapshotTTL later, it is
+// a seeding of its own. A pool merely named incluster-<name>
+// reads once more than it needs, which is harmless.
+func (s *Store) notBefore(domain string) time.Time {
+	rest, ok := strings.CutPrefix(domain, "pool/")
+	if !ok {
+		return time.Time{}
+	}
+	key, ok := poolref.Parse(rest)
+	if !ok || !strings.HasPrefix(key.Name, v1alpha1.AdoptedPoolPrefix) {
+		return time.Time{}
+	}
+	s.loading.Lock()
+	defer s.loading.Unlock()
+	if s.adopted == nil {
+		s.adopted = map[string]time.Time{}
+	}
+	// Asked again after snapshotTTL is a seeding of its own (the pool
+	// forgotten and adopted again): it reads again too.
+	at, asked := s.adopted[domain]
+	if now := s.now(); !asked || now.Sub(at) >= snapshotTTL {
+		at = now
+		s.adopted[domain] = at
+	}
+	return at
 }
 
 // forget drops snap if it is still the current snapshot.

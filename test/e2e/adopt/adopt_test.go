@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	inclusterv1 "sigs.k8s.io/cluster-api-ipam-provider-in-cluster/api/v1alpha2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
@@ -32,12 +33,26 @@ func createInClusterPool(ns, name, gateway string, addresses ...string) {
 	})).To(Succeed())
 }
 
+func createGlobalInClusterPool(name, gateway string, addresses ...string) {
+	GinkgoHelper()
+	Expect(k8s.Create(ctx, &inclusterv1.GlobalInClusterIPPool{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       inclusterv1.InClusterIPPoolSpec{Addresses: addresses, Prefix: 24, Gateway: gateway},
+	})).To(Succeed())
+}
+
 func createClaim(ns, name, pool string) {
+	GinkgoHelper()
+	createClaimOf(ns, name, v1alpha1.InClusterIPPoolKind, pool)
+}
+
+// createClaimOf creates a claim of an in-cluster pool of the given kind.
+func createClaimOf(ns, name, kind, pool string) {
 	GinkgoHelper()
 	Expect(k8s.Create(ctx, &ipamv1.IPAddressClaim{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: ipamv1.IPAddressClaimSpec{PoolRef: ipamv1.IPPoolReference{
-			APIGroup: v1alpha1.GroupVersion.Group, Kind: v1alpha1.InClusterIPPoolKind, Name: pool,
+			APIGroup: v1alpha1.GroupVersion.Group, Kind: kind, Name: pool,
 		}},
 	})).To(Succeed())
 }
@@ -68,30 +83,107 @@ func holdings(ns string, claims ...string) map[string]held {
 
 func inClusterPool(ns, name string) *inclusterv1.InClusterIPPool {
 	GinkgoHelper()
-	pool := &inclusterv1.InClusterIPPool{}
+	return inClusterPoolOf(v1alpha1.InClusterIPPoolKind, ns, name).(*inclusterv1.InClusterIPPool)
+}
+
+// inClusterPoolOf reads an in-cluster pool of the given kind (ns is
+// ignored for a GlobalInClusterIPPool).
+func inClusterPoolOf(kind, ns, name string) client.Object {
+	GinkgoHelper()
+	var pool client.Object = &inclusterv1.InClusterIPPool{}
+	if kind == v1alpha1.GlobalInClusterIPPoolKind {
+		pool, ns = &inclusterv1.GlobalInClusterIPPool{}, ""
+	}
 	Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pool)).To(Succeed())
 	return pool
 }
 
-func annotateAdopt(ns, name string) {
+// annotate sets (value non-nil) or removes (nil) annotations of an
+// in-cluster pool, as a user with kubectl annotate.
+func annotate(kind, ns, name string, changes map[string]*string) {
 	GinkgoHelper()
-	pool := inClusterPool(ns, name)
-	before := pool.DeepCopy()
-	if pool.Annotations == nil {
-		pool.Annotations = map[string]string{}
+	pool := inClusterPoolOf(kind, ns, name)
+	before := pool.DeepCopyObject().(client.Object)
+	a := pool.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
 	}
-	pool.Annotations[v1alpha1.AdoptAnnotation] = "true"
+	for k, v := range changes {
+		if v == nil {
+			delete(a, k)
+		} else {
+			a[k] = *v
+		}
+	}
+	pool.SetAnnotations(a)
 	Expect(k8s.Patch(ctx, pool, client.MergeFrom(before))).To(Succeed())
 }
 
-// companionServes waits until the pool's companion exists and is unpaused.
-func companionServes(ns, name string) {
+func annotateAdopt(ns, name string) {
+	GinkgoHelper()
+	annotateAdoptOf(v1alpha1.InClusterIPPoolKind, ns, name)
+}
+
+func annotateAdoptOf(kind, ns, name string) {
+	GinkgoHelper()
+	annotate(kind, ns, name, map[string]*string{v1alpha1.AdoptAnnotation: ptr.To("true")})
+}
+
+// companionOf reads the companion of an in-cluster pool; ok is false when
+// there is none.
+func companionOf(kind, ns, name string) (v1alpha1.Pool, bool) {
+	GinkgoHelper()
+	var companion v1alpha1.Pool = &v1alpha1.MetalVRFIPPool{}
+	if kind == v1alpha1.GlobalInClusterIPPoolKind {
+		companion, ns = &v1alpha1.GlobalMetalVRFIPPool{}, ""
+	}
+	err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: v1alpha1.AdoptedPoolPrefix + name}, companion)
+	if apierrors.IsNotFound(err) {
+		return nil, false
+	}
+	Expect(err).NotTo(HaveOccurred())
+	return companion, true
+}
+
+// companionServesOf waits until the pool's companion exists and is unpaused.
+func companionServesOf(kind, ns, name string) {
 	GinkgoHelper()
 	Eventually(func(g Gomega) {
-		companion := &v1alpha1.MetalVRFIPPool{}
-		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: v1alpha1.AdoptedPoolPrefix + name}, companion)).To(Succeed())
-		g.Expect(companion.Annotations).NotTo(HaveKey(clusterv1.PausedAnnotation))
+		companion, ok := companionOf(kind, ns, name)
+		g.Expect(ok).To(BeTrue(), "no companion")
+		g.Expect(companion.GetAnnotations()).NotTo(HaveKey(clusterv1.PausedAnnotation))
 	}).Should(Succeed())
+}
+
+// pausedForAdoption waits until this provider paused the InClusterIPPool
+// nodes of the namespace, its companion not serving yet.
+func pausedForAdoption(ns string) {
+	GinkgoHelper()
+	const kind, name = v1alpha1.InClusterIPPoolKind, "nodes"
+	var companion v1alpha1.Pool
+	Eventually(func(g Gomega) {
+		g.Expect(inClusterPoolOf(kind, ns, name).GetAnnotations()).To(HaveKey(v1alpha1.PausedForAdoptionAnnotation))
+		var ok bool
+		companion, ok = companionOf(kind, ns, name)
+		g.Expect(ok).To(BeTrue(), "no companion")
+	}).Should(Succeed())
+	Expect(companion.GetAnnotations()).To(HaveKey(clusterv1.PausedAnnotation), "the companion serves already: the test came too late")
+}
+
+// eventNotes returns the notes of the events of the given reason about
+// the object of that kind and name, in every namespace (a cluster-scoped
+// object's land in "default").
+func eventNotes(kind, name, reason string) []string {
+	GinkgoHelper()
+	var list eventsv1.EventList
+	Expect(k8s.List(ctx, &list)).To(Succeed())
+	var notes []string
+	for _, e := range list.Items {
+		if e.Regarding.Kind == kind && e.Regarding.Name == name && e.Reason == reason {
+			notes = append(notes, e.Note)
+		}
+	}
+	return notes
 }
 
 // claims names n claims prefix-0..n-1.
@@ -135,7 +227,7 @@ var _ = Describe("Adopting an InClusterIPPool", func() {
 
 		By("adopting the pool, the in-cluster manager still running")
 		annotateAdopt(ns, "nodes")
-		companionServes(ns, "nodes")
+		companionServesOf(v1alpha1.InClusterIPPoolKind, ns, "nodes")
 		pool := inClusterPool(ns, "nodes")
 		Expect(pool.Annotations).To(HaveKey(clusterv1.PausedAnnotation))
 		Expect(pool.Annotations).To(HaveKey(v1alpha1.PausedForAdoptionAnnotation))

@@ -6,6 +6,7 @@ package adopt
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -44,9 +45,18 @@ var _ = BeforeSuite(func() {
 	k8s = env.Client
 	stopTheir, err = env.StartInCluster(GinkgoWriter)
 	Expect(err).NotTo(HaveOccurred())
+	// Ours runs as installed: a ServiceAccount bound to the roles `make
+	// generate` writes from the RBAC markers, so that every write the
+	// adoption makes (pausing both in-cluster kinds, creating and deleting
+	// companions) is one its role grants. Its records stay in the
+	// namespace the tests read them from.
+	Expect(env.BindGeneratedRole(ctx, testenv.AllocationNamespace, testenv.IPAMAccount,
+		filepath.Join(env.Root, "config", "ipam", "rbac", "role.yaml"))).To(Succeed())
+	Expect(env.BindLeaderElectionRole(ctx, testenv.AllocationNamespace, testenv.IPAMAccount,
+		filepath.Join(env.Root, "config", "ipam", "rbac", "leader_election_role.yaml"))).To(Succeed())
 	opts := env.IPAMOptions(4)
 	opts.AdoptionSettle = settle
-	stopIPAM, err = env.StartIPAM(ctx, opts)
+	stopIPAM, err = env.StartIPAMAs(ctx, testenv.ServiceAccount(testenv.AllocationNamespace, testenv.IPAMAccount), opts)
 	Expect(err).NotTo(HaveOccurred())
 	SetDefaultEventuallyTimeout(30 * time.Second)
 	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
