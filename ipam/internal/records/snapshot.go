@@ -38,10 +38,12 @@ const pageSize = 500
 // created since holds only such IPAddresses; a claim created since is read
 // live before its record is taken for an orphan (see Records).
 type snapshot struct {
-	// at is when the read ended.
-	at      time.Time
-	claims  map[types.UID]bool
-	domains map[poolref.Key]string
+	// started and at are when the read started and ended: the TTL runs
+	// from its end, and a seed that needs a read made since a time (see
+	// notBefore) needs one started since.
+	started, at time.Time
+	claims      map[types.UID]bool
+	domains     map[poolref.Key]string
 	// records by the hash of their domain (AllocationDomainLabel).
 	records map[string][]coordinationv1.Lease
 	// addresses by their pool.
@@ -55,7 +57,7 @@ type snapshot struct {
 func (s *Store) current(ctx context.Context, notBefore time.Time) (*snapshot, error) {
 	s.loading.Lock()
 	defer s.loading.Unlock()
-	if s.snap != nil && s.now().Sub(s.snap.at) < snapshotTTL && !s.snap.at.Before(notBefore) {
+	if s.snap != nil && s.now().Sub(s.snap.at) < snapshotTTL && !s.snap.started.Before(notBefore) {
 		return s.snap, nil
 	}
 	snap, err := s.read(ctx)
@@ -122,7 +124,7 @@ func (s *Store) forget(snap *snapshot) {
 // here, once per read however many domains seed from it.
 func (s *Store) read(ctx context.Context) (*snapshot, error) {
 	snap := &snapshot{
-		claims: map[types.UID]bool{}, domains: map[poolref.Key]string{},
+		started: s.now(), claims: map[types.UID]bool{}, domains: map[poolref.Key]string{},
 		records: map[string][]coordinationv1.Lease{}, addresses: map[poolref.Key][]ipamv1.IPAddress{},
 	}
 	err := pages(ctx, s.reader, func() *coordinationv1.LeaseList { return &coordinationv1.LeaseList{} },

@@ -69,21 +69,21 @@ func TestASlowReadIsSharedToo(t *testing.T) {
 	s.now = clock.Now
 
 	ctx := context.Background()
-	if _, err := s.current(ctx); err != nil {
+	if _, err := s.current(ctx, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	first := reader.lists
 	if first == 0 {
 		t.Fatal("the first seed read nothing")
 	}
-	if _, err := s.current(ctx); err != nil {
+	if _, err := s.current(ctx, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	if reader.lists != first {
 		t.Fatalf("a seed right after a read that took %v read the cluster again (%d lists, then %d)", time.Duration(first)*snapshotTTL, first, reader.lists)
 	}
 	clock.advance(snapshotTTL)
-	if _, err := s.current(ctx); err != nil {
+	if _, err := s.current(ctx, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	if reader.lists == first {
