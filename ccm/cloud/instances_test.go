@@ -220,10 +220,18 @@ func TestAPoweredOffDeviceIsShutdown(t *testing.T) {
 
 func TestAProviderIDOfAnotherProviderIsRefused(t *testing.T) {
 	w := newWorld(t)
-	_, err := w.provider.InstanceExists(context.Background(), node("node-a", "aws:///us-east-1a/i-0123", ""))
-	var wrong *cloud.ProviderIDError
-	if !errors.As(err, &wrong) {
-		t.Errorf("InstanceExists = %v, want a ProviderIDError", err)
+	for _, id := range []string{
+		"aws:///us-east-1a/i-0123",
+		"packet://d5a2c0de-0000-4000-8000-000000000001", // the retired provider's scheme
+		"equinixmetal://",
+		"equinixmetal:///d5a2c0de-0000-4000-8000-000000000001",
+		"d5a2c0de-0000-4000-8000-000000000001",
+	} {
+		_, err := w.provider.InstanceExists(context.Background(), node("node-a", id, ""))
+		var wrong *cloud.ProviderIDError
+		if !errors.As(err, &wrong) || wrong.ProviderID != id {
+			t.Errorf("provider ID %q: InstanceExists error %v, want a ProviderIDError", id, err)
+		}
 	}
 	if n := w.sim.TotalCalls(); n != 0 {
 		t.Errorf("%d Metal API calls, want none", n)
