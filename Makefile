@@ -109,6 +109,7 @@ build: ## Build the managers and the simulator into bin/.
 	go build -o $(BIN)/ipam-manager ./ipam
 	go build -o $(BIN)/metalsim ./cmd/metalsim
 	go build -o $(BIN)/capp-manager ./capp
+	go build -o $(BIN)/metal-vrf-ccm ./ccm
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate deepcopy code, CRDs, RBAC and webhook manifests.
@@ -196,7 +197,8 @@ RELEASE_DIR := $(ROOT)/out
 
 # The images the release's components name. `make release` writes these names
 # into the components (the clusterctl variables IPAM_METAL_VRF_IMAGE and
-# CAPP_METAL_VRF_IMAGE still override them at install time); `make images`
+# CAPP_METAL_VRF_IMAGE still override them at install time) and the cloud
+# controller manager's into the cluster templates (CCM_IMAGE); `make images`
 # builds them and `make push` pushes them. For your own registry:
 # make images release push REGISTRY=registry.example.com/metal-vrf TAG=v0.1.0
 REGISTRY ?= ghcr.io/metal-vrf
@@ -204,6 +206,7 @@ TAG ?= dev
 IPAM_IMAGE := $(REGISTRY)/ipam-metal-vrf-manager:$(TAG)
 CAPP_IMAGE := $(REGISTRY)/capp-metal-vrf-manager:$(TAG)
 METALSIM_IMAGE := $(REGISTRY)/metal-vrf-metalsim:$(TAG)
+CCM_IMAGE := $(REGISTRY)/metal-vrf-ccm:$(TAG)
 PLATFORMS ?= linux/amd64 linux/arm64
 IMAGES_DIR := $(RELEASE_DIR)/images
 IMAGEBUILD := $(TOOLS)/imagebuild
@@ -222,11 +225,12 @@ $(IMAGEBUILD): test/tools/imagebuild/go.mod test/tools/imagebuild/main.go
 	$(call tool-build,imagebuild,.)
 
 .PHONY: images
-images: $(IMAGEBUILD) ## Build the OCI images (ipam-manager, capp-manager, metalsim) for $(PLATFORMS) into out/images/*.tar, without a container engine.
+images: $(IMAGEBUILD) ## Build the OCI images (ipam-manager, capp-manager, metalsim, metal-vrf-ccm) for $(PLATFORMS) into out/images/*.tar, without a container engine.
 	@mkdir -p $(IMAGES_DIR)
 	@set -e; for image in ipam,ipam-manager,./ipam,$(IPAM_IMAGE),/manager \
 		capp,capp-manager,./capp,$(CAPP_IMAGE),/manager \
-		metalsim,metalsim,./cmd/metalsim,$(METALSIM_IMAGE),/metalsim; do \
+		metalsim,metalsim,./cmd/metalsim,$(METALSIM_IMAGE),/metalsim \
+		ccm,metal-vrf-ccm,./ccm,$(CCM_IMAGE),/metal-vrf-ccm; do \
 		IFS=, read -r archive binary pkg ref entry <<<"$$image"; \
 		binaries=; \
 		for platform in $(PLATFORMS); do \
@@ -258,6 +262,7 @@ push: $(IMAGEBUILD) ## Push the images from out/images to $(REGISTRY) as $(TAG) 
 	$(IMAGEBUILD) push --archive $(IMAGES_DIR)/ipam.tar --ref $(IPAM_IMAGE) $(PUSH_FLAGS)
 	$(IMAGEBUILD) push --archive $(IMAGES_DIR)/capp.tar --ref $(CAPP_IMAGE) $(PUSH_FLAGS)
 	$(IMAGEBUILD) push --archive $(IMAGES_DIR)/metalsim.tar --ref $(METALSIM_IMAGE) $(PUSH_FLAGS)
+	$(IMAGEBUILD) push --archive $(IMAGES_DIR)/ccm.tar --ref $(CCM_IMAGE) $(PUSH_FLAGS)
 
 ##@ Release
 
@@ -269,9 +274,10 @@ default-image = sed 's|$${$(1):=[^}]*}|$${$(1):=$(2)}|'
 # with one version: clusterctl reads the metadata.yaml of that release for
 # either provider, so the two share metadata.yaml. The cluster templates are
 # the infrastructure provider's (clusterctl looks for them beside its
-# components); the IPAM admission policy is an opt-in file of its own, and
+# components), naming the cloud controller manager's image of this release;
+# the IPAM admission policy is an opt-in file of its own, and
 # so are the operators' alerts and dashboard.
-release: $(KUSTOMIZE) ## Write the release assets into out/: both providers' components (naming $(REGISTRY)/...:$(TAG)), metadata.yaml, the cluster templates, ipam-admission-policy.yaml, metal-vrf-alerts.yaml, metal-vrf-dashboard.json.
+release: $(KUSTOMIZE) ## Write the release assets into out/: both providers' components (naming $(REGISTRY)/...:$(TAG)), metadata.yaml, the cluster templates (naming $(REGISTRY)/metal-vrf-ccm:$(TAG)), ipam-admission-policy.yaml, metal-vrf-alerts.yaml, metal-vrf-dashboard.json.
 	@mkdir -p $(RELEASE_DIR)
 	$(KUSTOMIZE) build config/ipam/default | $(call default-image,IPAM_METAL_VRF_IMAGE,$(IPAM_IMAGE)) > $(RELEASE_DIR)/ipam-components.yaml.tmp
 	mv $(RELEASE_DIR)/ipam-components.yaml.tmp $(RELEASE_DIR)/ipam-components.yaml
@@ -280,13 +286,15 @@ release: $(KUSTOMIZE) ## Write the release assets into out/: both providers' com
 	$(KUSTOMIZE) build config/capp/default | $(call default-image,CAPP_METAL_VRF_IMAGE,$(CAPP_IMAGE)) > $(RELEASE_DIR)/infrastructure-components.yaml.tmp
 	mv $(RELEASE_DIR)/infrastructure-components.yaml.tmp $(RELEASE_DIR)/infrastructure-components.yaml
 	cp metadata.yaml $(RELEASE_DIR)/metadata.yaml
-	cp templates/cluster-template*.yaml $(RELEASE_DIR)/
+	for template in templates/cluster-template*.yaml; do \
+		$(call default-image,CCM_IMAGE,$(CCM_IMAGE)) $$template > $(RELEASE_DIR)/$${template#templates/}; \
+	done
 	cp config/monitoring/alerts.yaml $(RELEASE_DIR)/metal-vrf-alerts.yaml
 	cp config/monitoring/dashboard.json $(RELEASE_DIR)/metal-vrf-dashboard.json
 
 .PHONY: clean
 clean: ## Remove build output (keeps the envtest and tool binaries).
-	rm -f $(BIN)/ipam-manager $(BIN)/capp-manager $(BIN)/metalsim
+	rm -f $(BIN)/ipam-manager $(BIN)/capp-manager $(BIN)/metalsim $(BIN)/metal-vrf-ccm
 
 # cloud-init (schema), shellcheck, ifupdown (ifquery, ifup --no-act) and
 # iproute2 (addresses and routes in a network namespace) check the node

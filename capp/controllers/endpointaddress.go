@@ -14,9 +14,10 @@ import (
 
 // reconcileEndpointAddress routes the public address the PacketCluster
 // reserved as its endpoint (vipManager CPEM) to the first control-plane
-// device that is active while no device has it, as upstream CAPP does; from
-// then on the cloud provider in the workload cluster moves it between
-// healthy control-plane nodes. Other machines skip this phase. Once the
+// device that is active while no device has it, as upstream CAPP does (CPEM,
+// if the workload cluster runs it instead of the flavors' cloud controller
+// manager, then moves it between healthy control-plane nodes; ours does
+// not). Other machines skip this phase. Once the
 // address was seen routed, the reservation is not read again.
 func (r *PacketMachineReconciler) reconcileEndpointAddress(ctx context.Context, s *machineScope) (ctrl.Result, bool, error) {
 	pm := s.PacketMachine

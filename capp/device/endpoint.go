@@ -31,9 +31,10 @@ const (
 	AssignEndpoint EndpointAction = iota
 	// EndpointHere: the device has it.
 	EndpointHere
-	// EndpointElsewhere: another control-plane device has it, and the
-	// cloud provider (CPEM) moves it to a healthy one when that fails. The
-	// provider only routes an address nobody has, as upstream CAPP does.
+	// EndpointElsewhere: another control-plane device has it (CPEM, when
+	// a cluster runs it instead of the flavors' cloud controller manager,
+	// moves it to a healthy one when that fails). The provider only routes
+	// an address nobody has, as upstream CAPP does.
 	EndpointElsewhere
 )
 

@@ -53,7 +53,9 @@ type DeviceRequest struct {
 
 // DeviceFilter narrows ListDevices; empty fields match every device.
 type DeviceFilter struct {
-	Tag      string
+	Tag string
+	// Hostname matches part of a hostname (the API's filter): callers
+	// compare the hostnames of what they get.
 	Hostname string
 }
 

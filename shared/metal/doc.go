@@ -14,8 +14,9 @@
 //
 // The client exposes only the calls the providers make: CAPP's devices,
 // hardware reservations, VLANs, port disbonds, VLAN assignment batches and
-// public IPv4 reservations (capp/device), and IPAM's reads of a VRF and its
-// IP reservations. The calls only tests make are the tests' own.
+// public IPv4 reservations (capp/device), IPAM's reads of a VRF and its
+// IP reservations, and the cloud controller manager's reads of devices
+// (ccm/cloud). The calls only tests make are the tests' own.
 //
 // A create whose outcome is unknown (a server error, a dropped connection)
 // is never retried: the caller finds what it asked for before asking again.

@@ -12,7 +12,7 @@ import (
 
 // FlavorInputs returns, not created, what a user of the cluster templates
 // creates in ns beside the rendered cluster: the Secret credentials (type
-// addons.cluster.x-k8s.io/resource-set) carrying the cloud provider's (CPEM)
+// addons.cluster.x-k8s.io/resource-set) carrying the cloud controller manager's
 // configuration with apiKey, which the ClusterResourceSet copies into the
 // workload cluster and the PacketCluster reads its token from, and the
 // ConfigMap <cluster>-cni with a stand-in for the CNI's manifest (nothing

@@ -452,7 +452,14 @@ func FreePort() (int, error) {
 
 // WriteKubeconfig writes a kubeconfig for the environment's administrator to path.
 func (e *Environment) WriteKubeconfig(path string) error {
-	user, err := e.env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	return e.WriteKubeconfigOf(path, envtest.User{Name: "admin", Groups: []string{"system:masters"}})
+}
+
+// WriteKubeconfigOf writes a kubeconfig for who to path: a client
+// certificate with its name and groups, which RBAC takes for a
+// ServiceAccount's when the name is system:serviceaccount:<ns>:<name>.
+func (e *Environment) WriteKubeconfigOf(path string, who envtest.User) error {
+	user, err := e.env.AddUser(who, nil)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	metalv1 "github.com/equinix/equinix-sdk-go/services/metalv1"
@@ -410,7 +411,9 @@ func (s *Server) inFlight(projectID string) int {
 	return n
 }
 
-// GET /projects/{id}/devices[?tag=&hostname=&page=&per_page=]
+// GET /projects/{id}/devices[?tag=&hostname=&page=&per_page=]. The
+// hostname filter matches part of a hostname, as the API documents ("Filter
+// by partial hostname"): node-a finds node-ab too.
 func (s *Server) listDevices(r *request) (reply, error) {
 	p, err := find(r, s.world.projects, "id")
 	if err != nil {
@@ -421,7 +424,7 @@ func (s *Server) listDevices(r *request) (reply, error) {
 	devices := sorted(s.world.devices, func(d *device) bool {
 		return d.projectID == p.id &&
 			(tag == "" || slices.Contains(d.tags, tag)) &&
-			(hostname == "" || d.hostname == hostname)
+			(hostname == "" || strings.Contains(d.hostname, hostname))
 	})
 	page, meta, err := paginate(r.Request, devices)
 	if err != nil {

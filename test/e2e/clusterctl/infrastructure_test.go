@@ -151,7 +151,7 @@ func TestClusterctlInitInstallsTheInfrastructureProvider(t *testing.T) {
 			if want := []string{"METRO", "PROJECT_ID", "SSH_KEY"}; !slices.Equal(required, want) {
 				t.Errorf("required variables %v, want %v", required, want)
 			}
-			if want := []string{"CLUSTER_NAME", "CONTROLPLANE_NODE_TYPE", "CONTROL_PLANE_MACHINE_COUNT", "CPEM_IMAGE", "KUBERNETES_VERSION",
+			if want := []string{"CCM_IMAGE", "CLUSTER_NAME", "CONTROLPLANE_NODE_TYPE", "CONTROL_PLANE_MACHINE_COUNT", "KUBERNETES_VERSION",
 				"METAL_CREDENTIALS_SECRET", "NODE_NETWORK_ADDRESSES", "NODE_NETWORK_GATEWAY", "NODE_NETWORK_PREFIX", "NODE_OS", "NODE_SOFTWARE", "NODE_VXLAN",
 				"POD_CIDR", "SERVICE_CIDR", "WORKER_MACHINE_COUNT", "WORKER_NODE_TYPE"}; !slices.Equal(optional, want) {
 				t.Errorf("optional variables %v, want %v", optional, want)
@@ -416,10 +416,11 @@ func checkFlavor(t *testing.T, objs []*unstructured.Unstructured, cluster, port,
 	}
 }
 
-// checkAddons checks that a rendered flavor installs CPEM and a CNI through
-// ClusterResourceSets that select its Cluster; that CPEM's token comes from
-// the Secret the PacketCluster reads its own from (the template holds no
-// token); and that CPEM's manifest is whole, with the default image.
+// checkAddons checks that a rendered flavor installs our cloud controller
+// manager and a CNI through ClusterResourceSets that select its Cluster;
+// that the manager's token comes from the Secret the PacketCluster reads its
+// own from (the template holds no token); and that its manifest is whole,
+// with the default image.
 func checkAddons(t *testing.T, objs []*unstructured.Unstructured, cluster string) {
 	t.Helper()
 	labels := find(t, objs, "Cluster", cluster).GetLabels()
@@ -428,8 +429,8 @@ func checkAddons(t *testing.T, objs []*unstructured.Unstructured, cluster string
 		t.Errorf("the PacketCluster reads its token from Secret %q, want metal-credentials", credentials)
 	}
 	for crs, want := range map[string][]string{
-		cluster + "-cpem": {"Secret/" + credentials, "ConfigMap/" + cluster + "-cpem"},
-		cluster + "-cni":  {"ConfigMap/" + cluster + "-cni"},
+		cluster + "-ccm": {"Secret/" + credentials, "ConfigMap/" + cluster + "-ccm"},
+		cluster + "-cni": {"ConfigMap/" + cluster + "-cni"},
 	} {
 		obj := find(t, objs, "ClusterResourceSet", crs)
 		selector, _, _ := unstructured.NestedStringMap(obj.Object, "spec", "clusterSelector", "matchLabels")
@@ -449,11 +450,11 @@ func checkAddons(t *testing.T, objs []*unstructured.Unstructured, cluster string
 			t.Errorf("%s applies %v, want %v", id(obj), got, want)
 		}
 	}
-	manifest := field(find(t, objs, "ConfigMap", cluster+"-cpem").Object, "data", "cpem.yaml")
-	cpem := find(t, decode(t, []byte(manifest)), "Deployment", "cloud-provider-equinix-metal")
-	containers := items(cpem.Object, "spec", "template", "spec", "containers")
-	if len(containers) != 1 || field(containers[0], "image") != "quay.io/equinix-oss/cloud-provider-equinix-metal:v3.8.1" {
-		t.Errorf("CPEM's containers %v, want one with the default image", containers)
+	manifest := field(find(t, objs, "ConfigMap", cluster+"-ccm").Object, "data", "ccm.yaml")
+	ccm := find(t, decode(t, []byte(manifest)), "Deployment", "metal-vrf-ccm")
+	containers := items(ccm.Object, "spec", "template", "spec", "containers")
+	if len(containers) != 1 || field(containers[0], "image") != "ghcr.io/metal-vrf/metal-vrf-ccm:dev" {
+		t.Errorf("the cloud controller manager's containers %v, want one with the default image", containers)
 	}
 	for _, obj := range objs {
 		if obj.GetKind() == "Secret" {

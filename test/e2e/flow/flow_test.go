@@ -51,10 +51,11 @@ func TestMachineDeploymentWithCAPIsCoreManager(t *testing.T) {
 	k8s := env.Client
 	ns, err := env.NewNamespace(ctx, "flow")
 	g.Expect(err).NotTo(HaveOccurred())
-	// The default flavor's addons (CPEM and a CNI through
-	// ClusterResourceSets) and what its user creates beside them: the CNI's
-	// manifest, and the Secret carrying CPEM's configuration, from which the
-	// PacketCluster reads its token too.
+	// The default flavor's addons (our cloud controller manager and a CNI
+	// through ClusterResourceSets) and what its user creates beside them:
+	// the CNI's manifest, and the Secret carrying the cloud controller
+	// manager's configuration, from which the PacketCluster reads its token
+	// too.
 	crs, clusterLabels := flavorAddons(t, g, env, ns, clusterName)
 	objs := append(crs, testenv.FlavorInputs(ns, clusterName, "metal-credentials", simtest.APIKey)...)
 	for _, obj := range append(objs, clusterObjects(ns, clusterName)...) {
@@ -92,7 +93,7 @@ func TestMachineDeploymentWithCAPIsCoreManager(t *testing.T) {
 			bound = append(bound, name)
 		}
 		return bound
-	}).Should(ConsistOf(clusterName+"-cpem", clusterName+"-cni"))
+	}).Should(ConsistOf(clusterName+"-ccm", clusterName+"-cni"))
 	for _, obj := range objs {
 		if u, ok := obj.(*unstructured.Unstructured); ok && u.GetKind() == "ClusterResourceSet" {
 			continue
@@ -356,7 +357,7 @@ func flavorAddons(t *testing.T, g Gomega, env *testenv.Environment, ns, name str
 			labels = obj.GetLabels()
 		}
 	}
-	g.Expect(addons).To(HaveLen(3), "two ClusterResourceSets and CPEM's ConfigMap")
+	g.Expect(addons).To(HaveLen(3), "two ClusterResourceSets and the cloud controller manager's ConfigMap")
 	return addons, labels
 }
 
