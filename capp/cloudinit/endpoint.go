@@ -29,9 +29,14 @@ func (e *InvalidValueError) Error() string {
 // CPEM), to the node's lo: the platform routes the address without putting
 // it on an interface, so without the binding the node drops what comes for
 // the API server. The file keeps the binding across reboots; the command
-// binds it at once, before kubeadm, whose API server must answer on it.
-// "ip addr replace" succeeds when the address is already there.
-func EndpointBinding(addr netip.Addr) (Extra, error) {
+// binds it at once. On the node that runs kubeadm init (initsCluster) it
+// runs before kubeadm, whose API server must answer on the endpoint to
+// finish; on a node joining the control plane, after kubeadm join: bound
+// before, the endpoint would lead the join to the node's own API server,
+// which does not run yet, instead of the cluster's (upstream's template
+// bound it only where the endpoint did not answer yet). "ip addr replace"
+// succeeds when the address is already there.
+func EndpointBinding(addr netip.Addr, initsCluster bool) (Extra, error) {
 	if !addr.IsValid() || addr.Zone() != "" {
 		return Extra{}, &InvalidValueError{Field: "control-plane endpoint address", Value: addr.String(), Reason: "is not an IPv4 or IPv6 address without a zone"}
 	}
@@ -44,12 +49,16 @@ func EndpointBinding(addr netip.Addr) (Extra, error) {
 	if addr.Is6() {
 		stanza = "iface lo inet6 static\n"
 	}
-	return Extra{
-		Files: []File{{
-			Path:        EndpointBindingPath,
-			Permissions: "0644",
-			Content:     "# The cluster's control-plane endpoint, written by the Cluster API Equinix Metal provider.\n" + stanza + "    address " + prefix + "\n",
-		}},
-		First: [][]string{{"ip", "addr", "replace", prefix, "dev", "lo"}},
-	}, nil
+	extra := Extra{Files: []File{{
+		Path:        EndpointBindingPath,
+		Permissions: "0644",
+		Content:     "# The cluster's control-plane endpoint, written by the Cluster API Equinix Metal provider.\n" + stanza + "    address " + prefix + "\n",
+	}}}
+	bind := [][]string{{"ip", "addr", "replace", prefix, "dev", "lo"}}
+	if initsCluster {
+		extra.First = bind
+	} else {
+		extra.Last = bind
+	}
+	return extra, nil
 }

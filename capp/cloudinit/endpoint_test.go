@@ -20,7 +20,7 @@ func TestEndpointBinding(t *testing.T) {
 		{"2604:1380::5", "iface lo inet6 static\n    address 2604:1380::5/128\n", []string{"ip", "addr", "replace", "2604:1380::5/128", "dev", "lo"}},
 	} {
 		t.Run(tc.addr, func(t *testing.T) {
-			extra, err := EndpointBinding(netip.MustParseAddr(tc.addr))
+			extra, err := EndpointBinding(netip.MustParseAddr(tc.addr), true)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -35,13 +35,21 @@ func TestEndpointBinding(t *testing.T) {
 			if extra.Last != nil {
 				t.Errorf("last commands = %q, want none", extra.Last)
 			}
+			// A node joining the control plane binds it after kubeadm join.
+			joining, err := EndpointBinding(netip.MustParseAddr(tc.addr), false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(joining.Files, []File{want}) || joining.First != nil || !reflect.DeepEqual(joining.Last, [][]string{tc.command}) {
+				t.Errorf("joining: files %#v, first %q, last %q; want the same file and the command last", joining.Files, joining.First, joining.Last)
+			}
 		})
 	}
 }
 
 func TestEndpointBindingRefusesWhatIsNotAnAddress(t *testing.T) {
 	for _, addr := range []netip.Addr{{}, netip.MustParseAddr("fe80::1%bond0")} {
-		_, err := EndpointBinding(addr)
+		_, err := EndpointBinding(addr, true)
 		var invalid *InvalidValueError
 		if !errors.As(err, &invalid) {
 			t.Fatalf("EndpointBinding(%v) = %v, want an *InvalidValueError", addr, err)
@@ -57,7 +65,7 @@ func TestEndpointBindingRefusesWhatIsNotAnAddress(t *testing.T) {
 // header stays, the files are added after the bootstrap's, and the commands
 // run network script, binding, software, the bootstrap's, then the last.
 func TestUserDataRunsTheBindingAndTheSoftwareBeforeKubeadm(t *testing.T) {
-	binding, err := EndpointBinding(netip.MustParseAddr("147.75.1.2"))
+	binding, err := EndpointBinding(netip.MustParseAddr("147.75.1.2"), true)
 	if err != nil {
 		t.Fatal(err)
 	}

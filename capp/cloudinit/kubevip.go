@@ -66,6 +66,12 @@ func NeedsSuperAdmin(bootstrap []byte, kubernetesVersion string) bool {
 	if v, err := version.ParseGeneric(kubernetesVersion); err == nil && v.LessThan(superAdminSince) {
 		return false
 	}
+	return InitsCluster(bootstrap)
+}
+
+// InitsCluster tells whether the node with this bootstrap data runs kubeadm
+// init: the first control-plane node, whose API server the others join.
+func InitsCluster(bootstrap []byte) bool {
 	_, body := splitHeader(bootstrap)
 	var cfg struct {
 		RunCmd []any `yaml:"runcmd"`

@@ -225,7 +225,7 @@ func TestNodeSoftwareScriptPassesBashAndShellcheck(t *testing.T) {
 // come out byte for byte.
 func TestUserDataWithBindingAndSoftwarePassesCloudInitSchema(t *testing.T) {
 	nodetools.Require(t, false, "cloud-init")
-	binding, err := EndpointBinding(netip.MustParseAddr("147.75.1.2"))
+	binding, err := EndpointBinding(netip.MustParseAddr("147.75.1.2"), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +268,7 @@ func TestEndpointBindingInANetworkNamespace(t *testing.T) {
 		var ns string
 		t.Run(tc.addr, func(t *testing.T) {
 			ns = netns(t)
-			extra, err := EndpointBinding(netip.MustParseAddr(tc.addr))
+			extra, err := EndpointBinding(netip.MustParseAddr(tc.addr), true)
 			if err != nil {
 				t.Fatal(err)
 			}

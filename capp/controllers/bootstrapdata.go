@@ -48,7 +48,7 @@ func (r *PacketMachineReconciler) reconcileBootstrapData(ctx context.Context, s 
 	if format := string(bootstrap.Data["format"]); format != "" && format != "cloud-config" {
 		return r.bootstrapDataInvalid(s, fmt.Errorf("bootstrap data Secret %s has format %q; only cloud-config can carry the network configuration", *dataSecretName, format))
 	}
-	binding, wait, err := r.endpointBinding(ctx, s)
+	binding, wait, err := r.endpointBinding(ctx, s, bootstrap.Data[UserDataKey])
 	if err != nil {
 		return ctrl.Result{}, false, err
 	}

@@ -22,7 +22,7 @@ import (
 // set is left alone: it may be a load balancer, not the node. Other
 // machines add nothing. wait, when not nil, is the fact (for
 // BootstrapDataRendered) of why the user-data cannot be rendered yet.
-func (r *PacketMachineReconciler) endpointBinding(ctx context.Context, s *machineScope) (extra cloudinit.Extra, wait bootstrapFact, err error) {
+func (r *PacketMachineReconciler) endpointBinding(ctx context.Context, s *machineScope, bootstrap []byte) (extra cloudinit.Extra, wait bootstrapFact, err error) {
 	if !util.IsControlPlaneMachine(s.Machine) {
 		return extra, nil, nil
 	}
@@ -45,7 +45,7 @@ func (r *PacketMachineReconciler) endpointBinding(ctx context.Context, s *machin
 	if err != nil {
 		return extra, clusterEndpointInvalid{cluster: pc.Name, host: host}, nil
 	}
-	extra, err = cloudinit.EndpointBinding(addr)
+	extra, err = cloudinit.EndpointBinding(addr, cloudinit.InitsCluster(bootstrap))
 	if err != nil {
 		return extra, bootstrapInvalid{err: err}, nil
 	}

@@ -57,6 +57,8 @@ func rendered(pm *infrav1.PacketMachine) {
 
 var _ = Describe("The user-data of a machine", func() {
 	kubeadmJoin := "kubeadm join --config /run/kubeadm/kubeadm-join-config.yaml"
+	kubeadmInit := "kubeadm init --config /run/kubeadm/kubeadm.yaml"
+	initData := "## template: jinja\n#cloud-config\nruncmd:\n- " + kubeadmInit + "\n"
 	ports := []infrav1.Port{{Name: "bond0", Networks: []infrav1.Network{{VXLAN: simtest.NodesVXLAN, Address: "10.60.5.5/24"}}}}
 
 	It("of a CPEM cluster waits for the reserved endpoint, binds it on the control-plane machines only, and installs the node software where asked", func() {
@@ -70,14 +72,14 @@ var _ = Describe("The user-data of a machine", func() {
 		controlPlane(cp)
 		withVersion(cp, "v1.33.1")
 		withNodeSoftware(cpm, infrav1.NodeSoftwareInstall)
-		setBootstrapData(cp, bootstrapData)
+		setBootstrapData(cp, initData)
 
 		By("waiting for the reservation, without a device")
 		Eventually(condition(cpm, infrav1.BootstrapDataRenderedCondition)).Should(haveCondition(metav1.ConditionFalse,
 			infrav1.WaitingForControlPlaneEndpointReason, "waiting for PacketCluster cluster to reserve its control-plane endpoint"))
 		Expect(get(cpm).Spec.ProviderID).To(BeEmpty())
 
-		By("binding the reserved address to lo, then installing the software, before kubeadm")
+		By("binding the reserved address to lo, then installing the software, before kubeadm init")
 		Eventually(clusterCondition(pc, infrav1.ControlPlaneEndpointReadyCondition)).Should(
 			haveCondition(metav1.ConditionTrue, infrav1.ControlPlaneEndpointReservedReason, ""))
 		res := reservationsOf(getCluster(pc))
@@ -91,10 +93,10 @@ var _ = Describe("The user-data of a machine", func() {
 			toAny(cloudinit.RunCommand),
 			[]any{"ip", "addr", "replace", endpoint + "/32", "dev", "lo"},
 			[]any{cloudinit.NodeSoftwarePath},
-			kubeadmJoin,
+			kubeadmInit,
 		}))
 
-		By("binding it on a control-plane machine with preinstalled software, without the install")
+		By("binding it after kubeadm join on a control-plane machine that joins, with preinstalled software, without the install")
 		pre, prepm := machineFixture(ns, "cp-preinstalled", ports)
 		controlPlane(pre)
 		withNodeSoftware(prepm, infrav1.NodeSoftwarePreinstalled)
@@ -103,8 +105,8 @@ var _ = Describe("The user-data of a machine", func() {
 		Expect(userDataFiles(prepm)).To(And(HaveKey(cloudinit.EndpointBindingPath), Not(HaveKey(cloudinit.NodeSoftwarePath))))
 		Expect(userDataCommands(prepm)).To(Equal([]any{
 			toAny(cloudinit.RunCommand),
-			[]any{"ip", "addr", "replace", endpoint + "/32", "dev", "lo"},
 			kubeadmJoin,
+			[]any{"ip", "addr", "replace", endpoint + "/32", "dev", "lo"},
 		}))
 
 		By("not binding it on a worker, which installs the software")
