@@ -1,0 +1,260 @@
+package workload
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/cluster-api/util/secret"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/metal-vrf/cluster-api-metal-vrf/capp/device"
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal"
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal/sim"
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal/sim/simtest"
+	"github.com/metal-vrf/cluster-api-metal-vrf/test/testenv"
+	"github.com/metal-vrf/cluster-api-metal-vrf/test/workload/emulator"
+)
+
+// inNamespace marks the test process that runs in the network namespace
+// TestMain made for it.
+const inNamespace = "WORKLOAD_TEST_NETNS"
+
+// TestMain runs the tests in a network namespace of their own (unshare
+// --net, as root): the emulator binds clusters' endpoints to its lo, and
+// the namespace, with whatever it bound, disappears with the process.
+// Everything else (envtest's API server, the managers, the simulator) runs
+// there too, on its loopback interface.
+func TestMain(m *testing.M) {
+	if os.Getenv(inNamespace) == "" {
+		if os.Getenv("REQUIRE_WORKLOAD") == "" {
+			fmt.Println("skipping the workload cluster tests: run them with `make test-workload` (REQUIRE_WORKLOAD=1, as root)")
+			os.Exit(0)
+		}
+		cmd := exec.Command("unshare", append([]string{"--net", "--", os.Args[0]}, os.Args[1:]...)...)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+		cmd.Env = append(os.Environ(), inNamespace+"=1")
+		if err := cmd.Run(); err != nil {
+			if exit, ok := err.(*exec.ExitError); ok {
+				os.Exit(exit.ExitCode())
+			}
+			fmt.Fprintf(os.Stderr, "running the tests in a network namespace of their own (unshare --net needs root): %v\n", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	if out, err := exec.Command("ip", "link", "set", "lo", "up").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "bringing lo up: %v: %s\n", err, out)
+		os.Exit(1)
+	}
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
+	os.Exit(m.Run())
+}
+
+const (
+	clusterName = "wl"
+	version     = "v1.36.3"
+)
+
+func TestDefaultFlavorComesUp(t *testing.T) {
+	g := NewWithT(t)
+	g.SetDefaultEventuallyTimeout(4 * time.Minute)
+	g.SetDefaultEventuallyPollingInterval(time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+
+	metalAPI, simURL := startPlatform(t, g)
+	env := startManagementCluster(ctx, t, g, metalAPI, simURL)
+	k8s := env.Client
+
+	runner := &emulator.Runner{Metal: metalAPI, Management: k8s, Log: ctrl.Log.WithName("emulator")}
+	runnerDone := make(chan error, 1)
+	go func() { runnerDone <- runner.Run(ctx) }()
+
+	ns, err := env.NewNamespace(ctx, "workload")
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, obj := range append(testenv.FlavorInputs(ns, clusterName, "metal-credentials", simtest.APIKey), renderFlavor(t, g, env, ns)...) {
+		g.Expect(k8s.Create(ctx, obj)).To(Succeed(), "creating %s %s", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName())
+	}
+	key := client.ObjectKey{Namespace: ns, Name: clusterName}
+	defer func() {
+		if t.Failed() {
+			for _, err := range runner.Refusals() {
+				t.Logf("the emulator refused: %v", err)
+			}
+		}
+	}()
+
+	t.Log("the Cluster becomes Available")
+	cluster := &clusterv1.Cluster{}
+	g.Eventually(func(g Gomega) {
+		g.Expect(k8s.Get(ctx, key, cluster)).To(Succeed())
+		g.Expect(conditions.IsTrue(cluster, clusterv1.AvailableCondition)).To(BeTrue(), "Available: %v", conditions.Get(cluster, clusterv1.AvailableCondition))
+	}).Should(Succeed())
+	kcp := &controlplanev1.KubeadmControlPlane{}
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: clusterName + "-control-plane"}, kcp)).To(Succeed())
+	g.Expect(ptr.Deref(kcp.Status.Initialization.ControlPlaneInitialized, false)).To(BeTrue(), "the KubeadmControlPlane is initialised")
+
+	t.Log("both Machines have nodes")
+	machines := &clusterv1.MachineList{}
+	g.Eventually(func(g Gomega) {
+		g.Expect(k8s.List(ctx, machines, client.InNamespace(ns))).To(Succeed())
+		g.Expect(machines.Items).To(HaveLen(2))
+		for _, m := range machines.Items {
+			g.Expect(m.Status.NodeRef.IsDefined()).To(BeTrue(), "Machine %s has a nodeRef", m.Name)
+		}
+	}).Should(Succeed())
+
+	t.Log("the ClusterResourceSets applied the CNI and CPEM to the workload cluster, and CPEM (emulated) initialised the nodes")
+	workload := workloadClient(ctx, g, k8s, key)
+	g.Eventually(func(g Gomega) {
+		g.Expect(workload.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "cni"}, &corev1.ConfigMap{})).To(Succeed())
+		g.Expect(workload.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "metal-cloud-config"}, &corev1.Secret{})).To(Succeed())
+		g.Expect(workload.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "cloud-provider-equinix-metal"}, &appsv1.Deployment{})).To(Succeed())
+		nodes := &corev1.NodeList{}
+		g.Expect(workload.List(ctx, nodes)).To(Succeed())
+		g.Expect(nodes.Items).To(HaveLen(2))
+		for _, n := range nodes.Items {
+			g.Expect(n.Spec.Taints).NotTo(ContainElement(HaveField("Key", "node.cloudprovider.kubernetes.io/uninitialized")), "node %s is initialised", n.Name)
+			g.Expect(n.Status.Addresses).To(ContainElement(HaveField("Type", corev1.NodeInternalIP)), "node %s has its InternalIP", n.Name)
+		}
+	}).Should(Succeed())
+
+	eip, err := netip.ParseAddr(cluster.Spec.ControlPlaneEndpoint.Host)
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Log("deleting the Cluster takes everything back")
+	g.Expect(k8s.Delete(ctx, cluster)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		devices, err := metalAPI.ListDevices(ctx, metal.DeviceFilter{Tag: device.ClusterTagPrefix + clusterName})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(devices).To(BeEmpty(), "devices left")
+		reservations, err := metalAPI.ListPublicIPv4Reservations(ctx, "")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(reservations).To(BeEmpty(), "public address reservations left")
+		addresses := &ipamv1.IPAddressList{}
+		g.Expect(k8s.List(ctx, addresses, client.InNamespace(ns))).To(Succeed())
+		g.Expect(addresses.Items).To(BeEmpty(), "IPAddresses left")
+		g.Expect(k8s.Get(ctx, key, &clusterv1.Cluster{})).NotTo(Succeed(), "the Cluster is gone")
+	}).Should(Succeed())
+	g.Eventually(func() (bool, error) { return emulator.Loopback{}.Bound(eip) }).Should(BeFalse(), "the endpoint is unbound once its devices are gone")
+	cancel()
+	g.Expect(<-runnerDone).To(Succeed())
+}
+
+// startPlatform starts the Metal API simulator and returns a client of it.
+func startPlatform(t *testing.T, g Gomega) (*metal.Client, string) {
+	s, err := simtest.Start(sim.Options{DeviceProvisionDelay: 2 * time.Second, BatchDelay: time.Second, DeviceDeprovisionDelay: time.Second}, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(s.Close)
+	api, err := metal.NewClient(metal.Config{APIKey: simtest.APIKey, BaseURL: s.URL, ProjectID: simtest.Project})
+	g.Expect(err).NotTo(HaveOccurred())
+	return api, s.URL
+}
+
+// startManagementCluster starts envtest with Cluster API's kubeadm CRDs
+// beside its core's and ours, and runs against it until the test ends: our
+// IPAM and CAPP managers in process, and Cluster API's core, kubeadm
+// bootstrap and kubeadm control plane managers as processes (built by
+// `make test-workload` from test/tools/capi-providers and test/tools/capi-core).
+// Their webhooks are not installed: the flavor's objects go in as rendered.
+func startManagementCluster(ctx context.Context, t *testing.T, g Gomega, metalAPI *metal.Client, simURL string) *testenv.Environment {
+	env, err := testenv.Start(testenv.Options{Webhooks: true, CAPPCRDs: true})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = env.Stop() })
+	capiDir, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/cluster-api").Output()
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{ErrorIfPathMissing: true, Paths: []string{
+		filepath.Join(strings.TrimSpace(string(capiDir)), "bootstrap", "kubeadm", "config", "crd", "bases"),
+		filepath.Join(strings.TrimSpace(string(capiDir)), "controlplane", "kubeadm", "config", "crd", "bases"),
+	}})
+	g.Expect(err).NotTo(HaveOccurred())
+
+	stopIPAM, err := env.StartIPAM(ctx, env.IPAMOptions(4))
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(stopIPAM)
+	cappOpts := env.CAPPOptions(4, "")
+	cappOpts.Getenv = func(name string) string {
+		return map[string]string{metal.EnvAPIKey: simtest.APIKey, metal.EnvBaseURL: simURL}[name]
+	}
+	stopCAPP, err := env.StartCAPP(ctx, cappOpts)
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(stopCAPP)
+
+	logs, err := os.CreateTemp("", "workload-managers-*.log")
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("Cluster API's managers' logs are in %s", logs.Name())
+		} else {
+			_ = os.Remove(logs.Name())
+		}
+	})
+	for _, m := range []struct{ envVar, name string }{
+		{"CAPI_MANAGER", "capi-core-manager"},
+		{"CAPI_KUBEADM_BOOTSTRAP_MANAGER", "capi-kubeadm-bootstrap-manager"},
+		{"CAPI_KUBEADM_CONTROL_PLANE_MANAGER", "capi-kubeadm-control-plane-manager"},
+	} {
+		stop, err := env.StartCAPIManager(m.envVar, m.name, logs)
+		g.Expect(err).NotTo(HaveOccurred())
+		t.Cleanup(stop)
+	}
+	return env
+}
+
+// renderFlavor renders the default flavor for one control plane and one
+// worker, on the simulator's nodes VLAN and its VRF's nodes range, with
+// clusterctl from the template file as a user may.
+func renderFlavor(t *testing.T, g Gomega, env *testenv.Environment, ns string) []client.Object {
+	clusterctl, err := testenv.Tool("CLUSTERCTL", "clusterctl")
+	g.Expect(err).NotTo(HaveOccurred())
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	g.Expect(env.WriteKubeconfig(kubeconfig)).To(Succeed())
+	home := t.TempDir()
+	out, err := testenv.RunTool(env.Root, []string{
+		"HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, ".config"), "CLUSTERCTL_DISABLE_VERSIONCHECK=true",
+		"PROJECT_ID=" + simtest.Project, "METRO=" + simtest.Metro, "SSH_KEY=ssh-ed25519 AAAA workload",
+		"NODE_VXLAN=1001", "NODE_NETWORK_ADDRESSES=10.60.1.2-10.60.1.6", "NODE_NETWORK_PREFIX=29", "NODE_NETWORK_GATEWAY=10.60.1.1",
+	}, clusterctl, "generate", "cluster", clusterName, "--from", filepath.Join(env.Root, "templates", "cluster-template.yaml"),
+		"--target-namespace", ns, "--kubernetes-version", version, "--control-plane-machine-count", "1", "--worker-machine-count", "1",
+		"--kubeconfig", kubeconfig)
+	g.Expect(err).NotTo(HaveOccurred())
+	rendered, err := testenv.DecodeObjects(bytes.NewReader(out))
+	g.Expect(err).NotTo(HaveOccurred())
+	objs := make([]client.Object, len(rendered))
+	for i, obj := range rendered {
+		objs[i] = obj
+	}
+	return objs
+}
+
+// workloadClient reaches the workload cluster with the kubeconfig Cluster
+// API wrote for it: through its endpoint, with the cluster's CA.
+func workloadClient(ctx context.Context, g Gomega, k8s client.Client, cluster client.ObjectKey) client.Client {
+	kubeconfig := &corev1.Secret{}
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: secret.Name(cluster.Name, secret.Kubeconfig)}, kubeconfig)).To(Succeed())
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig.Data[secret.KubeconfigDataName])
+	g.Expect(err).NotTo(HaveOccurred())
+	c, err := client.New(cfg, client.Options{})
+	g.Expect(err).NotTo(HaveOccurred())
+	return c
+}
+
