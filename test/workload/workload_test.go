@@ -15,6 +15,9 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
@@ -27,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/metal-vrf/cluster-api-metal-vrf/capp/cloudinit"
 	"github.com/metal-vrf/cluster-api-metal-vrf/capp/device"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal/sim"
@@ -62,12 +66,30 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	if out, err := exec.Command("ip", "link", "set", "lo", "up").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "bringing lo up: %v: %s\n", err, out)
-		os.Exit(1)
+	for _, args := range namespaceNetwork {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "setting the namespace's network up: ip %v: %v: %s\n", args, err, out)
+			os.Exit(1)
+		}
 	}
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
 	os.Exit(m.Run())
+}
+
+// namespaceNetwork are the ip commands that set the namespace's network up:
+// lo, and a default route through a veth pair of the namespace's own
+// (192.0.2.0/24, TEST-NET-1), without which kube-apiserver finds no address
+// to advertise. The simulator's public addresses (198.51.100.0/24) are
+// unreachable but where the emulator binds them to lo: a connection to an
+// endpoint the platform does not route fails at once.
+var namespaceNetwork = [][]string{
+	{"link", "set", "lo", "up"},
+	{"link", "add", "wl0", "type", "veth", "peer", "name", "wl1"},
+	{"addr", "add", "192.0.2.1/24", "dev", "wl0"},
+	{"link", "set", "wl0", "up"},
+	{"link", "set", "wl1", "up"},
+	{"route", "add", "default", "via", "192.0.2.2", "dev", "wl0"},
+	{"route", "add", "unreachable", "198.51.100.0/24"},
 }
 
 const (
@@ -86,7 +108,7 @@ func TestDefaultFlavorComesUp(t *testing.T) {
 	env := startManagementCluster(ctx, t, g, metalAPI, simURL)
 	k8s := env.Client
 
-	runner := &emulator.Runner{Metal: metalAPI, Management: k8s, Log: ctrl.Log.WithName("emulator")}
+	runner := &emulator.Runner{Metal: metalAPI, Management: k8s, Log: ctrl.Log.WithName("emulator"), Amend: bindEndpointAsCAPPWill(t)}
 	runnerDone := make(chan error, 1)
 	go func() { runnerDone <- runner.Run(ctx) }()
 
@@ -182,11 +204,20 @@ func startManagementCluster(ctx context.Context, t *testing.T, g Gomega, metalAP
 	t.Cleanup(func() { _ = env.Stop() })
 	capiDir, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/cluster-api").Output()
 	g.Expect(err).NotTo(HaveOccurred())
-	_, err = envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{ErrorIfPathMissing: true, Paths: []string{
+	crds, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{ErrorIfPathMissing: true, Paths: []string{
 		filepath.Join(strings.TrimSpace(string(capiDir)), "bootstrap", "kubeadm", "config", "crd", "bases"),
 		filepath.Join(strings.TrimSpace(string(capiDir)), "controlplane", "kubeadm", "config", "crd", "bases"),
 	}})
 	g.Expect(err).NotTo(HaveOccurred())
+	// The label that tells Cluster API which of the CRD's versions serves
+	// its contract: the providers' kustomization adds it to the bases.
+	for _, crd := range crds {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
+		u.SetName(crd.Name)
+		patch := []byte(`{"metadata":{"labels":{"` + clusterv1.GroupVersion.String() + `":"v1beta2"}}}`)
+		g.Expect(env.Client.Patch(ctx, u, client.RawPatch(types.MergePatchType, patch))).To(Succeed())
+	}
 
 	stopIPAM, err := env.StartIPAM(ctx, env.IPAMOptions(4))
 	g.Expect(err).NotTo(HaveOccurred())
@@ -258,3 +289,29 @@ func workloadClient(ctx context.Context, g Gomega, k8s client.Client, cluster cl
 	return c
 }
 
+// bindEndpointAsCAPPWill adds to the first control plane's user-data the
+// endpoint binding that CAPP writes once the branch that makes it do so is
+// merged (emulator.EndpointBindingPath states the contract): the ifupdown
+// stanza and `ip addr replace <EIP>/32 dev lo`. Once CAPP writes it,
+// cloudinit.Merge refuses to write the stanza twice and the test fails
+// here: then remove this.
+func bindEndpointAsCAPPWill(t *testing.T) func(emulator.Device) emulator.Device {
+	return func(d emulator.Device) emulator.Device {
+		n, err := emulator.Read(d)
+		if err != nil || n.Role != emulator.FirstControlPlane || n.Binds.IsValid() {
+			return d
+		}
+		eip := n.Endpoint.Addr()
+		stanza := cloudinit.File{
+			Path: emulator.EndpointBindingPath, Permissions: "0644",
+			Content: fmt.Sprintf("auto lo:0\niface lo:0 inet static\n    address %s/32\n", eip),
+		}
+		out, err := cloudinit.Merge(d.UserData, []cloudinit.File{stanza}, []string{"ip", "addr", "replace", eip.String() + "/32", "dev", "lo"})
+		if err != nil {
+			t.Errorf("adding the endpoint binding to device %s's user-data: %v", d.ID, err)
+			return d
+		}
+		d.UserData = out
+		return d
+	}
+}

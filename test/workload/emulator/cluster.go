@@ -19,6 +19,9 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	cloudv1 "sigs.k8s.io/cluster-api/test/infrastructure/inmemory/pkg/cloud/api/v1alpha1"
 	inmemoryruntime "sigs.k8s.io/cluster-api/test/infrastructure/inmemory/pkg/runtime"
@@ -206,16 +209,16 @@ func staticPod(component, node string, annotations map[string]string) *corev1.Po
 // leads), and the member's serving certificate to the mux.
 func (w *workloadCluster) addEtcdMember(ctx context.Context, node string) error {
 	name := "etcd-" + node
-	pods := &corev1.PodList{}
-	if err := w.objects.List(ctx, pods, client.InNamespace(metav1.NamespaceSystem), client.MatchingLabels{"component": "etcd"}); err != nil {
+	pods, err := list[corev1.Pod](ctx, w.objects, corev1.SchemeGroupVersion.WithKind("PodList"), client.InNamespace(metav1.NamespaceSystem), client.MatchingLabels{"component": "etcd"})
+	if err != nil {
 		return err
 	}
 	annotations := map[string]string{
 		cloudv1.EtcdClusterIDAnnotationName: strconv.FormatUint(uint64(rand.Uint32()|1), 10),
 		cloudv1.EtcdMemberIDAnnotationName:  strconv.FormatUint(uint64(rand.Uint32()|1), 10),
 	}
-	if i := slices.IndexFunc(pods.Items, func(p corev1.Pod) bool { return p.Name != name }); i >= 0 {
-		annotations[cloudv1.EtcdClusterIDAnnotationName] = pods.Items[i].Annotations[cloudv1.EtcdClusterIDAnnotationName]
+	if i := slices.IndexFunc(pods, func(p corev1.Pod) bool { return p.Name != name }); i >= 0 {
+		annotations[cloudv1.EtcdClusterIDAnnotationName] = pods[i].Annotations[cloudv1.EtcdClusterIDAnnotationName]
 	} else {
 		annotations[cloudv1.EtcdLeaderFromAnnotationName] = time.Now().Format(time.RFC3339)
 	}
@@ -316,12 +319,12 @@ func (w *workloadCluster) initialiseNodes(ctx context.Context) error {
 	if !w.runsCloudController(ctx) {
 		return nil
 	}
-	nodes := &corev1.NodeList{}
-	if err := w.objects.List(ctx, nodes); err != nil {
+	nodes, err := list[corev1.Node](ctx, w.objects, corev1.SchemeGroupVersion.WithKind("NodeList"))
+	if err != nil {
 		return err
 	}
-	for i := range nodes.Items {
-		node := &nodes.Items[i]
+	for i := range nodes {
+		node := &nodes[i]
 		at := slices.IndexFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == uninitializedTaint.Key })
 		if at < 0 {
 			continue
@@ -331,7 +334,13 @@ func (w *workloadCluster) initialiseNodes(ctx context.Context) error {
 		if ip := node.Annotations[providedNodeIPAnnotation]; ip != "" {
 			node.Status.Addresses = append(node.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip})
 		}
-		if err := w.objects.Update(ctx, node); err != nil {
+		content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(node)
+		if err != nil {
+			return err
+		}
+		updated := &unstructured.Unstructured{Object: content}
+		updated.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Node"))
+		if err := w.objects.Update(ctx, updated); err != nil {
 			return err
 		}
 	}
@@ -343,11 +352,11 @@ func (w *workloadCluster) initialiseNodes(ctx context.Context) error {
 const cloudControllerArg = "--cloud-provider=equinixmetal"
 
 func (w *workloadCluster) runsCloudController(ctx context.Context) bool {
-	deployments := &appsv1.DeploymentList{}
-	if err := w.objects.List(ctx, deployments, client.InNamespace(metav1.NamespaceSystem)); err != nil {
+	deployments, err := list[appsv1.Deployment](ctx, w.objects, appsv1.SchemeGroupVersion.WithKind("DeploymentList"), client.InNamespace(metav1.NamespaceSystem))
+	if err != nil {
 		return false
 	}
-	for _, d := range deployments.Items {
+	for _, d := range deployments {
 		for _, c := range d.Spec.Template.Spec.Containers {
 			if slices.Contains(c.Args, cloudControllerArg) {
 				return true
@@ -361,4 +370,22 @@ func (w *workloadCluster) runsCloudController(ctx context.Context) bool {
 func (w *workloadCluster) shutdown(ctx context.Context, manager inmemoryruntime.Manager) error {
 	manager.DeleteResourceGroup(w.listener())
 	return errors.Join(w.mux.DeleteWorkloadClusterListener(w.listener()), w.mux.Shutdown(ctx))
+}
+
+// list lists objects of type T (listKind is its list's kind) from the
+// in-memory store, which keeps what clients wrote through the emulated API
+// server as unstructured objects and cannot hand them out as typed ones.
+func list[T any](ctx context.Context, objects inmemoryruntime.Client, listKind schema.GroupVersionKind, opts ...client.ListOption) ([]T, error) {
+	u := &unstructured.UnstructuredList{}
+	u.SetGroupVersionKind(listKind)
+	if err := objects.List(ctx, u, opts...); err != nil {
+		return nil, err
+	}
+	out := make([]T, len(u.Items))
+	for i := range u.Items {
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Items[i].Object, &out[i]); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }

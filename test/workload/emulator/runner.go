@@ -37,6 +37,11 @@ type Runner struct {
 	Management client.Reader
 	Loopback   Loopback
 	Log        logr.Logger
+	// Amend, when set, changes what the runner reads of each device before
+	// it reads the user-data: a test's way to put a node in a state the
+	// providers do not produce (e.g. a fault), or to add what they do not
+	// produce yet.
+	Amend func(Device) Device
 
 	manager  inmemoryruntime.Manager
 	clusters map[types.NamespacedName]*workloadCluster
@@ -101,7 +106,11 @@ func (r *Runner) poll(ctx context.Context) error {
 		if d.GetState() != metalv1.DEVICESTATE_ACTIVE {
 			continue
 		}
-		n, err := Read(Device{ID: d.GetId(), Hostname: d.GetHostname(), UserData: []byte(d.GetUserdata())})
+		dev := Device{ID: d.GetId(), Hostname: d.GetHostname(), UserData: []byte(d.GetUserdata())}
+		if r.Amend != nil {
+			dev = r.Amend(dev)
+		}
+		n, err := Read(dev)
 		if err != nil {
 			refusals = append(refusals, err)
 			continue
