@@ -108,7 +108,7 @@ func TestDefaultFlavorComesUp(t *testing.T) {
 	env := startManagementCluster(ctx, t, g, metalAPI, simURL)
 	k8s := env.Client
 
-	runner := &emulator.Runner{Metal: metalAPI, Management: k8s, Log: ctrl.Log.WithName("emulator"), Amend: bindEndpointAsCAPPWill(t)}
+	runner := &emulator.Runner{Metal: metalAPI, SimURL: simURL, Management: k8s, Log: ctrl.Log.WithName("emulator"), Amend: bindEndpointAsCAPPWill(t)}
 	runnerDone := make(chan error, 1)
 	go func() { runnerDone <- runner.Run(ctx) }()
 
@@ -123,6 +123,7 @@ func TestDefaultFlavorComesUp(t *testing.T) {
 			for _, err := range runner.Refusals() {
 				t.Logf("the emulator refused: %v", err)
 			}
+			logMachines(ctx, t, k8s, ns)
 		}
 	}()
 
@@ -272,9 +273,38 @@ func renderFlavor(t *testing.T, g Gomega, env *testenv.Environment, ns string) [
 	g.Expect(err).NotTo(HaveOccurred())
 	objs := make([]client.Object, len(rendered))
 	for i, obj := range rendered {
+		if obj.GetKind() == "MachineDeployment" {
+			defaultRollout(g, obj)
+		}
 		objs[i] = obj
 	}
 	return objs
+}
+
+// logMachines logs the conditions of the Machines of ns, for a failure.
+func logMachines(ctx context.Context, t *testing.T, k8s client.Client, ns string) {
+	machines := &clusterv1.MachineList{}
+	if err := k8s.List(ctx, machines, client.InNamespace(ns)); err != nil {
+		t.Logf("listing the Machines: %v", err)
+		return
+	}
+	for _, m := range machines.Items {
+		for _, c := range m.Status.Conditions {
+			t.Logf("Machine %s: %s=%s %s: %s", m.Name, c.Type, c.Status, c.Reason, c.Message)
+		}
+	}
+}
+
+// defaultRollout sets the rollout strategy of a MachineDeployment as Cluster
+// API's defaulting webhook does, which the test does not install.
+func defaultRollout(g Gomega, md *unstructured.Unstructured) {
+	if _, set, _ := unstructured.NestedMap(md.Object, "spec", "rollout", "strategy"); set {
+		return
+	}
+	g.Expect(unstructured.SetNestedMap(md.Object, map[string]any{
+		"type":          string(clusterv1.RollingUpdateMachineDeploymentStrategyType),
+		"rollingUpdate": map[string]any{"maxSurge": int64(1), "maxUnavailable": int64(0)},
+	}, "spec", "rollout", "strategy")).To(Succeed())
 }
 
 // workloadClient reaches the workload cluster with the kubeconfig Cluster

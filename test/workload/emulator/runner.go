@@ -33,7 +33,10 @@ import (
 // server answers at its endpoint while the platform routes the address to
 // one of its control planes (see Loopback).
 type Runner struct {
-	Metal      *metal.Client
+	Metal *metal.Client
+	// SimURL is the simulator's base URL, for what a node tells the
+	// platform outside the Metal API (see reportNetwork).
+	SimURL     string
 	Management client.Reader
 	Loopback   Loopback
 	Log        logr.Logger
@@ -47,6 +50,8 @@ type Runner struct {
 	clusters map[types.NamespacedName]*workloadCluster
 	// joined are the nodes that came up, by device.
 	joined map[string]Node
+	// reported are the devices whose network configuration was reported.
+	reported map[string]bool
 
 	mu       sync.Mutex
 	refusals []error
@@ -68,7 +73,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	if err := r.manager.Start(ctx); err != nil {
 		return err
 	}
-	r.clusters, r.joined = map[types.NamespacedName]*workloadCluster{}, map[string]Node{}
+	r.clusters, r.joined, r.reported = map[types.NamespacedName]*workloadCluster{}, map[string]Node{}, map[string]bool{}
 	defer r.shutdown()
 	ticker := time.NewTicker(pollInterval)
 	defer ticker.Stop()
@@ -121,6 +126,13 @@ func (r *Runner) poll(ctx context.Context) error {
 	refusals = append(refusals, refused...)
 
 	var errs []error
+	for _, n := range nodes {
+		if n.ConfiguresNetwork && !r.reported[n.DeviceID] {
+			err := reportNetwork(ctx, r.SimURL, r.Metal.APIKey(), n.DeviceID)
+			r.reported[n.DeviceID] = err == nil
+			errs = append(errs, err)
+		}
+	}
 	present := map[string]bool{}
 	for _, n := range admitted {
 		present[n.DeviceID] = true

@@ -77,6 +77,9 @@ type Node struct {
 	// Binds is the endpoint address the device binds to its loopback
 	// interface; the zero Addr when it binds none.
 	Binds netip.Addr
+	// ConfiguresNetwork: the runcmd runs CAPP's network script, which
+	// reports its outcome to the metadata service.
+	ConfiguresNetwork bool
 }
 
 // kubeadmCommand finds kubeadm init or join in a runcmd entry, with the
@@ -142,6 +145,7 @@ func Read(d Device) (Node, error) {
 	if n.NodeIP, err = nodeIP(cc.files[cloudinit.KubeletDefaultsPath]); err != nil {
 		return Node{}, refuse(d.ID, KubeadmConfigInvalid, "%s: %v", cloudinit.KubeletDefaultsPath, err)
 	}
+	n.ConfiguresNetwork = slices.ContainsFunc(cc.runcmd, func(args []string) bool { return slices.Equal(args, cloudinit.RunCommand) })
 	bindAt := -1
 	if n.Binds, bindAt, err = binding(d.ID, cc); err != nil {
 		return Node{}, err

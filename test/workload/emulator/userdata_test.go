@@ -37,7 +37,8 @@ func TestReadRendersOfTheProviders(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tc.want.DeviceID, tc.want.Name, tc.want.ProviderID, tc.want.ExternalCloudProvider = "dev-1", "host-1", "equinixmetal://dev-1", true
+			tc.want.DeviceID, tc.want.Name, tc.want.ProviderID = "dev-1", "host-1", "equinixmetal://dev-1"
+			tc.want.ExternalCloudProvider, tc.want.ConfiguresNetwork = true, true
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("Read =\n%+v\nwant\n%+v", got, tc.want)
 			}
