@@ -106,7 +106,11 @@ func TestDefaultFlavorComesUp(t *testing.T) {
 
 	metalAPI, simURL := startPlatform(t, g)
 	env := startManagementCluster(ctx, t, g, metalAPI, simURL)
-	k8s := env.Client
+	scheme, err := testenv.Scheme()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(controlplanev1.AddToScheme(scheme)).To(Succeed())
+	k8s, err := client.New(env.Config, client.Options{Scheme: scheme})
+	g.Expect(err).NotTo(HaveOccurred())
 
 	runner := &emulator.Runner{Metal: metalAPI, SimURL: simURL, Management: k8s, Log: ctrl.Log.WithName("emulator"), Amend: bindEndpointAsCAPPWill(t)}
 	runnerDone := make(chan error, 1)
