@@ -3,6 +3,7 @@ package workload
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -99,37 +100,10 @@ const (
 
 func TestDefaultFlavorComesUp(t *testing.T) {
 	g := NewWithT(t)
-	g.SetDefaultEventuallyTimeout(4 * time.Minute)
-	g.SetDefaultEventuallyPollingInterval(time.Second)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-
-	metalAPI, simURL := startPlatform(t, g)
-	env := startManagementCluster(ctx, t, g, metalAPI, simURL)
-	scheme, err := testenv.Scheme()
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(controlplanev1.AddToScheme(scheme)).To(Succeed())
-	k8s, err := client.New(env.Config, client.Options{Scheme: scheme})
-	g.Expect(err).NotTo(HaveOccurred())
-
-	runner := &emulator.Runner{Metal: metalAPI, SimURL: simURL, Management: k8s, Log: ctrl.Log.WithName("emulator"), Amend: bindEndpointAsCAPPWill(t)}
-	runnerDone := make(chan error, 1)
-	go func() { runnerDone <- runner.Run(ctx) }()
-
-	ns, err := env.NewNamespace(ctx, "workload")
-	g.Expect(err).NotTo(HaveOccurred())
-	for _, obj := range append(testenv.FlavorInputs(ns, clusterName, "metal-credentials", simtest.APIKey), renderFlavor(t, g, env, ns)...) {
-		g.Expect(k8s.Create(ctx, obj)).To(Succeed(), "creating %s %s", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName())
-	}
-	key := client.ObjectKey{Namespace: ns, Name: clusterName}
-	defer func() {
-		if t.Failed() {
-			for _, err := range runner.Refusals() {
-				t.Logf("the emulator refused: %v", err)
-			}
-			logMachines(ctx, t, k8s, ns)
-		}
-	}()
+	r := createCluster(ctx, t, g, bindEndpointAsCAPPWill(t))
+	k8s, metalAPI, ns, key := r.k8s, r.metalAPI, r.ns, r.key
 
 	t.Log("the Cluster becomes Available")
 	cluster := &clusterv1.Cluster{}
@@ -184,7 +158,103 @@ func TestDefaultFlavorComesUp(t *testing.T) {
 	}).Should(Succeed())
 	g.Eventually(func() (bool, error) { return emulator.Loopback{}.Bound(eip) }).Should(BeFalse(), "the endpoint is unbound once its devices are gone")
 	cancel()
-	g.Expect(<-runnerDone).To(Succeed())
+	g.Expect(<-r.runnerDone).To(Succeed())
+}
+
+// TestUnreachableEndpointKeepsTheWorkerOut shows a fault the emulator
+// catches: a worker whose discovery endpoint the platform does not route to
+// the control plane never becomes a node. The control plane comes up; the
+// Cluster is not Available (WorkersAvailable), the worker Machine gets no
+// nodeRef, and the emulator says why.
+func TestUnreachableEndpointKeepsTheWorkerOut(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	bind := bindEndpointAsCAPPWill(t)
+	unrouted := netip.MustParseAddr("198.51.100.250")
+	r := createCluster(ctx, t, g, func(d emulator.Device) emulator.Device {
+		d = bind(d)
+		if n, err := emulator.Read(d); err == nil && n.Role == emulator.Worker {
+			d.UserData = bytes.ReplaceAll(d.UserData, []byte(n.Endpoint.String()), []byte(netip.AddrPortFrom(unrouted, n.Endpoint.Port()).String()))
+		}
+		return d
+	})
+
+	t.Log("the control plane comes up")
+	g.Eventually(func(g Gomega) {
+		kcp := &controlplanev1.KubeadmControlPlane{}
+		g.Expect(r.k8s.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: clusterName + "-control-plane"}, kcp)).To(Succeed())
+		g.Expect(ptr.Deref(kcp.Status.Initialization.ControlPlaneInitialized, false)).To(BeTrue())
+	}).Should(Succeed())
+	t.Log("the emulator refuses the worker: its endpoint is unreachable")
+	var worker string
+	g.Eventually(func() []emulator.Reason {
+		var reasons []emulator.Reason
+		for _, err := range r.runner.Refusals() {
+			var refusal *emulator.Refusal
+			if errors.As(err, &refusal) {
+				reasons, worker = append(reasons, refusal.Reason), refusal.DeviceID
+			}
+		}
+		return reasons
+	}).Should(ConsistOf(emulator.EndpointUnreachable))
+	t.Log("so its Machine has no node, and the Cluster is not Available")
+	machines := &clusterv1.MachineList{}
+	var machine clusterv1.Machine
+	g.Eventually(func(g Gomega) {
+		g.Expect(r.k8s.List(ctx, machines, client.InNamespace(r.ns))).To(Succeed())
+		g.Expect(machines.Items).To(ContainElement(HaveField("Spec.ProviderID", device.ProviderID(worker)), &machine))
+	}).Should(Succeed(), "the worker's Machine has the refused device")
+	g.Expect(machine.Status.NodeRef.IsDefined()).To(BeFalse(), "the worker's Machine has a node")
+	cluster := &clusterv1.Cluster{}
+	g.Expect(r.k8s.Get(ctx, r.key, cluster)).To(Succeed())
+	g.Expect(conditions.IsTrue(cluster, clusterv1.AvailableCondition)).To(BeFalse())
+}
+
+// run is a Cluster of the default flavor on a management cluster of its own,
+// with the emulator making its devices nodes.
+type run struct {
+	k8s        client.Client
+	metalAPI   *metal.Client
+	runner     *emulator.Runner
+	runnerDone chan error
+	ns         string
+	key        client.ObjectKey
+}
+
+// createCluster starts the platform, the management cluster and the
+// emulator (reading the devices through amend), and creates the default
+// flavor's Cluster in a namespace of its own.
+func createCluster(ctx context.Context, t *testing.T, g *WithT, amend func(emulator.Device) emulator.Device) *run {
+	g.SetDefaultEventuallyTimeout(4 * time.Minute)
+	g.SetDefaultEventuallyPollingInterval(time.Second)
+	metalAPI, simURL := startPlatform(t, g)
+	env := startManagementCluster(ctx, t, g, metalAPI, simURL)
+	scheme, err := testenv.Scheme()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(controlplanev1.AddToScheme(scheme)).To(Succeed())
+	k8s, err := client.New(env.Config, client.Options{Scheme: scheme})
+	g.Expect(err).NotTo(HaveOccurred())
+
+	r := &run{k8s: k8s, metalAPI: metalAPI, runnerDone: make(chan error, 1),
+		runner: &emulator.Runner{Metal: metalAPI, SimURL: simURL, Management: k8s, Log: ctrl.Log.WithName("emulator"), Amend: amend}}
+	go func() { r.runnerDone <- r.runner.Run(ctx) }()
+
+	r.ns, err = env.NewNamespace(ctx, "workload")
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, obj := range append(testenv.FlavorInputs(r.ns, clusterName, "metal-credentials", simtest.APIKey), renderFlavor(t, g, env, r.ns)...) {
+		g.Expect(k8s.Create(ctx, obj)).To(Succeed(), "creating %s %s", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName())
+	}
+	r.key = client.ObjectKey{Namespace: r.ns, Name: clusterName}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, err := range r.runner.Refusals() {
+				t.Logf("the emulator refused: %v", err)
+			}
+			logMachines(context.Background(), t, k8s, r.ns)
+		}
+	})
+	return r
 }
 
 // startPlatform starts the Metal API simulator and returns a client of it.

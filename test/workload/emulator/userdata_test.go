@@ -5,7 +5,10 @@ import (
 	"errors"
 	"net/netip"
 	"reflect"
+	"slices"
 	"testing"
+
+	"go.yaml.in/yaml/v3"
 )
 
 func TestReadRendersOfTheProviders(t *testing.T) {
@@ -152,4 +155,66 @@ func TestAdmit(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestStrippedBindingIsRefused is the fault the coherence check is for: the
+// user-data of a CPEM cluster's control plane without its endpoint binding
+// (as CAPP wrote it before it bound the endpoint) makes a control plane
+// whose API server never answers at the Elastic IP.
+func TestStrippedBindingIsRefused(t *testing.T) {
+	bound := fixture{role: FirstControlPlane, endpoint: endpoint, nodeIP: "10.60.0.2", bind: eip}.userData(t)
+	stripped := stripBinding(t, bound)
+	for _, data := range [][]byte{bound, stripped} {
+		if _, err := Read(Device{ID: "cp-1", Hostname: "cp-1", UserData: data}); err != nil {
+			t.Fatalf("Read: %v", err)
+		}
+	}
+	cp, _ := Read(Device{ID: "cp-1", Hostname: "cp-1", UserData: stripped})
+	worker, err := Read(Device{ID: "w-1", Hostname: "w-1", UserData: fixture{role: Worker, endpoint: endpoint}.userData(t)})
+	must(t, err)
+	admitted, refused := Admit([]Node{cp, worker}, Routes{eip: "cp-1"}, nil)
+	if len(admitted) != 0 {
+		t.Errorf("admitted %v", admitted)
+	}
+	var reasons []Reason
+	for _, err := range refused {
+		var r *Refusal
+		if errors.As(err, &r) {
+			reasons = append(reasons, r.Reason)
+		}
+	}
+	if want := []Reason{EndpointNotBound, EndpointUnreachable}; !reflect.DeepEqual(reasons, want) {
+		t.Errorf("refusals %v, want %v", reasons, want)
+	}
+}
+
+// stripBinding removes the endpoint binding's file and command from
+// user-data, keeping its header.
+func stripBinding(t *testing.T, data []byte) []byte {
+	t.Helper()
+	at := bytes.Index(data, []byte("#cloud-config\n")) + len("#cloud-config\n")
+	var doc yaml.Node
+	must(t, yaml.Unmarshal(data[at:], &doc))
+	root := doc.Content[0]
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		list := root.Content[i+1]
+		keep := list.Content[:0]
+		for _, entry := range list.Content {
+			var file struct{ Path string }
+			var args []string
+			switch {
+			case root.Content[i].Value == "write_files" && entry.Decode(&file) == nil && file.Path == EndpointBindingPath:
+			case root.Content[i].Value == "runcmd" && entry.Decode(&args) == nil && len(args) > 2 && args[0] == "ip" && args[2] == "replace":
+			default:
+				keep = append(keep, entry)
+			}
+		}
+		list.Content = keep
+	}
+	out, err := yaml.Marshal(&doc)
+	must(t, err)
+	if bytes.Contains(out, []byte(EndpointBindingPath)) {
+		t.Fatal("the binding is still there")
+	}
+	return append(slices.Clone(data[:at]), out...)
 }
