@@ -59,7 +59,7 @@ func TestMain(m *testing.M) {
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 		cmd.Env = append(os.Environ(), inNamespace+"=1")
 		if err := cmd.Run(); err != nil {
-			if exit, ok := err.(*exec.ExitError); ok {
+			if exit := (*exec.ExitError)(nil); errors.As(err, &exit) {
 				os.Exit(exit.ExitCode())
 			}
 			fmt.Fprintf(os.Stderr, "running the tests in a network namespace of their own (unshare --net needs root): %v\n", err)
@@ -229,7 +229,7 @@ func createCluster(ctx context.Context, t *testing.T, g *WithT, amend func(emula
 	g.SetDefaultEventuallyTimeout(4 * time.Minute)
 	g.SetDefaultEventuallyPollingInterval(time.Second)
 	metalAPI, simURL := startPlatform(t, g)
-	env := startManagementCluster(ctx, t, g, metalAPI, simURL)
+	env := startManagementCluster(ctx, t, g, simURL)
 	scheme, err := testenv.Scheme()
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(controlplanev1.AddToScheme(scheme)).To(Succeed())
@@ -273,7 +273,7 @@ func startPlatform(t *testing.T, g Gomega) (*metal.Client, string) {
 // bootstrap and kubeadm control plane managers as processes (built by
 // `make test-workload` from test/tools/capi-providers and test/tools/capi-core).
 // Their webhooks are not installed: the flavor's objects go in as rendered.
-func startManagementCluster(ctx context.Context, t *testing.T, g Gomega, metalAPI *metal.Client, simURL string) *testenv.Environment {
+func startManagementCluster(ctx context.Context, t *testing.T, g Gomega, simURL string) *testenv.Environment {
 	env, err := testenv.Start(testenv.Options{Webhooks: true, CAPPCRDs: true})
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { _ = env.Stop() })

@@ -105,8 +105,11 @@ func readCA(ctx context.Context, mgmt client.Reader, cluster types.NamespacedNam
 		return ca{}, fmt.Errorf("reading the %s of cluster %s: %w", purpose, cluster, err)
 	}
 	cert, err := certs.DecodeCertPEM(s.Data[secret.TLSCrtDataName])
-	if err != nil || cert == nil {
-		return ca{}, fmt.Errorf("the %s of cluster %s has no certificate: %v", purpose, cluster, err)
+	if err != nil {
+		return ca{}, fmt.Errorf("the %s of cluster %s: %w", purpose, cluster, err)
+	}
+	if cert == nil {
+		return ca{}, fmt.Errorf("the %s of cluster %s has no certificate", purpose, cluster)
 	}
 	key, err := certs.DecodePrivateKeyPEM(s.Data[secret.TLSKeyDataName])
 	if err != nil {

@@ -146,7 +146,7 @@ func Read(d Device) (Node, error) {
 		return Node{}, refuse(d.ID, KubeadmConfigInvalid, "%s: %v", cloudinit.KubeletDefaultsPath, err)
 	}
 	n.ConfiguresNetwork = slices.ContainsFunc(cc.runcmd, func(args []string) bool { return slices.Equal(args, cloudinit.RunCommand) })
-	bindAt := -1
+	var bindAt int
 	if n.Binds, bindAt, err = binding(d.ID, cc); err != nil {
 		return Node{}, err
 	}
