@@ -38,7 +38,6 @@ type Runner struct {
 	// platform outside the Metal API (see reportNetwork).
 	SimURL     string
 	Management client.Reader
-	Loopback   Loopback
 	Log        logr.Logger
 	// Amend, when set, changes what the runner reads of each device before
 	// it reads the user-data: a test's way to put a node in a state the
@@ -107,7 +106,9 @@ func (r *Runner) poll(ctx context.Context) error {
 	}
 	var nodes []Node
 	var refusals []error
+	listed := map[string]bool{}
 	for _, d := range devices {
+		listed[d.GetId()] = true
 		if d.GetState() != metalv1.DEVICESTATE_ACTIVE {
 			continue
 		}
@@ -126,6 +127,11 @@ func (r *Runner) poll(ctx context.Context) error {
 	refusals = append(refusals, refused...)
 
 	var errs []error
+	for id := range r.reported {
+		if !listed[id] {
+			delete(r.reported, id)
+		}
+	}
 	for _, n := range nodes {
 		if n.ConfiguresNetwork && !r.reported[n.DeviceID] {
 			err := reportNetwork(ctx, r.SimURL, r.Metal.APIKey(), n.DeviceID)
@@ -265,7 +271,7 @@ func (r *Runner) expose(ctx context.Context, w *workloadCluster, routes Routes) 
 		return r.unexpose(w)
 	}
 	if !w.exposed {
-		if err := r.Loopback.Bind(w.endpoint.Addr()); err != nil {
+		if err := (Loopback{}).Bind(w.endpoint.Addr()); err != nil {
 			return err
 		}
 		w.exposed = true
@@ -287,7 +293,7 @@ func (r *Runner) unexpose(w *workloadCluster) error {
 	}
 	r.Log.Info("endpoint not routed to a control plane that binds it: unreachable", "cluster", w.key, "endpoint", w.endpoint)
 	w.exposed = false
-	return r.Loopback.Unbind(w.endpoint.Addr())
+	return Loopback{}.Unbind(w.endpoint.Addr())
 }
 
 // shutdown takes every emulated cluster down.
