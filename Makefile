@@ -92,6 +92,18 @@ test: $(TEST_DEPS) $(OLDEST_ENVTEST) ## Run every test: unit, fuzz seed corpora,
 test-node: envtest $(NODE_IMAGE)/rootfs.img ## Boot the rendered node configuration in Debian VMs under qemu (image built once into bin/node).
 	REQUIRE_NODE_BOOT=1 NODE_IMAGE=$(NODE_IMAGE) go test -count=1 -timeout 40m -v ./test/node/
 
+# The workload cluster test (test/workload, a Go module of its own) runs
+# Cluster API's kubeadm bootstrap and control plane managers beside its core,
+# built from test/tools/capi-providers.
+CAPI_KUBEADM_BOOTSTRAP_MANAGER := $(TOOLS)/capi-kubeadm-bootstrap-manager
+CAPI_KUBEADM_CONTROL_PLANE_MANAGER := $(TOOLS)/capi-kubeadm-control-plane-manager
+
+.PHONY: test-workload
+test-workload: envtest $(CAPI_MANAGER) $(CAPI_KUBEADM_BOOTSTRAP_MANAGER) $(CAPI_KUBEADM_CONTROL_PLANE_MANAGER) $(CLUSTERCTL) ## Bring a cluster of the default flavor up to Available on emulated nodes (in-memory workload clusters; root, own network namespace; docs/workload.md).
+	cd test/workload && REQUIRE_WORKLOAD=1 CAPI_MANAGER=$(CAPI_MANAGER) CLUSTERCTL=$(CLUSTERCTL) \
+		CAPI_KUBEADM_BOOTSTRAP_MANAGER=$(CAPI_KUBEADM_BOOTSTRAP_MANAGER) CAPI_KUBEADM_CONTROL_PLANE_MANAGER=$(CAPI_KUBEADM_CONTROL_PLANE_MANAGER) \
+		go test -count=1 -timeout 15m -v ./...
+
 .PHONY: test-chaos
 test-chaos: envtest ## Run two replicas of the IPAM manager while their leader is killed or frozen, and without leader election (minutes; docs/reliability.md).
 	REQUIRE_CHAOS=1 go test -count=1 -timeout 20m -v ./test/chaos/
@@ -168,6 +180,12 @@ $(GOTESTSUM): test/tools/gotestsum/go.mod
 
 $(CAPI_MANAGER): test/tools/capi-core/go.mod
 	$(call tool-build,capi-core,sigs.k8s.io/cluster-api/core)
+
+$(CAPI_KUBEADM_BOOTSTRAP_MANAGER): test/tools/capi-providers/go.mod
+	$(call tool-build,capi-providers,sigs.k8s.io/cluster-api/bootstrap/kubeadm)
+
+$(CAPI_KUBEADM_CONTROL_PLANE_MANAGER): test/tools/capi-providers/go.mod
+	$(call tool-build,capi-providers,sigs.k8s.io/cluster-api/controlplane/kubeadm)
 
 $(INCLUSTER_MANAGER): test/tools/incluster/go.mod
 	$(call tool-build,incluster,sigs.k8s.io/cluster-api-ipam-provider-in-cluster)

@@ -387,7 +387,15 @@ func (e *Environment) StartInCluster(logs io.Writer) (stop func(), err error) {
 // certificate and a free port; its webhooks are not installed, so objects
 // must be written out in full (no defaulting).
 func (e *Environment) StartCAPICore(logs io.Writer) (stop func(), err error) {
-	return e.startManager("CAPI_MANAGER", "capi-core-manager", logs, func(dir string) ([]string, error) {
+	return e.StartCAPIManager("CAPI_MANAGER", "capi-core-manager", logs)
+}
+
+// StartCAPIManager runs one of Cluster API's managers (core, kubeadm
+// bootstrap, kubeadm control plane: they take the same flags), the binary
+// named by $envVar (bin/tools/name by default), as StartCAPICore runs the
+// core manager.
+func (e *Environment) StartCAPIManager(envVar, name string, logs io.Writer) (stop func(), err error) {
+	return e.startManager(envVar, name, logs, func(dir string) ([]string, error) {
 		cert, key, err := certutil.GenerateSelfSignedCertKey("127.0.0.1", nil, nil)
 		if err != nil {
 			return nil, err
