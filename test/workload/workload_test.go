@@ -31,7 +31,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/metal-vrf/cluster-api-metal-vrf/capp/cloudinit"
 	"github.com/metal-vrf/cluster-api-metal-vrf/capp/device"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal/sim"
@@ -102,7 +101,7 @@ func TestDefaultFlavorComesUp(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	r := createCluster(ctx, t, g, bindEndpointAsCAPPWill(t))
+	r := createCluster(ctx, t, g, nil)
 	k8s, metalAPI, ns, key := r.k8s, r.metalAPI, r.ns, r.key
 
 	t.Log("the Cluster becomes Available")
@@ -125,12 +124,12 @@ func TestDefaultFlavorComesUp(t *testing.T) {
 		}
 	}).Should(Succeed())
 
-	t.Log("the ClusterResourceSets applied the CNI and CPEM to the workload cluster, and CPEM (emulated) initialised the nodes")
+	t.Log("the ClusterResourceSets applied the CNI and the cloud controller manager to the workload cluster, which (emulated) initialised the nodes")
 	workload := workloadClient(ctx, g, k8s, key)
 	g.Eventually(func(g Gomega) {
 		g.Expect(workload.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "cni"}, &corev1.ConfigMap{})).To(Succeed())
 		g.Expect(workload.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "metal-cloud-config"}, &corev1.Secret{})).To(Succeed())
-		g.Expect(workload.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "cloud-provider-equinix-metal"}, &appsv1.Deployment{})).To(Succeed())
+		g.Expect(workload.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "metal-vrf-ccm"}, &appsv1.Deployment{})).To(Succeed())
 		nodes := &corev1.NodeList{}
 		g.Expect(workload.List(ctx, nodes)).To(Succeed())
 		g.Expect(nodes.Items).To(HaveLen(2))
@@ -170,10 +169,8 @@ func TestUnreachableEndpointKeepsTheWorkerOut(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	bind := bindEndpointAsCAPPWill(t)
 	unrouted := netip.MustParseAddr("198.51.100.250")
 	r := createCluster(ctx, t, g, func(d emulator.Device) emulator.Device {
-		d = bind(d)
 		if n, err := emulator.Read(d); err == nil && n.Role == emulator.Worker {
 			d.UserData = bytes.ReplaceAll(d.UserData, []byte(n.Endpoint.String()), []byte(netip.AddrPortFrom(unrouted, n.Endpoint.Port()).String()))
 		}
@@ -391,31 +388,4 @@ func workloadClient(ctx context.Context, g Gomega, k8s client.Client, cluster cl
 	c, err := client.New(cfg, client.Options{})
 	g.Expect(err).NotTo(HaveOccurred())
 	return c
-}
-
-// bindEndpointAsCAPPWill adds to the first control plane's user-data the
-// endpoint binding that CAPP writes once the branch that makes it do so is
-// merged (emulator.EndpointBindingPath states the contract): the ifupdown
-// stanza and `ip addr replace <EIP>/32 dev lo`. Once CAPP writes it,
-// cloudinit.Merge refuses to write the stanza twice and the test fails
-// here: then remove this.
-func bindEndpointAsCAPPWill(t *testing.T) func(emulator.Device) emulator.Device {
-	return func(d emulator.Device) emulator.Device {
-		n, err := emulator.Read(d)
-		if err != nil || n.Role != emulator.FirstControlPlane || n.Binds.IsValid() {
-			return d
-		}
-		eip := n.Endpoint.Addr()
-		stanza := cloudinit.File{
-			Path: emulator.EndpointBindingPath, Permissions: "0644",
-			Content: fmt.Sprintf("auto lo:0\niface lo:0 inet static\n    address %s/32\n", eip),
-		}
-		out, err := cloudinit.Merge(d.UserData, []cloudinit.File{stanza}, []string{"ip", "addr", "replace", eip.String() + "/32", "dev", "lo"})
-		if err != nil {
-			t.Errorf("adding the endpoint binding to device %s's user-data: %v", d.ID, err)
-			return d
-		}
-		d.UserData = out
-		return d
-	}
 }

@@ -1,7 +1,6 @@
 package emulator
 
 import (
-	"fmt"
 	"net/netip"
 	"testing"
 
@@ -20,7 +19,7 @@ import (
 // package, with kubeadm configurations marshalled by its types package, as
 // the default flavor's KubeadmControlPlane and KubeadmConfigTemplate ask),
 // and CAPP merges in its network configuration with cloudinit.UserData. The
-// endpoint binding is added by the contract EndpointBindingPath states.
+// endpoint binding is added by the contract cloudinit.EndpointBindingPath states.
 
 const (
 	fixtureCluster = "wl"
@@ -99,19 +98,10 @@ func (f fixture) userData(t *testing.T) []byte {
 	}
 	var extra cloudinit.Extra
 	if f.bind.IsValid() {
-		extra.Files = []cloudinit.File{{
-			Path: EndpointBindingPath, Permissions: "0644",
-			Content: fmt.Sprintf("auto lo:0\niface lo:0 inet static\n    address %s/32\n", f.bind),
-		}}
-		bindNow := []string{"ip", "addr", "replace", f.bind.String() + "/32", "dev", "lo"}
-		if !f.bindFirst {
-			extra.Last = [][]string{bindNow}
-		} else {
-			// Merge puts its first command in front of the bootstrap's.
-			out, err := cloudinit.Merge(bootstrap, extra.Files, bindNow)
-			must(t, err)
-			bootstrap, extra.Files = out, nil
-		}
+		// CAPP's binding; bindFirst puts its command before the
+		// bootstrap's, as on the node that runs kubeadm init.
+		extra, err = cloudinit.EndpointBinding(f.bind, f.bindFirst)
+		must(t, err)
 	}
 	out, err := cloudinit.UserData(bootstrap, networks, cloudinit.Options{}, extra)
 	must(t, err)

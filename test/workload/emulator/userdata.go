@@ -20,13 +20,6 @@ import (
 	"github.com/metal-vrf/cluster-api-metal-vrf/capp/device"
 )
 
-// EndpointBindingPath is the ifupdown stanza with which CAPP binds a CPEM
-// cluster's endpoint to the loopback interface of its control-plane devices
-// (an "iface lo:0 inet static" stanza with "address <EIP>/32"). It is
-// cloudinit.EndpointBindingPath once that lands; the contract is repeated
-// here so that the emulator can check user-data before it does.
-const EndpointBindingPath = "/etc/network/interfaces.d/60-cluster-api-endpoint"
-
 // Role is what a device becomes in its cluster.
 type Role string
 
@@ -359,22 +352,22 @@ func nodeIP(defaults string) (netip.Addr, error) {
 
 // binding is the endpoint address the user-data binds to lo, and the
 // index of the runcmd entry that binds it now (-1 when none): the ifupdown
-// stanza at EndpointBindingPath and `ip addr replace <address>/32 dev lo`
+// stanza at cloudinit.EndpointBindingPath and `ip addr replace <address>/32 dev lo`
 // must both be there and agree, or neither.
 func binding(deviceID string, cc *cloudConfig) (netip.Addr, int, error) {
 	var stanza netip.Addr
-	content, written := cc.files[EndpointBindingPath]
+	content, written := cc.files[cloudinit.EndpointBindingPath]
 	for _, line := range strings.Split(content, "\n") {
 		if f := strings.Fields(line); len(f) == 2 && f[0] == "address" {
 			p, err := netip.ParsePrefix(f[1])
 			if err != nil || p.Bits() != p.Addr().BitLen() {
-				return netip.Addr{}, -1, refuse(deviceID, BindingIncomplete, "%s: %q is not a single address", EndpointBindingPath, f[1])
+				return netip.Addr{}, -1, refuse(deviceID, BindingIncomplete, "%s: %q is not a single address", cloudinit.EndpointBindingPath, f[1])
 			}
 			stanza = p.Addr()
 		}
 	}
 	if written && !stanza.IsValid() {
-		return netip.Addr{}, -1, refuse(deviceID, BindingIncomplete, "%s has no address line", EndpointBindingPath)
+		return netip.Addr{}, -1, refuse(deviceID, BindingIncomplete, "%s has no address line", cloudinit.EndpointBindingPath)
 	}
 	var applied netip.Addr
 	at := -1
@@ -386,7 +379,7 @@ func binding(deviceID string, cc *cloudConfig) (netip.Addr, int, error) {
 		}
 	}
 	if stanza != applied {
-		return netip.Addr{}, -1, refuse(deviceID, BindingIncomplete, "%s binds %v at boot, runcmd binds %v now", EndpointBindingPath, orNone(stanza), orNone(applied))
+		return netip.Addr{}, -1, refuse(deviceID, BindingIncomplete, "%s binds %v at boot, runcmd binds %v now", cloudinit.EndpointBindingPath, orNone(stanza), orNone(applied))
 	}
 	return stanza, at, nil
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/metal-vrf/cluster-api-metal-vrf/capp/cloudinit"
 )
 
 func TestReadRendersOfTheProviders(t *testing.T) {
@@ -63,7 +65,7 @@ func TestReadRefuses(t *testing.T) {
 		{"instance data the emulator does not know", bytes.Replace(cp, []byte("v1.instance_id"), []byte("v1.region"), 1), UnrenderedTemplate},
 		{"another device's provider ID", bytes.Replace(cp, []byte("equinixmetal://{{ v1.instance_id }}"), []byte("equinixmetal://dev-2"), 1), ProviderIDMismatch},
 		{"binding written, not applied", bytes.Replace(cp, []byte("[ip, addr, replace"), []byte("[ip, addr, show"), 1), BindingIncomplete},
-		{"binding applied, not written", bytes.Replace(cp, []byte(EndpointBindingPath), []byte("/etc/network/interfaces.d/other"), 1), BindingIncomplete},
+		{"binding applied, not written", bytes.Replace(cp, []byte(cloudinit.EndpointBindingPath), []byte("/etc/network/interfaces.d/other"), 1), BindingIncomplete},
 		{"joining control plane binding before kubeadm join",
 			fixture{role: ControlPlane, endpoint: endpoint, bind: eip, bindFirst: true}.userData(t), BindsBeforeJoin},
 	} {
@@ -203,7 +205,7 @@ func stripBinding(t *testing.T, data []byte) []byte {
 			var file struct{ Path string }
 			var args []string
 			switch {
-			case root.Content[i].Value == "write_files" && entry.Decode(&file) == nil && file.Path == EndpointBindingPath:
+			case root.Content[i].Value == "write_files" && entry.Decode(&file) == nil && file.Path == cloudinit.EndpointBindingPath:
 			case root.Content[i].Value == "runcmd" && entry.Decode(&args) == nil && len(args) > 2 && args[0] == "ip" && args[2] == "replace":
 			default:
 				keep = append(keep, entry)
@@ -213,7 +215,7 @@ func stripBinding(t *testing.T, data []byte) []byte {
 	}
 	out, err := yaml.Marshal(&doc)
 	must(t, err)
-	if bytes.Contains(out, []byte(EndpointBindingPath)) {
+	if bytes.Contains(out, []byte(cloudinit.EndpointBindingPath)) {
 		t.Fatal("the binding is still there")
 	}
 	return append(slices.Clone(data[:at]), out...)
