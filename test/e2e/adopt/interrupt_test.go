@@ -86,74 +86,58 @@ func addressesOf(ns string, claims ...string) map[string]string {
 	return taken
 }
 
+// interruptBeforeServing adopts pool "nodes" of a new namespace, whose
+// three claims the in-cluster provider bound, while a fourth claim waits;
+// interrupt removes annotation from the pool before the companion serves.
+// The adoption must be undone: no companion, none of left on the pool, the
+// claims as the in-cluster provider bound them, and the waiting one bound
+// by it to an address nobody else holds.
+func interruptBeforeServing(name, gateway, addresses, annotation string, left ...string) {
+	GinkgoHelper()
+	ns, err := env.NewNamespace(ctx, name)
+	Expect(err).NotTo(HaveOccurred())
+	createInClusterPool(ns, "nodes", gateway, addresses)
+	for _, c := range claims("node", 3) {
+		createClaim(ns, c, "nodes")
+	}
+	before := holdings(ns, claims("node", 3)...)
+	stop := keepBusy(ns)
+	DeferCleanup(stop)
+
+	annotateAdopt(ns, "nodes")
+	pausedForAdoption(ns)
+	createClaim(ns, "waiting", "nodes") // neither provider serves it now
+	annotate(v1alpha1.InClusterIPPoolKind, ns, "nodes", map[string]*string{annotation: nil})
+
+	Eventually(func() []string {
+		return eventNotes(v1alpha1.InClusterIPPoolKind, "nodes", "AdoptionInterrupted")
+	}).ShouldNot(BeEmpty())
+	noCompanion(ns, "nodes")
+	stop()
+	for _, key := range left {
+		Eventually(func() map[string]string { return inClusterPool(ns, "nodes").Annotations }).ShouldNot(HaveKey(key))
+	}
+
+	By("the claim that waited is bound by the in-cluster provider; the others keep theirs")
+	Expect(holdings(ns, claims("node", 3)...)).To(Equal(before))
+	taken := addressesOf(ns, append(claims("node", 3), "waiting")...)
+	for _, c := range append(claims("node", 3), "waiting") {
+		untouched(ns, c)
+	}
+	servedByInCluster(ns, "nodes", "after", taken)
+	_, exists := companionOf(v1alpha1.InClusterIPPoolKind, ns, "nodes")
+	Expect(exists).To(BeFalse())
+}
+
 var _ = Describe("An adoption interrupted", func() {
 	It("by removing the adopt annotation before the companion serves is undone: the pool is the in-cluster provider's again, nothing handed out twice", func() {
-		ns, err := env.NewNamespace(ctx, "interrupt-annotation")
-		Expect(err).NotTo(HaveOccurred())
-		createInClusterPool(ns, "nodes", "10.84.0.1", "10.84.0.10-10.84.0.30")
-		for _, c := range claims("node", 3) {
-			createClaim(ns, c, "nodes")
-		}
-		before := holdings(ns, claims("node", 3)...)
-		stop := keepBusy(ns)
-		DeferCleanup(stop)
-
-		annotateAdopt(ns, "nodes")
-		pausedForAdoption(ns)
-		createClaim(ns, "waiting", "nodes") // neither provider serves it now
-		annotate(v1alpha1.InClusterIPPoolKind, ns, "nodes", map[string]*string{v1alpha1.AdoptAnnotation: nil})
-
-		Eventually(func() []string {
-			return eventNotes(v1alpha1.InClusterIPPoolKind, "nodes", "AdoptionInterrupted")
-		}).ShouldNot(BeEmpty())
-		noCompanion(ns, "nodes")
-		stop()
-		Eventually(func() map[string]string { return inClusterPool(ns, "nodes").Annotations }).
-			ShouldNot(Or(HaveKey(clusterv1.PausedAnnotation), HaveKey(v1alpha1.PausedForAdoptionAnnotation)))
-
-		By("the claim that waited is bound by the in-cluster provider; the others keep theirs")
-		Expect(holdings(ns, claims("node", 3)...)).To(Equal(before))
-		taken := addressesOf(ns, append(claims("node", 3), "waiting")...)
-		for _, c := range append(claims("node", 3), "waiting") {
-			untouched(ns, c)
-		}
-		servedByInCluster(ns, "nodes", "after", taken)
-		_, exists := companionOf(v1alpha1.InClusterIPPoolKind, ns, "nodes")
-		Expect(exists).To(BeFalse())
+		interruptBeforeServing("interrupt-annotation", "10.84.0.1", "10.84.0.10-10.84.0.30", v1alpha1.AdoptAnnotation,
+			clusterv1.PausedAnnotation, v1alpha1.PausedForAdoptionAnnotation)
 	})
 
 	It("by unpausing the pool before the companion serves is undone, adopt annotation included, so the pool is not paused again", func() {
-		ns, err := env.NewNamespace(ctx, "interrupt-unpause")
-		Expect(err).NotTo(HaveOccurred())
-		createInClusterPool(ns, "nodes", "10.85.0.1", "10.85.0.10-10.85.0.30")
-		for _, c := range claims("node", 3) {
-			createClaim(ns, c, "nodes")
-		}
-		before := holdings(ns, claims("node", 3)...)
-		stop := keepBusy(ns)
-		DeferCleanup(stop)
-
-		annotateAdopt(ns, "nodes")
-		pausedForAdoption(ns)
-		createClaim(ns, "waiting", "nodes")
-		annotate(v1alpha1.InClusterIPPoolKind, ns, "nodes", map[string]*string{clusterv1.PausedAnnotation: nil})
-
-		Eventually(func() []string {
-			return eventNotes(v1alpha1.InClusterIPPoolKind, "nodes", "AdoptionInterrupted")
-		}).ShouldNot(BeEmpty())
-		noCompanion(ns, "nodes")
-		stop()
-		Eventually(func() map[string]string { return inClusterPool(ns, "nodes").Annotations }).
-			ShouldNot(Or(HaveKey(v1alpha1.AdoptAnnotation), HaveKey(v1alpha1.PausedForAdoptionAnnotation)))
-
-		Expect(holdings(ns, claims("node", 3)...)).To(Equal(before))
-		taken := addressesOf(ns, append(claims("node", 3), "waiting")...)
-		for _, c := range append(claims("node", 3), "waiting") {
-			untouched(ns, c)
-		}
-		servedByInCluster(ns, "nodes", "after", taken)
-		_, exists := companionOf(v1alpha1.InClusterIPPoolKind, ns, "nodes")
-		Expect(exists).To(BeFalse())
+		interruptBeforeServing("interrupt-unpause", "10.85.0.1", "10.85.0.10-10.85.0.30", clusterv1.PausedAnnotation,
+			v1alpha1.AdoptAnnotation, v1alpha1.PausedForAdoptionAnnotation)
 	})
 
 	It("by unpausing the pool after the companion served stops this provider serving it; the in-cluster provider's next address is none this provider handed out", func() {
