@@ -546,32 +546,40 @@ func (s *scenario) bind(ctx context.Context, w wave) (result, error) {
 // of the namespace that a watch shows bound, and when it saw it; possibly
 // more than once per claim.
 func (s *scenario) watchBound(ctx context.Context, onBound func(name string, at time.Time)) (stop func(), err error) {
-	claims, err := cache.New(s.env.cfg, cache.Options{Scheme: scheme, DefaultNamespaces: map[string]cache.Config{s.ns: {}}})
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	informer, err := claims.GetInformer(ctx, &ipamv1.IPAddressClaim{})
-	if err != nil {
-		cancel()
-		return nil, err
-	}
 	seen := func(obj any) {
 		if claim, ok := obj.(*ipamv1.IPAddressClaim); ok && claim.Status.AddressRef.Name != "" {
 			onBound(claim.Name, time.Now())
 		}
 	}
-	if _, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    seen,
-		UpdateFunc: func(_, obj any) { seen(obj) },
-	}); err != nil {
-		cancel()
+	return s.watch(ctx, map[client.Object]toolscache.ResourceEventHandler{
+		&ipamv1.IPAddressClaim{}: toolscache.ResourceEventHandlerFuncs{AddFunc: seen, UpdateFunc: func(_, obj any) { seen(obj) }},
+	})
+}
+
+// watch watches the kinds of handlers' keys in the scenario's namespace,
+// each with its handler, until stop is called. It returns once the watches
+// have synced.
+func (s *scenario) watch(ctx context.Context, handlers map[client.Object]toolscache.ResourceEventHandler) (stop func(), err error) {
+	objects, err := cache.New(s.env.cfg, cache.Options{Scheme: scheme, DefaultNamespaces: map[string]cache.Config{s.ns: {}}})
+	if err != nil {
 		return nil, err
 	}
-	go func() { _ = claims.Start(ctx) }()
-	if !claims.WaitForCacheSync(ctx) {
+	ctx, cancel := context.WithCancel(ctx)
+	for obj, handler := range handlers {
+		informer, err := objects.GetInformer(ctx, obj)
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		if _, err := informer.AddEventHandler(handler); err != nil {
+			cancel()
+			return nil, err
+		}
+	}
+	go func() { _ = objects.Start(ctx) }()
+	if !objects.WaitForCacheSync(ctx) {
 		cancel()
-		return nil, fmt.Errorf("the claim watch did not sync: %w", ctx.Err())
+		return nil, fmt.Errorf("the watches did not sync: %w", ctx.Err())
 	}
 	return cancel, nil
 }

@@ -10,7 +10,6 @@ import (
 
 	toolscache "k8s.io/client-go/tools/cache"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -170,34 +169,18 @@ func (s *scenario) release(ctx context.Context) (result, error) {
 // watchGone calls onGone with "claim" or "address" and the name of every
 // IPAddressClaim and IPAddress of the namespace a watch sees deleted.
 func (s *scenario) watchGone(ctx context.Context, onGone func(kind, name string)) (stop func(), err error) {
-	objects, err := cache.New(s.env.cfg, cache.Options{Scheme: scheme, DefaultNamespaces: map[string]cache.Config{s.ns: {}}})
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	for kind, obj := range map[string]client.Object{"claim": &ipamv1.IPAddressClaim{}, "address": &ipamv1.IPAddress{}} {
-		informer, err := objects.GetInformer(ctx, obj)
-		if err != nil {
-			cancel()
-			return nil, err
-		}
-		deleted := func(o any) {
+	deleted := func(kind string) toolscache.ResourceEventHandler {
+		return toolscache.ResourceEventHandlerFuncs{DeleteFunc: func(o any) {
 			if tombstone, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
 				o = tombstone.Obj
 			}
 			if o, ok := o.(client.Object); ok {
 				onGone(kind, o.GetName())
 			}
-		}
-		if _, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{DeleteFunc: deleted}); err != nil {
-			cancel()
-			return nil, err
-		}
+		}}
 	}
-	go func() { _ = objects.Start(ctx) }()
-	if !objects.WaitForCacheSync(ctx) {
-		cancel()
-		return nil, fmt.Errorf("the watch of claims and IPAddresses did not sync: %w", ctx.Err())
-	}
-	return cancel, nil
+	return s.watch(ctx, map[client.Object]toolscache.ResourceEventHandler{
+		&ipamv1.IPAddressClaim{}: deleted("claim"),
+		&ipamv1.IPAddress{}:      deleted("address"),
+	})
 }
