@@ -256,8 +256,12 @@ var _ = Describe("A PacketMachine with networks from IPAM pools", func() {
 		Eventually(condition(pm, infrav1.BootstrapDataRenderedCondition)).Should(
 			haveCondition(metav1.ConditionTrue, infrav1.BootstrapDataRenderedReason, ""))
 
-		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(pm), pm)).To(Succeed())
-		Expect(pm.Status.UserDataSecretName).To(Equal(controllers.UserDataSecretName("m1")))
+		// The patch helper writes the conditions and the rest of the status
+		// in two requests: the name may come a moment after the condition.
+		Eventually(func() string {
+			Expect(k8s.Get(ctx, client.ObjectKeyFromObject(pm), pm)).To(Succeed())
+			return pm.Status.UserDataSecretName
+		}).Should(Equal(controllers.UserDataSecretName("m1")))
 		secret := &corev1.Secret{}
 		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: pm.Status.UserDataSecretName}, secret)).To(Succeed())
 		Expect(metav1.IsControlledBy(secret, pm)).To(BeTrue())
