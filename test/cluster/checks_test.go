@@ -234,7 +234,8 @@ func checkRights(ctx context.Context, t *testing.T, k8s client.Client) {
 			{"create", "secrets", "default", false},
 			{"patch", "secrets", "default", false},
 			{"delete", "secrets", "default", false},
-			{"create", "metalvrfippools.ipam.cluster.x-k8s.io", "default", false},
+			// The companion pool of an adopted in-cluster pool (docs/adoption.md).
+			{"create", "metalvrfippools.ipam.cluster.x-k8s.io", "default", true},
 			{"delete", "ipaddressclaims.ipam.cluster.x-k8s.io", "default", false},
 			{"update", "clusters.cluster.x-k8s.io", "default", false},
 			{"get", "namespaces/default", "", false},
