@@ -295,8 +295,14 @@ func measureOnce(ctx context.Context, b *testing.B, p provider, w wave, noPolicy
 }
 
 // measureWave binds the wave's claims once the environment is idle, and
-// counts the CPU time and the API writes they cost.
+// counts the CPU time and the API requests they cost.
 func (s *scenario) measureWave(ctx context.Context, b *testing.B, w wave) (result, error) {
+	return s.measure(ctx, b, func() (result, error) { return s.bind(ctx, w) })
+}
+
+// measure runs step once the environment is idle, timed, and adds to its
+// result the CPU time and the API requests it cost.
+func (s *scenario) measure(ctx context.Context, b *testing.B, step func() (result, error)) (result, error) {
 	if err := settle(ctx); err != nil {
 		return result{}, err
 	}
@@ -306,14 +312,14 @@ func (s *scenario) measureWave(ctx context.Context, b *testing.B, w wave) (resul
 	}
 	cpuBefore := processCPU()
 	b.StartTimer()
-	r, err := s.bind(ctx, w)
+	r, err := step()
 	b.StopTimer()
 	if err != nil {
 		return result{}, err
 	}
 	r.addCPU(cpuBefore, processCPU())
-	// The writes that follow the last binding (a pool's status, say) are the
-	// claims' too: count them once the environment is idle again.
+	// The writes that follow the step (a pool's status, say) are its own
+	// too: count them once the environment is idle again.
 	if err := settle(ctx); err != nil {
 		return result{}, err
 	}

@@ -75,29 +75,10 @@ func measureRelease(ctx context.Context, b *testing.B, p provider) (result, erro
 	if err := s.verify(ctx, releaseClaims, 0); err != nil {
 		return result{}, err
 	}
-	if err := settle(ctx); err != nil {
-		return result{}, err
-	}
-	before, err := apiRequests(ctx, env.cfg)
+	r, err := s.measure(ctx, b, func() (result, error) { return s.release(ctx) })
 	if err != nil {
 		return result{}, err
 	}
-	cpuBefore := processCPU()
-	b.StartTimer()
-	r, err := s.release(ctx)
-	b.StopTimer()
-	if err != nil {
-		return result{}, err
-	}
-	r.addCPU(cpuBefore, processCPU())
-	if err := settle(ctx); err != nil {
-		return result{}, err
-	}
-	after, err := apiRequests(ctx, env.cfg)
-	if err != nil {
-		return result{}, err
-	}
-	r.writes, r.reads = after.writes-before.writes, after.reads-before.reads
 	return r, s.verify(ctx, 0, 0)
 }
 
