@@ -131,23 +131,34 @@ func isolated(t *testing.T, name string, inside func(context.Context, *testing.T
 	if os.Getenv(keepEnv) != "" {
 		fmt.Printf("To reach the cluster, run commands in its network namespace: nsenter --target %d --net -- COMMAND\n", cmd.Process.Pid)
 	}
-	prefix(out)
+	beforeLogs := prefix(out)
 	err := cmd.Wait()
 	removeCgroups()
 	checkNothingLeft(t, dir)
 	if err != nil {
-		t.Fatalf("the cluster test failed (%v); its logs are above and each program's in %s/logs while the test runs", err, dir)
+		t.Fatalf("the cluster test failed (%v); its logs are above and each program's in %s/logs while the test runs. What it printed last before the Pods' logs:\n%s",
+			err, dir, strings.Join(beforeLogs, "\n"))
 	}
 }
 
 // prefix copies the namespaced run's output, indented so that it reads as
-// this test's.
-func prefix(r io.Reader) {
+// this test's, and returns its last lines before the Pods' logs
+// (dumpPodLogs): a failure's message, which a reader of only the end of a
+// long output would otherwise not see.
+func prefix(r io.Reader) []string {
+	const kept = 12
+	var last []string
+	dumping := false
 	s := bufio.NewScanner(r)
 	s.Buffer(make([]byte, 1<<20), 1<<20)
 	for s.Scan() {
-		fmt.Println("    | " + s.Text())
+		line := s.Text()
+		fmt.Println("    | " + line)
+		if dumping = dumping || strings.Contains(line, podLogsHeading); !dumping {
+			last = append(last[max(0, len(last)+1-kept):], line)
+		}
 	}
+	return last
 }
 
 // checkNothingLeft fails the test for any process, mount or network device
@@ -319,6 +330,9 @@ func (c *cluster) waitAvailableIn(ctx context.Context, t *testing.T, what string
 	})
 }
 
+// podLogsHeading begins each log dumpPodLogs prints.
+const podLogsHeading = "the Pod log's last"
+
 // dumpPodLogs prints the end of each container log of the Pods of the
 // namespaces and the simulator's (the kubelet writes them under
 // /var/log/pods, the test's own tmpfs).
@@ -332,7 +346,7 @@ func dumpPodLogs(t *testing.T, namespaces []string) {
 			}
 			lines := strings.Split(strings.TrimSpace(string(data)), "\n")
 			lines = lines[max(0, len(lines)-40):]
-			t.Logf("the last %d lines of %s:\n%s", len(lines), log, strings.Join(lines, "\n"))
+			t.Logf(podLogsHeading+" %d lines of %s:\n%s", len(lines), log, strings.Join(lines, "\n"))
 		}
 	}
 }
