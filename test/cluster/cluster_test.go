@@ -310,9 +310,17 @@ func (c *cluster) clusterctl(t *testing.T, args ...string) {
 	run(t, c.ctlEnv, os.Getenv("CLUSTERCTL"), append(args, "--kubeconfig", c.kubeconfig, "--config", c.configPath)...)
 }
 
-// waitAvailable waits until every installed Deployment is Available.
+// waitAvailable waits until every installed Deployment is Available and
+// every webhook serves the certificate its configuration trusts: until
+// then the API server refuses whatever a webhook judges (a Certificate
+// issued twice at install reaches the Pod after its configuration; see
+// checkCertificates).
 func (c *cluster) waitAvailable(ctx context.Context, t *testing.T) {
 	c.waitAvailableIn(ctx, t, "every provider's Deployment is Available", c.namespaces)
+	waitFor(ctx, t, 3*time.Minute, "every webhook serves, through its Service, the certificate its configuration trusts", func() error {
+		_, err := webhooksServing(ctx, c.k8s)
+		return err
+	})
 }
 
 // waitAvailableIn waits until every Deployment of the namespaces is
