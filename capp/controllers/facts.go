@@ -265,11 +265,16 @@ type (
 		address, device string
 		messages        []string
 	}
+	// endpointNotRouted: the endpoint is routed to no device and this
+	// machine's node has not joined the initialized control plane, so it
+	// may not take it.
+	endpointNotRouted struct{ address string }
 )
 
 func (endpointNotOwned) endpointFact()      {}
 func (endpointRouted) endpointFact()        {}
 func (endpointAssignRefused) endpointFact() {}
+func (endpointNotRouted) endpointFact()     {}
 
 // Facts of the node's report (NodeNetworkConfigured).
 type (

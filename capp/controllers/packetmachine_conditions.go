@@ -107,13 +107,16 @@ func endpointAssigned(f endpointFact) metav1.Condition {
 	case endpointRouted:
 		if len(f.elsewhere) > 0 {
 			return trueCondition(t, infrav1.EndpointAssignedElsewhereReason, fmt.Sprintf(
-				"the endpoint %s is routed to device %s; the cloud provider moves it between control-plane nodes",
+				"the endpoint %s is routed to device %s; once that device's machine is deleted, it goes to a control-plane machine whose node has joined",
 				f.address, strings.Join(f.elsewhere, ", ")))
 		}
 		return trueCondition(t, infrav1.EndpointAssignedReason, fmt.Sprintf("the endpoint %s is routed to device %s", f.address, f.device))
 	case endpointAssignRefused:
 		return falseCondition(t, infrav1.EndpointAssignRefusedReason, fmt.Sprintf("the platform refused to route the endpoint %s to device %s: %s",
 			f.address, f.device, strings.Join(f.messages, "; ")))
+	case endpointNotRouted:
+		return falseCondition(t, infrav1.EndpointNotRoutedReason, fmt.Sprintf(
+			"the endpoint %s is routed to no device: it goes to a control-plane machine whose node has joined the cluster, which this one's has not yet", f.address))
 	}
 	return commonCondition(t, f)
 }

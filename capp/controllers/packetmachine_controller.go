@@ -138,6 +138,8 @@ func (r *PacketMachineReconciler) SetupWithManager(ctx context.Context, mgr ctrl
 			builder.WithPredicates(predicates.ClusterPausedTransitions(mgr.GetScheme(), log))).
 		Watches(&infrav1.PacketCluster{}, handler.EnqueueRequestsFromMapFunc(r.packetClusterToMachines),
 			builder.WithPredicates(predicate.Or[client.Object](vipChanged, reservedEndpointChanged))).
+		Watches(&infrav1.PacketMachine{}, handler.EnqueueRequestsFromMapFunc(r.controlPlaneSiblings),
+			builder.WithPredicates(controlPlaneDeleted)).
 		WatchesRawSource(source.Channel(r.Creations.Wakeups(), &handler.EnqueueRequestForObject{}))
 
 	_, err = mgr.GetRESTMapper().RESTMapping(ipamv1.GroupVersion.WithKind("IPAddressClaim").GroupKind(), ipamv1.GroupVersion.Version)

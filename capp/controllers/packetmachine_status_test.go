@@ -79,7 +79,9 @@ func TestMachineConditionsFromFacts(t *testing.T) {
 		{"endpoint here", endpointAssigned(endpointRouted{address: "198.51.100.1", device: "d1"}), "True", infrav1.EndpointAssignedReason,
 			"the endpoint 198.51.100.1 is routed to device d1"},
 		{"endpoint elsewhere", endpointAssigned(endpointRouted{address: "198.51.100.1", device: "d1", elsewhere: []string{"d2"}}), "True",
-			infrav1.EndpointAssignedElsewhereReason, "the endpoint 198.51.100.1 is routed to device d2; the cloud provider moves it between control-plane nodes"},
+			infrav1.EndpointAssignedElsewhereReason, "the endpoint 198.51.100.1 is routed to device d2; once that device's machine is deleted, it goes to a control-plane machine whose node has joined"},
+		{"endpoint routed nowhere", endpointAssigned(endpointNotRouted{address: "198.51.100.1"}), "False", infrav1.EndpointNotRoutedReason,
+			"the endpoint 198.51.100.1 is routed to no device: it goes to a control-plane machine whose node has joined the cluster, which this one's has not yet"},
 		{"kept True", endpointAssigned(alreadyTrue{reason: infrav1.EndpointAssignedReason, message: "as written"}), "True", infrav1.EndpointAssignedReason, "as written"},
 
 		{"node configured", nodeNetworkConfigured(nodeReported{device: "d1", report: device.Report{State: device.UserStateSucceeded, Message: "ok", At: at}}),

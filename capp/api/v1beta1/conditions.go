@@ -253,11 +253,17 @@ const (
 	// machine's device.
 	EndpointAssignedReason = "EndpointAssigned"
 	// EndpointAssignedElsewhereReason: another control-plane device has the
-	// address; the cloud provider moves it when that one fails.
+	// address; when that machine is deleted, the address goes to a
+	// control-plane machine whose node has joined.
 	EndpointAssignedElsewhereReason = "EndpointAssignedElsewhere"
 	// EndpointAssignRefusedReason: the platform refused to route the address
 	// to the device; retried with backoff.
 	EndpointAssignRefusedReason = "EndpointAssignRefused"
+	// EndpointNotRoutedReason: the control plane is initialized and the
+	// address is routed to no device (its holder was deleted); it goes to
+	// a control-plane machine whose node has joined, which this one's has
+	// not yet.
+	EndpointNotRoutedReason = "EndpointNotRouted"
 )
 
 // Reasons of a PacketCluster's Deleting.

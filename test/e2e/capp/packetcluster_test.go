@@ -10,6 +10,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -189,15 +190,7 @@ var _ = Describe("The endpoint a CPEM PacketCluster reserved", func() {
 		Expect(res).To(HaveLen(1))
 		endpoint := res[0].GetAddress()
 		ports := []infrav1.Port{{Name: "bond0", Networks: []infrav1.Network{{VXLAN: simtest.NodesVXLAN, Address: "10.60.5.5/24"}}}}
-		routedTo := func() []string {
-			got, err := metalAPI.GetIPReservation(ctx, res[0].GetId())
-			Expect(err).NotTo(HaveOccurred())
-			var ids []string
-			for _, a := range got.GetAssignments() {
-				ids = append(ids, path.Base(a.AssignedTo.GetHref()))
-			}
-			return ids
-		}
+		routedTo := routedTo(res[0].GetId())
 
 		By("routing it to the first control-plane device, after the platform refused once")
 		metalSim.FailNext(sim.OpCreateIPAssignment, 1, http.StatusUnprocessableEntity, 0)
@@ -241,3 +234,101 @@ var _ = Describe("The endpoint a CPEM PacketCluster reserved", func() {
 		Expect(reservationsOf(pc)).To(BeEmpty())
 	})
 })
+
+var _ = Describe("The endpoint of a CPEM cluster whose control plane is initialized", func() {
+	It("goes, once its holder is deleted, to a control-plane machine whose node joined, never to one whose node has not", func() {
+		ns := newNamespace()
+		pc := packetCluster(ns, nil)
+		Eventually(clusterCondition(pc, infrav1.ControlPlaneEndpointReadyCondition)).Should(haveCondition(metav1.ConditionTrue, infrav1.ControlPlaneEndpointReservedReason, ""))
+		res := reservationsOf(getCluster(pc))
+		Expect(res).To(HaveLen(1))
+		endpoint, routedTo := res[0].GetAddress(), routedTo(res[0].GetId())
+		ports := []infrav1.Port{{Name: "bond0", Networks: []infrav1.Network{{VXLAN: simtest.NodesVXLAN, Address: "10.60.5.5/24"}}}}
+		machines := map[string]*infrav1.PacketMachine{}
+		nodes := map[string]*clusterv1.Machine{}
+		for _, name := range []string{"cp-1", "cp-2", "cp-3"} {
+			nodes[name], machines[name] = machineFixture(ns, name, ports)
+			kubeadmControlPlaneMachine(nodes[name], machines[name])
+			setBootstrapData(nodes[name], bootstrapData)
+			if name == "cp-1" {
+				Eventually(condition(machines[name], infrav1.ControlPlaneEndpointAssignedCondition)).Should(
+					haveCondition(metav1.ConditionTrue, infrav1.EndpointAssignedReason, endpoint))
+				joined(nodes[name])
+				controlPlaneInitialized(ns)
+			}
+		}
+		holder := device.DeviceID(get(machines["cp-1"]).Spec.ProviderID)
+		for _, name := range []string{"cp-2", "cp-3"} {
+			Eventually(condition(machines[name], infrav1.ControlPlaneEndpointAssignedCondition)).Should(
+				haveCondition(metav1.ConditionTrue, infrav1.EndpointAssignedElsewhereReason, holder))
+		}
+
+		By("deleting the holder while no other node has joined: the endpoint stays unrouted")
+		Expect(k8s.Delete(ctx, machines["cp-1"])).To(Succeed())
+		Eventually(gone(machines["cp-1"])).Should(BeTrue())
+		for _, name := range []string{"cp-2", "cp-3"} {
+			Eventually(condition(machines[name], infrav1.ControlPlaneEndpointAssignedCondition)).Should(
+				haveCondition(metav1.ConditionFalse, infrav1.EndpointNotRoutedReason, endpoint))
+		}
+		Consistently(routedTo, "3s").Should(BeEmpty())
+
+		By("routing it to the machine whose node joins")
+		joined(nodes["cp-3"])
+		Eventually(condition(machines["cp-3"], infrav1.ControlPlaneEndpointAssignedCondition)).Should(
+			haveCondition(metav1.ConditionTrue, infrav1.EndpointAssignedReason, endpoint))
+		Expect(routedTo()).To(Equal([]string{device.DeviceID(get(machines["cp-3"]).Spec.ProviderID)}))
+
+		for _, name := range []string{"cp-2", "cp-3"} {
+			Expect(k8s.Delete(ctx, machines[name])).To(Succeed())
+			Eventually(gone(machines[name])).Should(BeTrue())
+		}
+		Expect(k8s.Delete(ctx, getCluster(pc))).To(Succeed())
+		Eventually(gone(pc)).Should(BeTrue())
+		Expect(reservationsOf(pc)).To(BeEmpty())
+	})
+})
+
+// routedTo reads which devices the reservation id routes its address to.
+func routedTo(id string) func() []string {
+	return func() []string {
+		GinkgoHelper()
+		got, err := metalAPI.GetIPReservation(ctx, id)
+		Expect(err).NotTo(HaveOccurred())
+		var ids []string
+		for _, a := range got.GetAssignments() {
+			ids = append(ids, path.Base(a.AssignedTo.GetHref()))
+		}
+		return ids
+	}
+}
+
+// kubeadmControlPlaneMachine labels the Machine and its PacketMachine as
+// KubeadmControlPlane labels those it makes.
+func kubeadmControlPlaneMachine(machine *clusterv1.Machine, pm *infrav1.PacketMachine) {
+	GinkgoHelper()
+	controlPlane(machine)
+	base := pm.DeepCopy()
+	pm.Labels[clusterv1.MachineControlPlaneLabel] = ""
+	Expect(k8s.Patch(ctx, pm, client.MergeFrom(base))).To(Succeed())
+}
+
+// joined records, as Cluster API's machine controller does, that the
+// machine's node joined the cluster.
+func joined(machine *clusterv1.Machine) {
+	GinkgoHelper()
+	Expect(k8s.Get(ctx, client.ObjectKeyFromObject(machine), machine)).To(Succeed())
+	base := machine.DeepCopy()
+	machine.Status.NodeRef = clusterv1.MachineNodeReference{Name: machine.Name}
+	Expect(k8s.Status().Patch(ctx, machine, client.MergeFrom(base))).To(Succeed())
+}
+
+// controlPlaneInitialized records, as Cluster API's cluster controller
+// does, that the namespace's Cluster has a control plane.
+func controlPlaneInitialized(ns string) {
+	GinkgoHelper()
+	cluster := &clusterv1.Cluster{}
+	Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "cluster"}, cluster)).To(Succeed())
+	base := cluster.DeepCopy()
+	cluster.Status.Initialization.ControlPlaneInitialized = ptr.To(true)
+	Expect(k8s.Status().Patch(ctx, cluster, client.MergeFrom(base))).To(Succeed())
+}
