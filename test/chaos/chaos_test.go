@@ -93,9 +93,12 @@ func TestLeaderFrozen(t *testing.T) {
 			// Resumed even when the churn ends meanwhile: the replicas
 			// must settle.
 			wake := time.Now().Add(frozen)
-			tookOver := l.takenOver(context.Background(), holder, wake)
+			notTaken := l.takenOver(context.Background(), holder, wake)
+			tookOver := notTaken == nil
 			if tookOver {
 				takeovers++
+			} else {
+				t.Logf("freeze %d of %s: no takeover seen: %v", freezes, holder, notTaken)
 			}
 			time.Sleep(time.Until(wake))
 			if tookOver {
