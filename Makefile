@@ -56,6 +56,13 @@ test: export CLUSTERCTL := $(CLUSTERCTL)
 CAPI_MANAGER := $(TOOLS)/capi-core-manager
 TEST_DEPS += $(CAPI_MANAGER)
 test: export CAPI_MANAGER := $(CAPI_MANAGER)
+# Kubernetes' garbage collector and namespace controller run beside envtest
+# where a test depends on them (test/e2e/move): the kube-controller-manager
+# test-cluster runs, from the same one build of the node's binaries.
+CLUSTER_BIN := $(BIN)/cluster
+KUBE_NODE := $(addprefix $(CLUSTER_BIN)/,kubelet kube-controller-manager kube-scheduler kube-proxy)
+TEST_DEPS += $(KUBE_NODE)
+test: export KUBE_CONTROLLER_MANAGER := $(CLUSTER_BIN)/kube-controller-manager
 # The operators' alerts (config/monitoring) are checked by promtool's rule
 # unit tests and the dashboard's queries by promqlnames (test/e2e/capp), both
 # built from the pinned Prometheus module.
@@ -331,9 +338,8 @@ $(NODE_TOOLS):
 # The one-node cluster of test-cluster: etcd and kube-apiserver are envtest's;
 # the rest of Kubernetes comes from test/tools/kube-node, the same
 # k8s.io/kubernetes version, in one go build (the four share most of their
-# compile); the node's runtime, CNI plugins and registry are Debian's.
-CLUSTER_BIN := $(BIN)/cluster
-KUBE_NODE := $(addprefix $(CLUSTER_BIN)/,kubelet kube-controller-manager kube-scheduler kube-proxy)
+# compile: KUBE_NODE, above, as make test runs the collector too); the
+# node's runtime, CNI plugins and registry are Debian's.
 CLUSTER_TOOLS := $(BIN)/.cluster-tools
 CLUSTER_OUT := $(RELEASE_DIR)/cluster
 CLUSTER_REGISTRY := 127.0.0.1:5000

@@ -20,6 +20,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
@@ -446,6 +447,55 @@ func (e *Environment) startManager(envVar, name string, logs io.Writer, args fun
 		_ = cmd.Wait()
 		_ = os.RemoveAll(dir)
 	}, nil
+}
+
+// StartGarbageCollector runs Kubernetes' garbage collector and namespace
+// controller against this environment, as a kube-controller-manager with
+// only those two controllers (built from the pinned k8s.io/kubernetes, the
+// one `make test-cluster` runs; `make test` sets $KUBE_CONTROLLER_MANAGER):
+// envtest has neither, and what depends on them (owner references,
+// foreground deletion, the cleanup after clusterctl move) needs them. It
+// returns once the collector has deleted an object whose owner is gone.
+func (e *Environment) StartGarbageCollector(ctx context.Context, logs io.Writer) (stop func(), err error) {
+	stop, err = e.startManager("KUBE_CONTROLLER_MANAGER", "kube-controller-manager", logs, func(string) ([]string, error) {
+		return []string{"--controllers=garbagecollector,namespace", "--leader-elect=false", "--secure-port=0"}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := e.awaitCollection(ctx); err != nil {
+		stop()
+		return nil, fmt.Errorf("the garbage collector did not start: %w", err)
+	}
+	return stop, nil
+}
+
+// awaitCollection creates a ConfigMap owned by another that is deleted at
+// once, and waits until the garbage collector deletes it: the collector
+// acts only once it has synced its view of every resource.
+func (e *Environment) awaitCollection(ctx context.Context) error {
+	owner := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", GenerateName: "gc-owner-"}}
+	if err := e.Client.Create(ctx, owner); err != nil {
+		return err
+	}
+	dependent := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", GenerateName: "gc-dependent-",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: owner.Name, UID: owner.UID}}}}
+	if err := errors.Join(e.Client.Create(ctx, dependent), e.Client.Delete(ctx, owner)); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		err := e.Client.Get(ctx, client.ObjectKeyFromObject(dependent), dependent)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("ConfigMap %s, whose owner is gone, still there: %w", dependent.Name, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // FreePort is a TCP port on the loopback address nothing listens on now.

@@ -9,6 +9,7 @@ package move
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -97,7 +99,7 @@ func run(m *testing.M) (code int, err error) {
 		name string
 		env  **testenv.Environment
 	}{{"source", &source}, {"target", &target}} {
-		env, stop, err := startManagementCluster(mc.name, home, kustomize)
+		env, stop, err := startManagementCluster(mc.name, home, kustomize, logs)
 		if stop != nil {
 			stops = append(stops, stop)
 		}
@@ -109,17 +111,26 @@ func run(m *testing.M) (code int, err error) {
 	return m.Run(), nil
 }
 
-// startManagementCluster starts an API server, initializes it with
-// `clusterctl init` the way a user does (move reads clusterctl's inventory
-// on both sides and moves only the kinds of the CRDs clusterctl installed),
-// here from a local repository, and runs an IPAM manager beside it that
-// serves the provider's webhooks. stop, when not nil, stops what started.
-func startManagementCluster(name, home, kustomize string) (env *testenv.Environment, stop func(), err error) {
+// startManagementCluster starts an API server with Kubernetes' garbage
+// collector and namespace controller beside it (as on a real management
+// cluster: move's deletions on the source leave the rest to them),
+// initializes it with `clusterctl init` the way a user does (move reads
+// clusterctl's inventory on both sides and moves only the kinds of the CRDs
+// clusterctl installed), here from a local repository, and runs an IPAM
+// manager beside it that serves the provider's webhooks. stop, when not
+// nil, stops what started.
+func startManagementCluster(name, home, kustomize string, logs io.Writer) (env *testenv.Environment, stop func(), err error) {
 	env, err = testenv.Start(testenv.Options{Empty: true})
 	if err != nil {
 		return nil, nil, err
 	}
 	stop = func() { _ = env.Stop() }
+	stopCollector, err := env.StartGarbageCollector(ctx, logs)
+	if err != nil {
+		return nil, stop, err
+	}
+	stopCluster := func() { stopCollector(); _ = env.Stop() }
+	stop = stopCluster
 	if config == "" {
 		if config, err = testenv.WriteClusterctlRepository(env.Root, filepath.Join(home, "repository"), kustomize, false); err != nil {
 			return nil, stop, err
@@ -146,7 +157,7 @@ func startManagementCluster(name, home, kustomize string) (env *testenv.Environm
 	if err != nil {
 		return nil, stop, err
 	}
-	return env, func() { stopIPAM(); _ = env.Stop() }, nil
+	return env, func() { stopIPAM(); stopCluster() }, nil
 }
 
 // newG is a Gomega for t with the suite's waiting times.
@@ -339,25 +350,13 @@ func expectEmpty(g Gomega, k8s client.Client, ns string) {
 	}).Should(Succeed())
 }
 
-// deleteNamespace deletes ns and waits until it is gone. envtest runs no
-// namespace controller, so the test does its part: it deletes the claims and
-// IPAddresses left in the namespace (a finalizer nobody removes would keep
-// the namespace terminating for ever; the wait shows it) and then finalizes
-// the namespace.
+// deleteNamespace deletes ns and waits until the namespace controller has
+// deleted what it held and the namespace is gone.
 func deleteNamespace(g Gomega, k8s client.Client, ns string) {
-	namespace := &corev1.Namespace{}
-	g.Expect(k8s.Get(ctx, client.ObjectKey{Name: ns}, namespace)).To(Succeed())
-	g.Expect(k8s.Delete(ctx, namespace)).To(Succeed())
-	for _, obj := range []client.Object{&ipamv1.IPAddressClaim{}, &ipamv1.IPAddress{}} {
-		g.Expect(k8s.DeleteAllOf(ctx, obj, client.InNamespace(ns))).To(Succeed())
-	}
-	expectEmpty(g, k8s, ns)
-	g.Expect(k8s.Get(ctx, client.ObjectKey{Name: ns}, namespace)).To(Succeed())
-	namespace.Spec.Finalizers = nil
-	g.Expect(k8s.SubResource("finalize").Update(ctx, namespace)).To(Succeed())
+	g.Expect(k8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
 	g.Eventually(func() bool {
 		err := k8s.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{})
-		return err != nil && client.IgnoreNotFound(err) == nil
+		return apierrors.IsNotFound(err)
 	}).Should(BeTrue(), "namespace %s deleted", ns)
 }
 
