@@ -87,6 +87,9 @@ func (v *addressRecorder) Handle(ctx context.Context, req admission.Request) adm
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	pool.GetObjectKind().SetGroupVersionKind(v1alpha1.GroupVersion.WithKind(key.Kind))
+	if refused := allocatedByAnother(pool, address); refused != nil {
+		return admission.Denied(refused.Error())
+	}
 	claim, live, err := v.claimOf(ctx, address)
 	var notTheClaim *claimMismatchError
 	switch {
@@ -119,6 +122,29 @@ func (v *addressRecorder) Handle(ctx context.Context, req admission.Request) adm
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	return admission.Allowed("")
+}
+
+// allocatedByAnother refuses an IPAddress of a GlobalMetalVRFIPPool whose
+// address was handed out by another management cluster than the one this
+// cluster's copy of the pool names as allocating: the target of a move had
+// a copy of its own already (move keeps an existing global object), made
+// by GitOps or by hand, which allocated on its own. The two clusters may
+// have handed out the same addresses; admitting the moved ones would merge
+// two ledgers that never knew of each other into a copy that goes on
+// allocating beside the source. A copy that names no allocating cluster
+// yet admits it, and then does not name itself (reconcileAllocator).
+func allocatedByAnother(pool v1alpha1.Pool, address *ipamv1.IPAddress) *field.Error {
+	if poolref.KindOf(pool) != v1alpha1.GlobalMetalVRFIPPoolKind {
+		return nil
+	}
+	by := address.Annotations[v1alpha1.AllocatedInAnnotation]
+	allocating := pool.GetAnnotations()[v1alpha1.AllocatingClusterAnnotation]
+	if by == "" || allocating == "" || by == allocating {
+		return nil
+	}
+	return field.Invalid(field.NewPath("metadata", "annotations").Key(v1alpha1.AllocatedInAnnotation), by,
+		fmt.Sprintf("the address was handed out by management cluster %s, but this cluster's copy of %s %q allocates in management cluster %s (annotation %s): two copies of the pool allocated on their own; delete the copy here, if none of its addresses is in use, so that the copy of %s comes in its place, or hand one over (docs/reliability.md, \"One allocating copy of a global pool\")",
+			by, v1alpha1.GlobalMetalVRFIPPoolKind, pool.GetName(), allocating, v1alpha1.AllocatingClusterAnnotation, by))
 }
 
 // pool reads the IPAddress's pool from the cache, else live.
