@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/cluster-api/util/annotations"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -90,7 +91,7 @@ func (v *addressRecorder) Handle(ctx context.Context, req admission.Request) adm
 	if refused := allocatedByAnother(pool, address); refused != nil {
 		return admission.Denied(refused.Error())
 	}
-	claim, live, err := v.claimOf(ctx, address)
+	claim, live, err := v.claimOf(ctx, address, annotations.HasPaused(pool))
 	var notTheClaim *claimMismatchError
 	switch {
 	case errors.As(err, &notTheClaim):
@@ -162,13 +163,19 @@ func (v *addressRecorder) pool(ctx context.Context, key poolref.Key) (v1alpha1.P
 // clusterctl move rewrites to the claim it created first) must name if it
 // names one. With no such claim (yet), the owner reference's UID stands for
 // it, and live is nil.
-func (v *addressRecorder) claimOf(ctx context.Context, address *ipamv1.IPAddress) (registry.Claim, *ipamv1.IPAddressClaim, error) {
+//
+// restoring (the pool is paused) lets the owner reference name another UID:
+// a restore re-creates the claim with a new UID and, when it keeps owner
+// references, the IPAddress with the backup's. Only who may assign the
+// pool's addresses gets here (authorize), and the claim reconciler points
+// the owner reference at the live claim when the pool is resumed.
+func (v *addressRecorder) claimOf(ctx context.Context, address *ipamv1.IPAddress, restoring bool) (registry.Claim, *ipamv1.IPAddressClaim, error) {
 	claim := records.AddressClaim(address)
 	live := &ipamv1.IPAddressClaim{}
 	if err := v.live.Get(ctx, claim.NamespacedName, live); err != nil {
 		return claim, nil, client.IgnoreNotFound(err)
 	}
-	if uid, ok := records.ClaimUID(address); ok && uid != live.UID {
+	if uid, ok := records.ClaimUID(address); ok && uid != live.UID && !restoring {
 		return claim, nil, &claimMismatchError{claim: claim.NamespacedName, named: uid, live: live.UID}
 	}
 	claim.UID = live.UID
