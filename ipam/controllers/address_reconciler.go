@@ -48,7 +48,8 @@ const orphanRetiredReason = "AddressRetired"
 //     (registry.Retire); one of a namespaced pool, which moves whole, is
 //     freed.
 //
-// Both wait while the IPAddress's Cluster is paused, as during a move.
+// Both wait while the IPAddress's Cluster is paused, as during a move, or
+// its pool, as during a restore.
 type addressReconciler struct {
 	client   client.Client
 	reader   client.Reader
@@ -99,6 +100,12 @@ func (r *addressReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	pool.GetObjectKind().SetGroupVersionKind(v1alpha1.GroupVersion.WithKind(key.Kind))
+	if annotations.HasPaused(pool) {
+		// A restore in progress (docs/reliability.md, "Backup and
+		// restore"): the IPAddress may come before its claim, or name the
+		// claim's UID in the backup; neither makes it an orphan yet.
+		return ctrl.Result{}, nil
+	}
 
 	orphan, claim, err := r.orphaned(ctx, address)
 	if err != nil || !orphan {

@@ -149,6 +149,7 @@ func (r *claimReconciler) reconcileNormal(ctx context.Context, s *claimScope) er
 		if err := r.ownAddress(&address, claim, owner); err != nil {
 			return err
 		}
+		stampAllocatedIn(&address, pool)
 		if err := r.client.Create(ctx, &address); err != nil {
 			return fmt.Errorf("creating IPAddress %s: %w", address.Name, err)
 		}
@@ -177,6 +178,10 @@ func (r *claimReconciler) adopt(ctx context.Context, s *claimScope, address *ipa
 	if err := r.ownAddress(address, s.claim, owner); err != nil {
 		return err
 	}
+	// A copy that took the pool over answers for the addresses it keeps
+	// from then on, and an IPAddress made before the annotation existed
+	// gets it: a restore of either is admitted into this copy.
+	stampAllocatedIn(address, s.pool)
 	if equality.Semantic.DeepEqual(before, address) {
 		return nil
 	}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/cluster-api/util/annotations"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -87,7 +88,10 @@ func (v *addressRecorder) Handle(ctx context.Context, req admission.Request) adm
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	pool.GetObjectKind().SetGroupVersionKind(v1alpha1.GroupVersion.WithKind(key.Kind))
-	claim, live, err := v.claimOf(ctx, address)
+	if refused := allocatedByAnother(pool, address); refused != nil {
+		return admission.Denied(refused.Error())
+	}
+	claim, live, err := v.claimOf(ctx, address, annotations.HasPaused(pool))
 	var notTheClaim *claimMismatchError
 	switch {
 	case errors.As(err, &notTheClaim):
@@ -121,6 +125,29 @@ func (v *addressRecorder) Handle(ctx context.Context, req admission.Request) adm
 	return admission.Allowed("")
 }
 
+// allocatedByAnother refuses an IPAddress of a GlobalMetalVRFIPPool whose
+// address was handed out by another management cluster than the one this
+// cluster's copy of the pool names as allocating: the target of a move had
+// a copy of its own already (move keeps an existing global object), made
+// by GitOps or by hand, which allocated on its own. The two clusters may
+// have handed out the same addresses; admitting the moved ones would merge
+// two ledgers that never knew of each other into a copy that goes on
+// allocating beside the source. A copy that names no allocating cluster
+// yet admits it, and then does not name itself (reconcileAllocator).
+func allocatedByAnother(pool v1alpha1.Pool, address *ipamv1.IPAddress) *field.Error {
+	if poolref.KindOf(pool) != v1alpha1.GlobalMetalVRFIPPoolKind {
+		return nil
+	}
+	by := address.Annotations[v1alpha1.AllocatedInAnnotation]
+	allocating := pool.GetAnnotations()[v1alpha1.AllocatingClusterAnnotation]
+	if by == "" || allocating == "" || by == allocating {
+		return nil
+	}
+	return field.Invalid(field.NewPath("metadata", "annotations").Key(v1alpha1.AllocatedInAnnotation), by,
+		fmt.Sprintf("the address was handed out by management cluster %s, but this cluster's copy of %s %q allocates in management cluster %s (annotation %s): two copies of the pool allocated on their own; delete the copy here, if none of its addresses is in use, so that the copy of %s comes in its place, or hand one over (docs/reliability.md, \"One allocating copy of a global pool\")",
+			by, v1alpha1.GlobalMetalVRFIPPoolKind, pool.GetName(), allocating, v1alpha1.AllocatingClusterAnnotation, by))
+}
+
 // pool reads the IPAddress's pool from the cache, else live.
 func (v *addressRecorder) pool(ctx context.Context, key poolref.Key) (v1alpha1.Pool, error) {
 	pool, _ := poolref.New(key.Kind)
@@ -136,13 +163,19 @@ func (v *addressRecorder) pool(ctx context.Context, key poolref.Key) (v1alpha1.P
 // clusterctl move rewrites to the claim it created first) must name if it
 // names one. With no such claim (yet), the owner reference's UID stands for
 // it, and live is nil.
-func (v *addressRecorder) claimOf(ctx context.Context, address *ipamv1.IPAddress) (registry.Claim, *ipamv1.IPAddressClaim, error) {
+//
+// restoring (the pool is paused) lets the owner reference name another UID:
+// a restore re-creates the claim with a new UID and, when it keeps owner
+// references, the IPAddress with the backup's. Only who may assign the
+// pool's addresses gets here (authorize), and the claim reconciler points
+// the owner reference at the live claim when the pool is resumed.
+func (v *addressRecorder) claimOf(ctx context.Context, address *ipamv1.IPAddress, restoring bool) (registry.Claim, *ipamv1.IPAddressClaim, error) {
 	claim := records.AddressClaim(address)
 	live := &ipamv1.IPAddressClaim{}
 	if err := v.live.Get(ctx, claim.NamespacedName, live); err != nil {
 		return claim, nil, client.IgnoreNotFound(err)
 	}
-	if uid, ok := records.ClaimUID(address); ok && uid != live.UID {
+	if uid, ok := records.ClaimUID(address); ok && uid != live.UID && !restoring {
 		return claim, nil, &claimMismatchError{claim: claim.NamespacedName, named: uid, live: live.UID}
 	}
 	claim.UID = live.UID

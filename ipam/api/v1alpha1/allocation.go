@@ -81,6 +81,14 @@ const (
 	TakeOverAnnotation = "metal-vrf.ipam.cluster.x-k8s.io/take-over"
 	// HandoverTokenKey is the key of the token in its Secret.
 	HandoverTokenKey = "token"
+	// AllocatedInAnnotation, on an IPAddress of a GlobalMetalVRFIPPool,
+	// names the management cluster that handed its address out (the pool's
+	// AllocatingClusterAnnotation then). clusterctl move and a restore copy
+	// it: it is how a copy of the pool learns which cluster allocates when
+	// its own annotation is missing (a copy re-created from Git) or names
+	// another (a copy that existed on the target before the move). See
+	// docs/reliability.md, "One allocating copy of a global pool".
+	AllocatedInAnnotation = "metal-vrf.ipam.cluster.x-k8s.io/allocated-in"
 )
 
 // AssignVerb is the verb on a pool (metalvrfippools, globalmetalvrfippools)

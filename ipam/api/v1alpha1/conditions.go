@@ -18,6 +18,11 @@ const (
 	// AllocatingClusterAnnotation): it keeps the addresses of the claims here
 	// and hands out none until it is taken over.
 	AllocatesElsewhereReason = "AllocatesElsewhere"
+	// AllocatorInDoubtReason (an event) means a GlobalMetalVRFIPPool copy
+	// that names no allocating cluster found IPAddresses of the pool handed
+	// out by another management cluster: it names none, and hands out
+	// nothing, until an administrator says which cluster allocates.
+	AllocatorInDoubtReason = "AllocatorInDoubt"
 	// HandedOverReason means the GlobalMetalVRFIPPool was handed over to
 	// another management cluster and hands out nothing here.
 	HandedOverReason = "HandedOver"

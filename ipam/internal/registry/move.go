@@ -208,7 +208,8 @@ func allocatesHere(pool v1alpha1.Pool, cluster string, handedOver bool) error {
 	case handedOver || handedOverFrom(pool, cluster):
 		return fmt.Errorf("%s %q was handed over to another management cluster and hands out nothing here", v1alpha1.GlobalMetalVRFIPPoolKind, pool.GetName())
 	case allocating == "":
-		return fmt.Errorf("%s %q has no annotation %s yet", v1alpha1.GlobalMetalVRFIPPoolKind, pool.GetName(), v1alpha1.AllocatingClusterAnnotation)
+		return fmt.Errorf("%s %q has no annotation %s yet (its manager names its own cluster unless IPAddresses of the pool were handed out by another: event %s)",
+			v1alpha1.GlobalMetalVRFIPPoolKind, pool.GetName(), v1alpha1.AllocatingClusterAnnotation, v1alpha1.AllocatorInDoubtReason)
 	case allocating != cluster:
 		return fmt.Errorf("%s %q allocates in management cluster %s (annotation %s): this copy keeps the addresses of its claims and hands out none until it is taken over (docs/install.md, \"Moving a cluster\")",
 			v1alpha1.GlobalMetalVRFIPPoolKind, pool.GetName(), allocating, v1alpha1.AllocatingClusterAnnotation)
