@@ -106,7 +106,7 @@ CAPI_KUBEADM_BOOTSTRAP_MANAGER := $(TOOLS)/capi-kubeadm-bootstrap-manager
 CAPI_KUBEADM_CONTROL_PLANE_MANAGER := $(TOOLS)/capi-kubeadm-control-plane-manager
 
 .PHONY: test-workload
-test-workload: envtest $(CAPI_MANAGER) $(CAPI_KUBEADM_BOOTSTRAP_MANAGER) $(CAPI_KUBEADM_CONTROL_PLANE_MANAGER) $(CLUSTERCTL) ## Bring a cluster of the default flavor up to Available on emulated nodes (in-memory workload clusters; root, own network namespace; docs/workload.md).
+test-workload: envtest $(CAPI_MANAGER) $(CAPI_KUBEADM_BOOTSTRAP_MANAGER) $(CAPI_KUBEADM_CONTROL_PLANE_MANAGER) $(CLUSTERCTL) ## Run Cluster API's e2e specs (QuickStart, MachineDeployment and KubeadmControlPlane scale, rollout) on a cluster of the default flavor, on emulated nodes (in-memory workload clusters; root, own network namespace; docs/workload.md).
 	cd test/workload && REQUIRE_WORKLOAD=1 CAPI_MANAGER=$(CAPI_MANAGER) CLUSTERCTL=$(CLUSTERCTL) \
 		CAPI_KUBEADM_BOOTSTRAP_MANAGER=$(CAPI_KUBEADM_BOOTSTRAP_MANAGER) CAPI_KUBEADM_CONTROL_PLANE_MANAGER=$(CAPI_KUBEADM_CONTROL_PLANE_MANAGER) \
 		go test -count=1 -timeout 15m -v ./...

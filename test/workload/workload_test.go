@@ -5,14 +5,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	metalv1 "github.com/equinix/equinix-sdk-go/services/metalv1"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -24,6 +27,7 @@ import (
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/cluster-api/test/framework"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/secret"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -31,6 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/capp/device"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal/sim"
@@ -97,27 +102,81 @@ const (
 	version     = "v1.36.3"
 )
 
-func TestDefaultFlavorComesUp(t *testing.T) {
-	g := NewWithT(t)
+// failureDomains are the facilities the test's PacketCluster lists as its
+// failure domains (facilities of the simulator's metro, simtest.Metro), so
+// that KubeadmControlPlane spreads its machines over them.
+var failureDomains = []string{simtest.Metro + "11", simtest.Metro + "12", simtest.Metro + "13"}
+
+// TestDefaultFlavor runs Cluster API's e2e specs on one cluster of the
+// default flavor, one after the other, as sub-tests (one cluster saves the
+// minute each would spend coming up): QuickStart (Available, nodes, the
+// ClusterResourceSets' objects in the workload cluster), MachineDeployment
+// scale 1 -> 3 -> 1 and a rollout, KubeadmControlPlane scale 1 -> 3 -> 1
+// over three facilities, and the deletion that ends QuickStart. The one
+// change to the flavor: its PacketCluster lists three facilities as
+// failure domains. Each step needs the state the previous one left, so the
+// first that fails ends the test (the deletion still runs in cleanup, as
+// the management cluster goes).
+func TestDefaultFlavor(t *testing.T) {
+	g := newG(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	r := createCluster(ctx, t, g, nil)
-	k8s, metalAPI, ns, key := r.k8s, r.metalAPI, r.ns, r.key
+	r := createCluster(ctx, t, g, nil, withFailureDomains(failureDomains))
+	for _, step := range []struct {
+		name string
+		run  func(context.Context, *testing.T, *run)
+	}{
+		{"QuickStart", quickStart},
+		{"MachineDeploymentScale", machineDeploymentScale},
+		{"MachineDeploymentRollout", machineDeploymentRollout},
+		{"KubeadmControlPlaneScale", kubeadmControlPlaneScale},
+		{"Deletion", deletion},
+	} {
+		if !t.Run(step.name, func(t *testing.T) { step.run(ctx, t, r) }) {
+			t.FailNow()
+		}
+	}
+	cancel()
+	g.Expect(<-r.runnerDone).To(Succeed())
+}
 
+// newG is a Gomega of t with the test's waits. Cluster API's framework
+// asserts with the global Gomega: it fails t too.
+func newG(t *testing.T) *WithT {
+	RegisterTestingT(t)
+	SetDefaultEventuallyTimeout(4 * time.Minute)
+	SetDefaultEventuallyPollingInterval(time.Second)
+	g := NewWithT(t)
+	g.SetDefaultEventuallyTimeout(4 * time.Minute)
+	g.SetDefaultEventuallyPollingInterval(time.Second)
+	return g
+}
+
+// wait is how long the framework's helpers wait, as their intervals.
+var wait = []any{"4m", "1s"}
+
+// quickStart is QuickStart's assertions: the Cluster Available, the control
+// plane initialised, every Machine with a node; and part 4 of issue 32: the
+// objects the flavor's ClusterResourceSets carry exist in the workload
+// cluster, read through the kubeconfig Cluster API wrote (the in-memory API
+// server stores any kind), and the emulated cloud controller initialised
+// the nodes.
+func quickStart(ctx context.Context, t *testing.T, r *run) {
+	g := newG(t)
 	t.Log("the Cluster becomes Available")
 	cluster := &clusterv1.Cluster{}
 	g.Eventually(func(g Gomega) {
-		g.Expect(k8s.Get(ctx, key, cluster)).To(Succeed())
+		g.Expect(r.k8s.Get(ctx, r.key, cluster)).To(Succeed())
 		g.Expect(conditions.IsTrue(cluster, clusterv1.AvailableCondition)).To(BeTrue(), "Available: %v", conditions.Get(cluster, clusterv1.AvailableCondition))
 	}).Should(Succeed())
 	kcp := &controlplanev1.KubeadmControlPlane{}
-	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: clusterName + "-control-plane"}, kcp)).To(Succeed())
+	g.Expect(r.k8s.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: clusterName + "-control-plane"}, kcp)).To(Succeed())
 	g.Expect(ptr.Deref(kcp.Status.Initialization.ControlPlaneInitialized, false)).To(BeTrue(), "the KubeadmControlPlane is initialised")
 
 	t.Log("both Machines have nodes")
 	machines := &clusterv1.MachineList{}
 	g.Eventually(func(g Gomega) {
-		g.Expect(k8s.List(ctx, machines, client.InNamespace(ns))).To(Succeed())
+		g.Expect(r.k8s.List(ctx, machines, client.InNamespace(r.ns))).To(Succeed())
 		g.Expect(machines.Items).To(HaveLen(2))
 		for _, m := range machines.Items {
 			g.Expect(m.Status.NodeRef.IsDefined()).To(BeTrue(), "Machine %s has a nodeRef", m.Name)
@@ -125,7 +184,7 @@ func TestDefaultFlavorComesUp(t *testing.T) {
 	}).Should(Succeed())
 
 	t.Log("the ClusterResourceSets applied the CNI and the cloud controller manager to the workload cluster, which (emulated) initialised the nodes")
-	workload := workloadClient(ctx, g, k8s, key)
+	workload := workloadClient(ctx, g, r.k8s, r.key)
 	g.Eventually(func(g Gomega) {
 		g.Expect(workload.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "cni"}, &corev1.ConfigMap{})).To(Succeed())
 		g.Expect(workload.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "metal-cloud-config"}, &corev1.Secret{})).To(Succeed())
@@ -138,26 +197,154 @@ func TestDefaultFlavorComesUp(t *testing.T) {
 			g.Expect(n.Status.Addresses).To(ContainElement(HaveField("Type", corev1.NodeInternalIP)), "node %s has its InternalIP", n.Name)
 		}
 	}).Should(Succeed())
+	g.Expect(r.addresses(ctx, g)).To(HaveLen(2), "one address on the nodes VLAN per Machine")
+}
 
+// machineDeploymentScale is Cluster API's MachineDeployment scale spec,
+// 1 -> 3 -> 1, with the framework's helper, and checks the addresses: the
+// new machines get addresses of their own, the removed machines' are
+// released (their IPAddresses and IPAddressClaims gone).
+func machineDeploymentScale(ctx context.Context, t *testing.T, r *run) {
+	g := newG(t)
+	before := r.addresses(ctx, g)
+	scale := func(replicas int32) map[string]string {
+		t.Logf("scaling the MachineDeployment to %d", replicas)
+		framework.ScaleAndWaitMachineDeployment(ctx, framework.ScaleAndWaitMachineDeploymentInput{
+			ClusterProxy: r.proxy, Cluster: r.cluster(ctx, g), MachineDeployment: r.machineDeployment(ctx, g),
+			Replicas: replicas, WaitForMachineDeployments: wait,
+		})
+		return r.expectAddressesOfMachines(ctx, g, 1+int(replicas))
+	}
+	up := scale(3)
+	for m, a := range before {
+		g.Expect(up).To(HaveKeyWithValue(m, a), "Machine %s keeps its address", m)
+	}
+	g.Expect(slices.Compact(slices.Sorted(maps.Values(up)))).To(HaveLen(4), "each Machine has an address of its own")
+	down := scale(1)
+	r.released = map[string]bool{}
+	for m, a := range up {
+		if _, kept := down[m]; !kept {
+			r.released[a] = true
+		}
+	}
+	g.Expect(r.released).To(HaveLen(2), "the two removed machines' addresses were released")
+	t.Logf("addresses: before %v, at 3 %v, at 1 %v", before, up, down)
+}
+
+// machineDeploymentRollout changes the MachineDeployment's template (a new
+// PacketMachineTemplate, the framework's helper) and checks that the new
+// machine reuses an address the scale-down released and that the old
+// machine's address is released once it is gone.
+func machineDeploymentRollout(ctx context.Context, t *testing.T, r *run) {
+	g := newG(t)
+	before := r.addresses(ctx, g)
+	md := r.machineDeployment(ctx, g)
+	t.Log("rolling the MachineDeployment out to a new PacketMachineTemplate")
+	framework.UpgradeMachineDeploymentInfrastructureRefAndWait(ctx, framework.UpgradeMachineDeploymentInfrastructureRefAndWaitInput{
+		ClusterProxy: r.proxy, Cluster: r.cluster(ctx, g), MachineDeployments: []*clusterv1.MachineDeployment{md},
+		WaitForMachinesToBeUpgraded: wait,
+	})
+	t.Log("the old machine goes, its address with it; the new one reuses a released address")
+	addresses := r.expectAddressesOfMachines(ctx, g, 2)
+	var old, replacement string
+	for m, a := range before {
+		if _, ok := addresses[m]; !ok {
+			old = a
+		}
+	}
+	for m, a := range addresses {
+		if _, ok := before[m]; !ok {
+			replacement = a
+		}
+	}
+	t.Logf("the old worker's address %s released, the new worker's %s", old, replacement)
+	g.Expect(old).NotTo(BeEmpty(), "the old worker is gone")
+	g.Expect(r.released).To(HaveKey(replacement), "the new worker's address %s is one the scale-down released", replacement)
+	g.Expect(slices.Collect(maps.Values(addresses))).NotTo(ContainElement(old), "the old worker's address is released")
+}
+
+// kubeadmControlPlaneScale is Cluster API's KubeadmControlPlane scale spec,
+// 1 -> 3 -> 1, with the framework's helper, over the PacketCluster's three
+// facilities: each control-plane Machine in a failure domain of its own,
+// its device in that facility. The scale-down removes the two control
+// planes that joined (cluster.x-k8s.io/delete-machine): the first holds the
+// endpoint's address, which nothing moves (docs/workload.md).
+func kubeadmControlPlaneScale(ctx context.Context, t *testing.T, r *run) {
+	g := newG(t)
+	before := r.addresses(ctx, g)
+	kcpKey := client.ObjectKey{Namespace: r.ns, Name: clusterName + "-control-plane"}
+	first := r.controlPlaneMachines(ctx, g)
+	g.Expect(first).To(HaveLen(1))
+	t.Log("scaling the KubeadmControlPlane to 3")
+	kcp := &controlplanev1.KubeadmControlPlane{}
+	g.Expect(r.k8s.Get(ctx, kcpKey, kcp)).To(Succeed())
+	framework.ScaleAndWaitControlPlane(ctx, framework.ScaleAndWaitControlPlaneInput{
+		ClusterProxy: r.proxy, Cluster: r.cluster(ctx, g), ControlPlane: kcp, Replicas: 3, WaitForControlPlane: wait,
+	})
+	machines := r.controlPlaneMachines(ctx, g)
+	g.Expect(machines).To(HaveLen(3))
+	devices := r.devicesByProviderID(ctx, g)
+	facilities := map[string]bool{}
+	for _, m := range machines {
+		g.Expect(failureDomains).To(ContainElement(m.Spec.FailureDomain), "Machine %s is in one of the cluster's failure domains", m.Name)
+		d, ok := devices[m.Spec.ProviderID]
+		g.Expect(ok).To(BeTrue(), "Machine %s's device %s exists", m.Name, m.Spec.ProviderID)
+		g.Expect(d.Facility.GetCode()).To(Equal(m.Spec.FailureDomain), "Machine %s's device is in its failure domain's facility", m.Name)
+		facilities[d.Facility.GetCode()] = true
+		t.Logf("Machine %s: failure domain %s, device %s in facility %s", m.Name, m.Spec.FailureDomain, d.GetId(), d.Facility.GetCode())
+	}
+	g.Expect(facilities).To(HaveLen(3), "each control-plane device in a facility of its own")
+	r.expectAddressesOfMachines(ctx, g, 4)
+
+	t.Log("scaling the KubeadmControlPlane back to 1, removing the two that joined")
+	for _, m := range machines {
+		if m.Name == first[0].Name {
+			continue
+		}
+		patch := client.MergeFrom(m.DeepCopy())
+		m.Annotations = mergeMap(m.Annotations, map[string]string{clusterv1.DeleteMachineAnnotation: ""})
+		g.Expect(r.k8s.Patch(ctx, &m, patch)).To(Succeed())
+	}
+	g.Expect(r.k8s.Get(ctx, kcpKey, kcp)).To(Succeed())
+	framework.ScaleAndWaitControlPlane(ctx, framework.ScaleAndWaitControlPlaneInput{
+		ClusterProxy: r.proxy, Cluster: r.cluster(ctx, g), ControlPlane: kcp, Replicas: 1, WaitForControlPlane: wait,
+	})
+	g.Eventually(func(g Gomega) {
+		g.Expect(r.controlPlaneMachines(ctx, g)).To(ConsistOf(HaveField("Name", first[0].Name)))
+	}).Should(Succeed())
+	g.Expect(r.expectAddressesOfMachines(ctx, g, 2)).To(Equal(before), "the removed control planes' addresses are released")
+	g.Eventually(func(g Gomega) {
+		cluster := r.cluster(ctx, g)
+		g.Expect(conditions.IsTrue(cluster, clusterv1.AvailableCondition)).To(BeTrue(), "Available: %v", conditions.Get(cluster, clusterv1.AvailableCondition))
+	}).Should(Succeed())
+}
+
+// deletion ends QuickStart: deleting the Cluster takes everything back, in
+// the platform (devices, the endpoint's reservation) and in the management
+// cluster (IPAddresses, IPAddressClaims), and the endpoint is unbound.
+func deletion(ctx context.Context, t *testing.T, r *run) {
+	g := newG(t)
+	cluster := r.cluster(ctx, g)
 	eip, err := netip.ParseAddr(cluster.Spec.ControlPlaneEndpoint.Host)
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Log("deleting the Cluster takes everything back")
-	g.Expect(k8s.Delete(ctx, cluster)).To(Succeed())
+	g.Expect(r.k8s.Delete(ctx, cluster)).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		devices, err := metalAPI.ListDevices(ctx, metal.DeviceFilter{Tag: device.ClusterTagPrefix + clusterName})
+		devices, err := r.metalAPI.ListDevices(ctx, metal.DeviceFilter{Tag: device.ClusterTagPrefix + clusterName})
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(devices).To(BeEmpty(), "devices left")
-		reservations, err := metalAPI.ListPublicIPv4Reservations(ctx, "")
+		reservations, err := r.metalAPI.ListPublicIPv4Reservations(ctx, "")
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(reservations).To(BeEmpty(), "public address reservations left")
 		addresses := &ipamv1.IPAddressList{}
-		g.Expect(k8s.List(ctx, addresses, client.InNamespace(ns))).To(Succeed())
+		g.Expect(r.k8s.List(ctx, addresses, client.InNamespace(r.ns))).To(Succeed())
 		g.Expect(addresses.Items).To(BeEmpty(), "IPAddresses left")
-		g.Expect(k8s.Get(ctx, key, &clusterv1.Cluster{})).NotTo(Succeed(), "the Cluster is gone")
+		claims := &ipamv1.IPAddressClaimList{}
+		g.Expect(r.k8s.List(ctx, claims, client.InNamespace(r.ns))).To(Succeed())
+		g.Expect(claims.Items).To(BeEmpty(), "IPAddressClaims left")
+		g.Expect(r.k8s.Get(ctx, r.key, &clusterv1.Cluster{})).NotTo(Succeed(), "the Cluster is gone")
 	}).Should(Succeed())
 	g.Eventually(func() (bool, error) { return emulator.Loopback{}.Bound(eip) }).Should(BeFalse(), "the endpoint is unbound once its devices are gone")
-	cancel()
-	g.Expect(<-r.runnerDone).To(Succeed())
 }
 
 // TestUnreachableEndpointKeepsTheWorkerOut shows a fault the emulator
@@ -217,12 +404,109 @@ type run struct {
 	runnerDone chan error
 	ns         string
 	key        client.ObjectKey
+	// proxy is the management cluster for Cluster API's e2e framework.
+	proxy framework.ClusterProxy
+	// released are the addresses the MachineDeployment's scale-down
+	// released, which the rollout's new machine reuses.
+	released map[string]bool
+}
+
+func (r *run) cluster(ctx context.Context, g Gomega) *clusterv1.Cluster {
+	c := &clusterv1.Cluster{}
+	g.Expect(r.k8s.Get(ctx, r.key, c)).To(Succeed())
+	return c
+}
+
+// machineDeployment is the flavor's one MachineDeployment.
+func (r *run) machineDeployment(ctx context.Context, g Gomega) *clusterv1.MachineDeployment {
+	mds := &clusterv1.MachineDeploymentList{}
+	g.Expect(r.k8s.List(ctx, mds, client.InNamespace(r.ns))).To(Succeed())
+	g.Expect(mds.Items).To(HaveLen(1))
+	return &mds.Items[0]
+}
+
+func (r *run) controlPlaneMachines(ctx context.Context, g Gomega) []clusterv1.Machine {
+	machines := &clusterv1.MachineList{}
+	g.Expect(r.k8s.List(ctx, machines, client.InNamespace(r.ns), client.HasLabels{clusterv1.MachineControlPlaneLabel})).To(Succeed())
+	return machines.Items
+}
+
+// devicesByProviderID are the cluster's devices, as the platform lists
+// them, by the provider ID of their Machines.
+func (r *run) devicesByProviderID(ctx context.Context, g Gomega) map[string]metalv1.Device {
+	devices, err := r.metalAPI.ListDevices(ctx, metal.DeviceFilter{Tag: device.ClusterTagPrefix + clusterName})
+	g.Expect(err).NotTo(HaveOccurred())
+	out := map[string]metalv1.Device{}
+	for _, d := range devices {
+		out[device.ProviderID(d.GetId())] = d
+	}
+	return out
+}
+
+// addresses are the IPAddresses of the namespace, by the Machine their
+// claim is for (the annotation CAPP writes on it).
+func (r *run) addresses(ctx context.Context, g Gomega) map[string]string {
+	addresses := &ipamv1.IPAddressList{}
+	g.Expect(r.k8s.List(ctx, addresses, client.InNamespace(r.ns))).To(Succeed())
+	out := map[string]string{}
+	for _, a := range addresses.Items {
+		claim := &ipamv1.IPAddressClaim{}
+		g.Expect(r.k8s.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: a.Spec.ClaimRef.Name}, claim)).To(Succeed())
+		machine := claim.Annotations[infrav1.ClaimMachineAnnotation]
+		g.Expect(out).NotTo(HaveKey(machine), "one address per Machine")
+		out[machine] = a.Spec.Address
+	}
+	return out
+}
+
+// expectAddressesOfMachines waits until the namespace holds n Machines and
+// exactly their IPAddresses and IPAddressClaims, one of each per Machine:
+// those of removed machines released. It returns the addresses by Machine.
+func (r *run) expectAddressesOfMachines(ctx context.Context, g Gomega, n int) map[string]string {
+	var addresses map[string]string
+	g.Eventually(func(g Gomega) {
+		machines := &clusterv1.MachineList{}
+		g.Expect(r.k8s.List(ctx, machines, client.InNamespace(r.ns))).To(Succeed())
+		g.Expect(machines.Items).To(HaveLen(n))
+		claims := &ipamv1.IPAddressClaimList{}
+		g.Expect(r.k8s.List(ctx, claims, client.InNamespace(r.ns))).To(Succeed())
+		g.Expect(claims.Items).To(HaveLen(n), "one IPAddressClaim per Machine")
+		addresses = r.addresses(ctx, g)
+		names := make([]string, len(machines.Items))
+		for i, m := range machines.Items {
+			names[i] = m.Name
+		}
+		g.Expect(slices.Collect(maps.Keys(addresses))).To(ConsistOf(names), "the IPAddresses are the Machines'")
+	}).Should(Succeed())
+	return addresses
+}
+
+// withFailureDomains lists facilities as the PacketCluster's failure domains.
+func withFailureDomains(facilities []string) func(*unstructured.Unstructured) error {
+	return func(obj *unstructured.Unstructured) error {
+		if obj.GetKind() != "PacketCluster" {
+			return nil
+		}
+		fds := make([]any, len(facilities))
+		for i, f := range facilities {
+			fds[i] = map[string]any{"facility": f}
+		}
+		return unstructured.SetNestedSlice(obj.Object, fds, "spec", "failureDomains")
+	}
+}
+
+func mergeMap(m, with map[string]string) map[string]string {
+	if m == nil {
+		m = map[string]string{}
+	}
+	maps.Copy(m, with)
+	return m
 }
 
 // createCluster starts the platform, the management cluster and the
 // emulator (reading the devices through amend), and creates the default
-// flavor's Cluster in a namespace of its own.
-func createCluster(ctx context.Context, t *testing.T, g *WithT, amend func(emulator.Device) emulator.Device) *run {
+// flavor's Cluster in a namespace of its own, its objects changed by edits.
+func createCluster(ctx context.Context, t *testing.T, g *WithT, amend func(emulator.Device) emulator.Device, edits ...func(*unstructured.Unstructured) error) *run {
 	g.SetDefaultEventuallyTimeout(4 * time.Minute)
 	g.SetDefaultEventuallyPollingInterval(time.Second)
 	metalAPI, simURL := startPlatform(t, g)
@@ -239,7 +523,10 @@ func createCluster(ctx context.Context, t *testing.T, g *WithT, amend func(emula
 
 	r.ns, err = env.NewNamespace(ctx, "workload")
 	g.Expect(err).NotTo(HaveOccurred())
-	for _, obj := range append(testenv.FlavorInputs(r.ns, clusterName, "metal-credentials", simtest.APIKey), renderFlavor(t, g, env, r.ns)...) {
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	g.Expect(env.WriteKubeconfig(kubeconfig)).To(Succeed())
+	r.proxy = framework.NewClusterProxy("management", kubeconfig, scheme)
+	for _, obj := range append(testenv.FlavorInputs(r.ns, clusterName, "metal-credentials", simtest.APIKey), renderFlavor(t, g, kubeconfig, env.Root, r.ns, edits)...) {
 		g.Expect(k8s.Create(ctx, obj)).To(Succeed(), "creating %s %s", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName())
 	}
 	r.key = client.ObjectKey{Namespace: r.ns, Name: clusterName}
@@ -326,17 +613,15 @@ func startManagementCluster(ctx context.Context, t *testing.T, g Gomega, simURL 
 // renderFlavor renders the default flavor for one control plane and one
 // worker, on the simulator's nodes VLAN and its VRF's nodes range, with
 // clusterctl from the template file as a user may.
-func renderFlavor(t *testing.T, g Gomega, env *testenv.Environment, ns string) []client.Object {
+func renderFlavor(t *testing.T, g Gomega, kubeconfig, root, ns string, edits []func(*unstructured.Unstructured) error) []client.Object {
 	clusterctl, err := testenv.Tool("CLUSTERCTL", "clusterctl")
 	g.Expect(err).NotTo(HaveOccurred())
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	g.Expect(env.WriteKubeconfig(kubeconfig)).To(Succeed())
 	home := t.TempDir()
-	out, err := testenv.RunTool(env.Root, []string{
+	out, err := testenv.RunTool(root, []string{
 		"HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, ".config"), "CLUSTERCTL_DISABLE_VERSIONCHECK=true",
 		"PROJECT_ID=" + simtest.Project, "METRO=" + simtest.Metro, "SSH_KEY=ssh-ed25519 AAAA workload",
 		"NODE_VXLAN=1001", "NODE_NETWORK_ADDRESSES=10.60.1.2-10.60.1.6", "NODE_NETWORK_PREFIX=29", "NODE_NETWORK_GATEWAY=10.60.1.1",
-	}, clusterctl, "generate", "cluster", clusterName, "--from", filepath.Join(env.Root, "templates", "cluster-template.yaml"),
+	}, clusterctl, "generate", "cluster", clusterName, "--from", filepath.Join(root, "templates", "cluster-template.yaml"),
 		"--target-namespace", ns, "--kubernetes-version", version, "--control-plane-machine-count", "1", "--worker-machine-count", "1",
 		"--kubeconfig", kubeconfig)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -346,6 +631,9 @@ func renderFlavor(t *testing.T, g Gomega, env *testenv.Environment, ns string) [
 	for i, obj := range rendered {
 		if obj.GetKind() == "MachineDeployment" {
 			defaultRollout(g, obj)
+		}
+		for _, edit := range edits {
+			g.Expect(edit(obj)).To(Succeed(), "editing %s %s", obj.GetKind(), obj.GetName())
 		}
 		objs[i] = obj
 	}
