@@ -265,3 +265,43 @@ func FuzzPrefixes(f *testing.F) {
 		}
 	})
 }
+
+// Prefix pools fed by sources: what status.resolved holds is carved into
+// prefixes as explicit addresses are, a Metal Gateway's prefix kept out; a
+// length shorter than a source's subnet is said (in the Ready condition,
+// as the webhook cannot know it).
+func TestPrefixPoolsFromSources(t *testing.T) {
+	vrf := v1alpha1.MetalVRFIPPoolSpec{
+		VRF:                    &v1alpha1.VRFSource{ID: "vrf-1", CredentialsRef: v1alpha1.SecretReference{Name: "metal"}},
+		AllocationPrefixLength: new(int32(28)),
+	}
+	resolved := []v1alpha1.ResolvedAddresses{{Address: "10.60.0.0/24", Prefix: new(int32(24)), Gateway: "10.60.0.1", Source: "vrf/vrf-1/reservation/r1"}}
+	space, errs := poolspace.Resolve(&vrf, resolved)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if got := space.Prefixes.Total().String(); got != "15" {
+		t.Errorf("a VRF /24 with its gateway in 10.60.0.0/28: Total() = %s /28s, want 15", got)
+	}
+	if got, _ := poolspace.NewPrefixAllocator(space.Prefixes).Next(); got.String() != "10.60.0.16/28" {
+		t.Errorf("Next() = %s, want 10.60.0.16/28", got)
+	}
+
+	network := v1alpha1.MetalVRFIPPoolSpec{
+		NetworkRef:             &v1alpha1.NetworkReference{Name: "demo", Network: "pods"},
+		AllocationPrefixLength: new(int32(64)),
+	}
+	resolved = []v1alpha1.ResolvedAddresses{{Address: "fd00:70::/56", Prefix: new(int32(56)), Source: "packetcluster/demo/pods"}}
+	if space, errs = poolspace.Resolve(&network, resolved); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if got := space.Prefixes.Total().String(); got != "256" {
+		t.Errorf("a PacketCluster network /56: Total() = %s /64s, want 256", got)
+	}
+
+	network.AllocationPrefixLength = new(int32(48))
+	_, errs = poolspace.Resolve(&network, resolved)
+	if len(errs) != 1 || errs[0].Field != "spec.allocationPrefixLength" || !strings.Contains(errs[0].Detail, "shorter than the subnet fd00:70::/56") {
+		t.Errorf("a /48 out of a network's /56: %v, want spec.allocationPrefixLength shorter than the subnet", errs)
+	}
+}

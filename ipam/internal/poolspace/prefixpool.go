@@ -3,6 +3,7 @@ package poolspace
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -85,4 +86,23 @@ func familyName(f cidr.Family, known bool) string {
 		return "IPv4 or IPv6"
 	}
 	return f.String()
+}
+
+// HandsOut reports whether the pool hands out ip: in a pool of addresses,
+// an allocatable address; in a prefix pool, the first address of one of
+// its prefixes.
+func (s *Space) HandsOut(ip netip.Addr) bool {
+	if s.Prefixes == nil {
+		return s.Contains(ip)
+	}
+	return ip.IsValid() && s.Prefixes.Contains(netip.PrefixFrom(ip, s.Prefixes.Bits()))
+}
+
+// PrefixLength is the length of the prefixes the pool hands out, 0 for a
+// pool of addresses: the spec says it, whether or not the pool resolves.
+func PrefixLength(spec *v1alpha1.MetalVRFIPPoolSpec) int {
+	if spec.AllocationPrefixLength == nil {
+		return 0
+	}
+	return int(*spec.AllocationPrefixLength)
 }

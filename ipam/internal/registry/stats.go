@@ -40,17 +40,23 @@ func (ps *poolState) stats() Stats {
 		}
 	}
 	for _, ip := range ps.byClaim {
-		if ps.space == nil || !ps.space.Contains(ip) {
+		if ps.space == nil || !ps.space.HandsOut(ip) {
 			s.OutOfRange++
 		}
 	}
-	if ps.alloc == nil {
+	if ps.alloc == nil && ps.prefixes == nil {
 		return s
 	}
 	for ip, h := range ps.domain.held.all() {
 		if h.Pool != ps.key && ps.space.Contains(ip) {
 			s.Foreign++
 		}
+	}
+	if ps.prefixes != nil {
+		// Counted in prefixes: a /32 of /64s holds more than an int64
+		// of addresses, and the status counts are decimal strings.
+		s.Total, s.Free = ps.space.Prefixes.Total(), ps.prefixes.Free()
+		return s
 	}
 	s.Total = ps.alloc.Space().Total()
 	s.Free = ps.alloc.Free()
