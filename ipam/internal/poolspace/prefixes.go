@@ -162,6 +162,12 @@ func (a *PrefixAllocator) Take(r netipx.IPRange) {
 // again whatever else is held in Span(r) (an address released leaves
 // its prefix free only when it was the prefix's last).
 func (a *PrefixAllocator) Give(r netipx.IPRange) {
+	if netipx.RangeOfPrefix(a.prefixes.PrefixOf(r.From())) == r {
+		// One prefix of the pool's, the release of a claim: the
+		// allocator's own Release, without building a set.
+		_ = a.alloc.Release(a.prefixes.numberOf(r.From())) // not handed out here, or free already: nothing to do
+		return
+	}
 	a.alloc.GiveRange(netipx.IPRangeFrom(a.prefixes.numberOf(r.From()), a.prefixes.numberOf(r.To())))
 }
 
