@@ -3,17 +3,24 @@ package ipam
 import (
 	"fmt"
 	"net/netip"
+	"strings"
+	"sync"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"go4.org/netipx"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	cappv1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
+
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
+	"github.com/metal-vrf/cluster-api-metal-vrf/shared/cidr"
 	"github.com/metal-vrf/cluster-api-metal-vrf/test/testenv"
 )
 
@@ -117,5 +124,87 @@ var _ = Describe("Allocating prefixes from a prefix pool", func() {
 		err := k8s.Patch(ctx, pool, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"allocationPrefixLength":56}}`)))
 		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want an Invalid rejection, got %v", err)
 		Expect(err.Error()).To(ContainSubstring("spec.allocationPrefixLength is immutable"))
+	})
+})
+
+var _ = Describe("Prefix pools fed by sources", func() {
+	var ns string
+	BeforeEach(func() {
+		useNewVRF()
+		ns = newNamespace()
+	})
+
+	It("never hands out overlapping space from an address pool and a prefix pool of one VRF, claimed at once", func() {
+		createCredentials(ns, demoToken)
+		addrSpec := vrfSpec(v1alpha1.VRFScopeIPRanges)
+		addrSpec.Prefix = ptr.To[int32](22)
+		addresses := createPool(ns, "addresses", addrSpec)
+		pfxSpec := vrfSpec(v1alpha1.VRFScopeIPRanges)
+		pfxSpec.Prefix = ptr.To[int32](22)
+		pfxSpec.AllocationPrefixLength = ptr.To[int32](30)
+		prefixes := createPool(ns, "prefixes", pfxSpec)
+		for _, p := range []v1alpha1.Pool{addresses, prefixes} {
+			expectPool(p, func(g Gomega, p v1alpha1.Pool) {
+				haveCondition(g, p, v1alpha1.ReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
+			})
+		}
+
+		// The VRF's ranges, 10.60.0.0/22 and 10.61.0.0/24: both pools
+		// start at 10.60.0.0, so they contend for the same space.
+		var claims []*ipamv1.IPAddressClaim
+		for i := range 30 {
+			claims = append(claims,
+				newClaim(ns, fmt.Sprintf("address-%d", i), poolKind, addresses.Name),
+				newClaim(ns, fmt.Sprintf("prefix-%d", i), poolKind, prefixes.Name))
+		}
+		var wg sync.WaitGroup
+		for _, claim := range claims {
+			wg.Go(func() {
+				defer GinkgoRecover()
+				Expect(k8s.Create(ctx, claim)).To(Succeed())
+			})
+		}
+		wg.Wait()
+
+		var spans []netipx.IPRange
+		owners := map[netipx.IPRange]string{}
+		for _, claim := range claims {
+			address := boundAddress(claim)
+			ip := netip.MustParseAddr(address.Spec.Address)
+			span := netipx.IPRangeFrom(ip, ip)
+			if strings.HasPrefix(claim.Name, "prefix-") {
+				Expect(address.Spec.Prefix).To(Equal(ptr.To[int32](30)))
+				span = netipx.RangeOfPrefix(netip.PrefixFrom(ip, 30))
+				Expect(span.Contains(netip.MustParseAddr("10.60.1.1"))).To(BeFalse(), "%s holds a Metal Gateway", address.Spec.Address)
+			}
+			spans = append(spans, span)
+			owners[span] = claim.Name
+		}
+		if i, j, overlap := cidr.Overlap(spans); overlap {
+			Fail(fmt.Sprintf("%s (%s) and %s (%s) overlap", spans[i], owners[spans[i]], spans[j], owners[spans[j]]))
+		}
+	})
+
+	It("carves a PacketCluster network into prefixes", func() {
+		cluster := &cappv1.PacketCluster{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo"},
+			Spec: cappv1.PacketClusterSpec{ProjectID: demoProject, Networks: []cappv1.NetworkSpec{
+				{Name: "pods", IPAddresses: []string{"10.90.0.0/24"}, Assignment: cappv1.AssignmentClusterAPI},
+			}},
+		}
+		Expect(k8s.Create(ctx, cluster)).To(Succeed())
+		pool := createPool(ns, "pods", v1alpha1.MetalVRFIPPoolSpec{
+			NetworkRef:             &v1alpha1.NetworkReference{Name: "demo", Network: "pods"},
+			AllocationPrefixLength: ptr.To[int32](28),
+		})
+		expectPool(pool, func(g Gomega, p v1alpha1.Pool) {
+			haveCondition(g, p, v1alpha1.ReadyCondition, metav1.ConditionTrue, v1alpha1.ReadyReason)
+			g.Expect(p.PoolStatus().IPAddresses).To(HaveValue(HaveField("Total", "16")))
+		})
+		for i, want := range []string{"10.90.0.0", "10.90.0.16"} {
+			address := boundAddress(createClaim(ns, fmt.Sprintf("node-%d", i), poolKind, pool.Name))
+			Expect(address.Spec.Address).To(Equal(want))
+			Expect(address.Spec.Prefix).To(Equal(ptr.To[int32](28)))
+		}
 	})
 })
