@@ -112,6 +112,10 @@ func (d *domain) take(ip netip.Addr, h Holder) {
 // taken marks what h holds from ip on taken in the pool's allocator.
 func (ps *poolState) taken(ip netip.Addr, h Holder) {
 	switch {
+	case !ps.ofFamily(ip):
+		// A VRF holds both families, a pool one: the other's holdings
+		// are nothing to it (and a prefix number of the other family
+		// could read as one of its own).
 	case ps.prefixes != nil:
 		ps.prefixes.Take(h.span(ip))
 	case ps.alloc != nil && h.Bits == 0:
@@ -129,6 +133,7 @@ func (d *domain) give(ip netip.Addr) []poolref.Key {
 	var gained []poolref.Key
 	for key, ps := range d.pools {
 		switch {
+		case !ps.ofFamily(ip):
 		case ps.prefixes != nil:
 			// A prefix of the pool is free once nothing else is held
 			// in it: what is, is taken again.
@@ -179,7 +184,7 @@ func (ps *poolState) rebuild(pool v1alpha1.Pool) {
 	if space.Prefixes != nil {
 		ps.alloc, ps.prefixes = nil, poolspace.NewPrefixAllocator(space.Prefixes)
 		for ip, h := range ps.domain.held.all() {
-			ps.prefixes.Take(h.span(ip))
+			ps.taken(ip, h)
 		}
 		return
 	}
@@ -189,7 +194,7 @@ func (ps *poolState) rebuild(pool v1alpha1.Pool) {
 		if h.Bits == 0 {
 			single = append(single, ip)
 		} else {
-			ps.alloc.TakeRange(h.span(ip))
+			ps.taken(ip, h)
 		}
 	}
 	ps.alloc.Seed(single)
@@ -264,4 +269,10 @@ func (ps *poolState) pickPrefix(requested netip.Addr, claim Claim) (netip.Addr, 
 			ErrRequestedUnavailable, requested, ps.space.Prefixes.Bits())
 	}
 	return requested, err
+}
+
+// ofFamily reports whether ip is of the family of the pool's space (nil
+// while the pool does not resolve: nothing is taken in it then).
+func (ps *poolState) ofFamily(ip netip.Addr) bool {
+	return ps.space != nil && cidr.FamilyOf(ip) == ps.space.Family()
 }

@@ -153,3 +153,20 @@ func TestPrefixAndAddressPoolsModel(t *testing.T) {
 		})
 	}
 }
+
+// A VRF holds both families and its pools one each: what a pool of one
+// family holds takes nothing in a pool of the other, though an IPv6
+// address shifted like an IPv4 prefix number reads as one (fd00::a00:1 as
+// 10.0.0.0/24's).
+func TestPrefixPoolIgnoresTheOtherFamily(t *testing.T) {
+	ctx := context.Background()
+	reg := New(newMemStore(), nil, "here")
+	v6, v4 := mixedVRF()
+	v6.Spec.Addresses, v6.Spec.Prefix, v6.Spec.Gateway, v6.Spec.VRF.IPFamily = []string{"fd00::a00:0/120"}, ptr.To(int32(120)), "", v1alpha1.IPv6Family
+	v4.Spec.Addresses, v4.Spec.Prefix, v4.Spec.Gateway, v4.Spec.AllocationPrefixLength = []string{"10.0.0.0/8"}, ptr.To(int32(8)), "", ptr.To(int32(24))
+	if _, err := reg.Stats(ctx, v4); err != nil {
+		t.Fatal(err)
+	}
+	mustAcquire(t, reg, v6, claimNamed("a", "v6"), "fd00::a00:1/120")
+	mustAcquire(t, reg, v4, claimNamed("a", "v4"), "10.0.0.0/24")
+}
