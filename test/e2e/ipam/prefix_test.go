@@ -74,6 +74,26 @@ var _ = Describe("Allocating prefixes from a prefix pool", func() {
 		Expect(boundAddress(createClaim(ns, "node-3", poolKind, "pool")).Spec.Address).To(Equal("fd00:10:0:1::"))
 	})
 
+	It("serves claims of every namespace from a global prefix pool, distinct prefixes", func() {
+		global := createGlobalPool(ns+"-prefixes", prefixSpec(56, "", 64, "fd00:13::/56"))
+		other := newNamespace()
+		var claims []*ipamv1.IPAddressClaim
+		for i, claimNS := range []string{ns, other, ns, other} {
+			claims = append(claims, createClaim(claimNS, fmt.Sprintf("node-%d", i), v1alpha1.GlobalMetalVRFIPPoolKind, global.Name))
+		}
+		got := map[string]bool{}
+		for _, claim := range claims {
+			address := boundAddress(claim)
+			Expect(address.Spec.Prefix).To(Equal(ptr.To[int32](64)))
+			got[address.Spec.Address] = true
+		}
+		Expect(got).To(Equal(map[string]bool{"fd00:13::": true, "fd00:13:0:1::": true, "fd00:13:0:2::": true, "fd00:13:0:3::": true}))
+		for _, claim := range claims {
+			deleteAndWait(claim)
+		}
+		deleteAndWait(global)
+	})
+
 	It("hands out IPv4 prefixes too", func() {
 		createPool(ns, "pool", prefixSpec(24, "10.20.0.1", 26, "10.20.0.0/24"))
 		for i, want := range []string{"10.20.0.64", "10.20.0.128", "10.20.0.192"} {
