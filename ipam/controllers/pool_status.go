@@ -131,6 +131,9 @@ func poolCountedCondition(f poolCounted) metav1.Condition {
 		return falseCondition(t, v1alpha1.SourcesNotResolvedReason, "No address to hand out: "+f.unresolved.message())
 	case stats.SpaceErr != nil:
 		return falseCondition(t, v1alpha1.InvalidSpecReason, stats.SpaceErr.Error())
+	case stats.Free.Sign() == 0 && stats.PrefixLength > 0:
+		return falseCondition(t, v1alpha1.ExhaustedReason,
+			fmt.Sprintf("All %s /%d prefixes are in use; waiting claims are served as prefixes are released", stats.Total, stats.PrefixLength))
 	case stats.Free.Sign() == 0:
 		return falseCondition(t, v1alpha1.ExhaustedReason,
 			fmt.Sprintf("All %s addresses are in use; waiting claims are served as addresses are released", stats.Total))

@@ -47,6 +47,8 @@ func TestPoolConditionsFromFacts(t *testing.T) {
 			"False", v1alpha1.InvalidSpecReason, `spec.addresses[0]: Invalid value: "x": not an address`},
 		{"exhausted", counted(0, func(*poolCounted) {}), "False", v1alpha1.ExhaustedReason,
 			"All 254 addresses are in use; waiting claims are served as addresses are released"},
+		{"a prefix pool exhausted", counted(0, func(f *poolCounted) { f.stats.PrefixLength = 64 }), "False", v1alpha1.ExhaustedReason,
+			"All 254 /64 prefixes are in use; waiting claims are served as prefixes are released"},
 		{"serving", counted(1, func(*poolCounted) {}), "True", v1alpha1.ReadyReason, "The pool serves claims"},
 		{"serving with notes", counted(1, func(f *poolCounted) {
 			f.foreignVRF, f.stats.Retired, f.handOverWaits, f.idleExclusions = "v1", 2, map[string]int{"b": 1, "a": 3}, idle

@@ -6,6 +6,8 @@ import (
 	"math/big"
 	"net/netip"
 	"slices"
+
+	"go4.org/netipx"
 )
 
 // The Allocator's errors, for errors.Is. Errors about a specific address wrap
@@ -45,11 +47,14 @@ type Allocator struct {
 	// withheldFree are the space's withheld addresses not in use.
 	withheldFree map[netip.Addr]bool
 	used         int
+	// blocked counts the addresses TakeRange took: a whole prefix may hold
+	// more addresses than any integer type.
+	blocked *big.Int
 }
 
 // NewAllocator returns an Allocator with every address of space free.
 func NewAllocator(space *Space) *Allocator {
-	a := &Allocator{space: space, free: newFreeSet(space.Ranges()), withheldFree: map[netip.Addr]bool{}}
+	a := &Allocator{space: space, free: newFreeSet(space.Ranges()), withheldFree: map[netip.Addr]bool{}, blocked: new(big.Int)}
 	withheld := make([]netip.Addr, 0, len(space.withheld))
 	for addr := range space.withheld {
 		withheld = append(withheld, addr)
@@ -163,7 +168,43 @@ func (a *Allocator) Used() int { return a.used }
 
 // Free returns the number of free addresses.
 func (a *Allocator) Free() *big.Int {
-	return new(big.Int).Sub(a.space.total, big.NewInt(int64(a.used)))
+	free := new(big.Int).Sub(a.space.total, big.NewInt(int64(a.used)))
+	return free.Sub(free, a.blocked)
+}
+
+// TakeRange marks every free address of r used, all at once: a prefix that
+// another pool of the same space handed out whole. Its addresses are
+// counted apart from Used, as they may outnumber any integer type. Ranges
+// taken so must not overlap addresses taken one by one (see GiveRange).
+func (a *Allocator) TakeRange(r netipx.IPRange) {
+	a.blocked.Add(a.blocked, a.free.removeRange(r))
+	for addr := range a.withheldFree {
+		if r.Contains(addr) {
+			delete(a.withheldFree, addr)
+			a.blocked.Add(a.blocked, big.NewInt(1))
+		}
+	}
+}
+
+// GiveRange undoes TakeRange: every allocatable address of r is free
+// again, including any taken one by one, which the caller takes again.
+func (a *Allocator) GiveRange(r netipx.IPRange) {
+	var b netipx.IPSetBuilder
+	b.AddRange(r)
+	b.Intersect(a.space.allocatable)
+	for addr := range a.space.withheld {
+		if r.Contains(addr) {
+			b.Remove(addr)
+			if !a.withheldFree[addr] {
+				a.withheldFree[addr] = true
+				a.blocked.Sub(a.blocked, big.NewInt(1))
+			}
+		}
+	}
+	allocatable, _ := b.IPSet() // built from valid ranges only
+	for _, piece := range allocatable.Ranges() {
+		a.blocked.Sub(a.blocked, a.free.putRange(piece))
+	}
 }
 
 // Space returns the space the Allocator hands out addresses of.

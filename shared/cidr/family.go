@@ -28,6 +28,14 @@ func (f Family) String() string {
 	}
 }
 
+// Bits is the length of an address of the family: 32 or 128.
+func (f Family) Bits() int {
+	if f == IPv4 {
+		return 32
+	}
+	return 128
+}
+
 // FamilyOf returns the family of a valid address.
 func FamilyOf(a netip.Addr) Family {
 	if a.Is4() {

@@ -1,6 +1,7 @@
 package cidr
 
 import (
+	"math/big"
 	"net/netip"
 
 	"github.com/google/btree"
@@ -123,4 +124,50 @@ func (f freeSet) endingAt(a netip.Addr) (netipx.IPRange, bool) {
 		return netipx.IPRange{}, false
 	}
 	return f.tree.Get(netipx.IPRangeFrom(a, a))
+}
+
+// removeRange removes every free address of r and returns how many there
+// were. It visits only the intervals overlapping r, so a range as large as
+// an IPv6 /64 costs what its few fragments cost.
+func (f freeSet) removeRange(r netipx.IPRange) *big.Int {
+	var overlapping []netipx.IPRange
+	f.tree.AscendGreaterOrEqual(netipx.IPRangeFrom(r.From(), r.From()), func(iv netipx.IPRange) bool {
+		if r.To().Less(iv.From()) {
+			return false
+		}
+		overlapping = append(overlapping, iv)
+		return true
+	})
+	removed := new(big.Int)
+	for _, iv := range overlapping {
+		f.tree.Delete(iv)
+		from, to := iv.From(), iv.To()
+		if from.Less(r.From()) {
+			f.tree.ReplaceOrInsert(netipx.IPRangeFrom(from, r.From().Prev()))
+			from = r.From()
+		}
+		if r.To().Less(to) {
+			f.tree.ReplaceOrInsert(netipx.IPRangeFrom(r.To().Next(), to))
+			to = r.To()
+		}
+		removed.Add(removed, Size(netipx.IPRangeFrom(from, to)))
+	}
+	return removed
+}
+
+// putRange makes every address of r free, merging it with the intervals
+// around it, and returns how many of them were not free before.
+func (f freeSet) putRange(r netipx.IPRange) *big.Int {
+	gained := Size(r)
+	gained.Sub(gained, f.removeRange(r))
+	merged := r
+	if below, ok := f.endingAt(r.From().Prev()); ok {
+		f.tree.Delete(below)
+		merged = netipx.IPRangeFrom(below.From(), merged.To())
+	}
+	if above, ok := f.containing(r.To().Next()); ok {
+		merged = netipx.IPRangeFrom(merged.From(), above.To())
+	}
+	f.tree.ReplaceOrInsert(merged)
+	return gained
 }

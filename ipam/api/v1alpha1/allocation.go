@@ -20,6 +20,10 @@ const (
 	// AllocationClaimAnnotation is the claim, as "<namespace>/<name>"; the
 	// Lease's holderIdentity says the same, for kubectl.
 	AllocationClaimAnnotation = "ipam.cluster.x-k8s.io/metal-vrf-claim"
+	// AllocationPrefixLengthAnnotation, on the record of a prefix pool's
+	// claim, is the length of the prefix held, whose first address is
+	// AllocationAddressAnnotation: every address of it is in use.
+	AllocationPrefixLengthAnnotation = "ipam.cluster.x-k8s.io/metal-vrf-prefix-length"
 	// AllocationRecordedByAnnotation names the process that created the
 	// record (its leader election identity): which replica allocated.
 	AllocationRecordedByAnnotation = "ipam.cluster.x-k8s.io/metal-vrf-recorded-by"

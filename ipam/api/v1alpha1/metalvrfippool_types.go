@@ -156,6 +156,7 @@ type NetworkReference struct {
 //
 // +kubebuilder:validation:XValidation:rule="(has(self.addresses) && size(self.addresses) > 0) || (has(self.subnets) && size(self.subnets) > 0) || has(self.vrf) || has(self.networkRef)",message="spec.addresses: at least one address source is required (spec.addresses, spec.subnets, spec.vrf or spec.networkRef)"
 // +kubebuilder:validation:XValidation:rule="!has(self.addresses) || has(self.prefix)",message="spec.prefix: required when spec.addresses is set"
+// +kubebuilder:validation:XValidation:rule="has(self.allocationPrefixLength) == has(oldSelf.allocationPrefixLength) && (!has(self.allocationPrefixLength) || self.allocationPrefixLength == oldSelf.allocationPrefixLength)",message="spec.allocationPrefixLength is immutable: a pool hands out addresses or prefixes of one length for its whole life"
 type MetalVRFIPPoolSpec struct {
 	// Addresses that may be handed out: CIDRs ("10.0.0.0/24"), inclusive
 	// ranges ("10.0.0.10-10.0.0.50") or single addresses, all of one IP
@@ -220,6 +221,20 @@ type MetalVRFIPPoolSpec struct {
 	// +kubebuilder:validation:items:MaxLength=100
 	// +kubebuilder:validation:items:XValidation:rule="self.trim() == self",messageExpression="'\"%s\" has spaces around it: write \"%s\"'.format([self, self.trim()])"
 	ExcludedAddresses []string `json:"excludedAddresses,omitempty"`
+
+	// AllocationPrefixLength makes the pool a prefix pool: each claim gets
+	// a whole prefix of this length, the lowest free one aligned on it,
+	// written to its IPAddress as spec.address (the prefix's first address)
+	// and spec.prefix (this length), without a gateway. A prefix holding a
+	// gateway, an excluded address or one outside the pool's addresses is
+	// never handed out. It must not be shorter than the subnets of the pool
+	// (spec.prefix, spec.subnets[].cidr, a source's subnet), at most 32 for
+	// IPv4 and 128 for IPv6, e.g. 64 for a /64 per node. Unset: the pool
+	// hands out addresses. Immutable.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=128
+	AllocationPrefixLength *int32 `json:"allocationPrefixLength,omitempty"`
 
 	// AllocateReservedIPAddresses lets the subnet's network and broadcast
 	// addresses (IPv4) or its subnet-router anycast address (IPv6) be handed

@@ -177,6 +177,11 @@ func (in *MetalVRFIPPoolSpec) DeepCopyInto(out *MetalVRFIPPoolSpec) {
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
+	if in.AllocationPrefixLength != nil {
+		in, out := &in.AllocationPrefixLength, &out.AllocationPrefixLength
+		*out = new(int32)
+		**out = **in
+	}
 	if in.DNSServers != nil {
 		in, out := &in.DNSServers, &out.DNSServers
 		*out = make([]string, len(*in))

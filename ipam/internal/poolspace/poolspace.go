@@ -30,6 +30,9 @@ type Space struct {
 	*cidr.Space
 	// defaultBits is spec.prefix, -1 when unset.
 	defaultBits int
+	// Prefixes, in a prefix pool (spec.allocationPrefixLength), are what
+	// it hands out; nil in a pool of addresses.
+	Prefixes *Prefixes
 }
 
 // SubnetOf returns the subnet an address is handed out with: the most
@@ -90,6 +93,9 @@ func resolve(spec *v1alpha1.MetalVRFIPPoolSpec, resolved []v1alpha1.ResolvedAddr
 	}
 	ranges = append(ranges, sourced...)
 	subnets = append(subnets, sourceSubnets...)
+	if errs := checkPrefixLength(spec, subnets); len(errs) > 0 {
+		return nil, errs
+	}
 	if len(ranges) == 0 && !requireAddresses {
 		return nil, nil
 	}
@@ -99,16 +105,22 @@ func resolve(spec *v1alpha1.MetalVRFIPPoolSpec, resolved []v1alpha1.ResolvedAddr
 	}
 
 	space, err := cidr.NewSpace(cidr.SpaceConfig{
-		Ranges:           ranges,
-		Subnets:          subnets,
-		Excluded:         own.excluded,
-		Reserved:         reserved,
-		Withheld:         own.preAllocated,
-		AllocateReserved: spec.AllocateReservedIPAddresses,
+		Ranges:   ranges,
+		Subnets:  subnets,
+		Excluded: own.excluded,
+		Reserved: reserved,
+		Withheld: own.preAllocated,
+		// A prefix is a network of its own: the network, broadcast and
+		// anycast addresses of the subnet it is carved from are its
+		// hosts' business, so they do not keep a prefix out.
+		AllocateReserved: spec.AllocateReservedIPAddresses || spec.AllocationPrefixLength != nil,
 	})
 	ownPath, ownValue := ownField(spec)
 	if err != nil {
 		return nil, field.ErrorList{field.Invalid(ownPath, ownValue, err.Error())}
+	}
+	if spec.AllocationPrefixLength != nil {
+		return prefixSpace(spec, space)
 	}
 	if space.Total().Sign() == 0 {
 		return nil, field.ErrorList{field.Invalid(ownPath, ownValue,

@@ -343,6 +343,13 @@ func offendingValue(spec *v1alpha1.MetalVRFIPPoolSpec, path string) (any, bool) 
 			return nil, false
 		}
 		return int(*spec.Prefix), true
+	case "spec.allocationPrefixLength":
+		if spec.AllocationPrefixLength == nil {
+			return nil, false
+		}
+		return int(*spec.AllocationPrefixLength), true
+	case "spec.preAllocations":
+		return len(spec.PreAllocations), true
 	}
 	lists := map[string][]string{"spec.addresses": spec.Addresses, "spec.excludedAddresses": spec.ExcludedAddresses}
 	for i, s := range spec.Subnets {

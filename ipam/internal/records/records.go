@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -155,7 +156,7 @@ func (s *Store) named(ctx context.Context, snap *snapshot, domain string) (map[n
 		if d != domain {
 			continue
 		}
-		addresses, err := s.addresses(ctx, key, snap.addresses[key])
+		addresses, err := s.addresses(ctx, key, snap.prefixLengths[key], snap.addresses[key])
 		if err != nil {
 			return nil, err
 		}
@@ -306,6 +307,9 @@ func (s *Store) recordObject(domain string, r registry.Record) *coordinationv1.L
 		},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: &claim},
 	}
+	if r.Holder.Bits > 0 {
+		obj.Annotations[v1alpha1.AllocationPrefixLengthAnnotation] = strconv.Itoa(r.Holder.Bits)
+	}
 	if s.writer.Lease != "" && !r.ByAdmission {
 		obj.Labels[v1alpha1.AllocationFencedLabel] = "true"
 		obj.Annotations[v1alpha1.AllocationFenceAnnotation] = s.writer.Lease
@@ -423,7 +427,7 @@ func (s *Store) Addresses(ctx context.Context, domain string) ([]registry.Record
 		if d != domain {
 			continue
 		}
-		pool, err := s.addresses(ctx, key, snap.addresses[key])
+		pool, err := s.addresses(ctx, key, snap.prefixLengths[key], snap.addresses[key])
 		if err != nil {
 			return nil, err
 		}
@@ -438,7 +442,7 @@ func (s *Store) PoolAddresses(ctx context.Context, pool poolref.Key) ([]registry
 	if err != nil {
 		return nil, err
 	}
-	return s.addresses(ctx, pool, snap.addresses[pool])
+	return s.addresses(ctx, pool, snap.prefixLengths[pool], snap.addresses[pool])
 }
 
 // members are the pools of the domain, read live.
@@ -462,7 +466,7 @@ func (s *Store) members(ctx context.Context, domain string) (map[poolref.Key]boo
 // addresses are the IPAddresses of pool, as records. Those without an
 // address were reported and left out when the snapshot was read (see
 // usableAddress).
-func (s *Store) addresses(ctx context.Context, pool poolref.Key, addresses []ipamv1.IPAddress) ([]registry.Record, error) {
+func (s *Store) addresses(ctx context.Context, pool poolref.Key, bits int, addresses []ipamv1.IPAddress) ([]registry.Record, error) {
 	records := make([]registry.Record, 0, len(addresses))
 	for i := range addresses {
 		address := &addresses[i]
@@ -474,7 +478,7 @@ func (s *Store) addresses(ctx context.Context, pool poolref.Key, addresses []ipa
 		if err != nil {
 			return nil, err
 		}
-		records = append(records, registry.Record{Address: ip, Holder: registry.Holder{Pool: pool, Claim: claim}})
+		records = append(records, registry.Record{Address: ip, Holder: registry.Holder{Pool: pool, Claim: claim, Bits: bits}})
 	}
 	return records, nil
 }
@@ -538,6 +542,12 @@ func recordOf(obj *coordinationv1.Lease) (registry.Record, error) {
 	if !ok {
 		return registry.Record{}, annotation(v1alpha1.AllocationClaimAnnotation, "<namespace>/<name>")
 	}
+	var bits int
+	if v, ok := obj.Annotations[v1alpha1.AllocationPrefixLengthAnnotation]; ok {
+		if bits, err = strconv.Atoi(v); err != nil || bits < 1 || bits > ip.BitLen() {
+			return registry.Record{}, annotation(v1alpha1.AllocationPrefixLengthAnnotation, fmt.Sprintf("a prefix length of 1 to %d", ip.BitLen()))
+		}
+	}
 	retired := obj.Labels[v1alpha1.AllocationRetiredLabel] == "true"
 	uid := types.UID(obj.Annotations[v1alpha1.AllocationClaimUIDAnnotation])
 	return registry.Record{Address: ip, Recorded: recordedAt(obj), Holder: registry.Holder{
@@ -547,6 +557,7 @@ func recordOf(obj *coordinationv1.Lease) (registry.Record, error) {
 			UID:            uid,
 		},
 		Retired: retired,
+		Bits:    bits,
 	}}, nil
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolref"
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolspace"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/registry"
 )
 
@@ -44,6 +45,8 @@ type snapshot struct {
 	started, at time.Time
 	claims      map[types.UID]bool
 	domains     map[poolref.Key]string
+	// prefixLengths are those of the prefix pools (spec.allocationPrefixLength).
+	prefixLengths map[poolref.Key]int
 	// records by the hash of their domain (AllocationDomainLabel).
 	records map[string][]coordinationv1.Lease
 	// addresses by their pool.
@@ -124,7 +127,7 @@ func (s *Store) forget(snap *snapshot) {
 // here, once per read however many domains seed from it.
 func (s *Store) read(ctx context.Context) (*snapshot, error) {
 	snap := &snapshot{
-		started: s.now(), claims: map[types.UID]bool{}, domains: map[poolref.Key]string{},
+		started: s.now(), claims: map[types.UID]bool{}, domains: map[poolref.Key]string{}, prefixLengths: map[poolref.Key]int{},
 		records: map[string][]coordinationv1.Lease{}, addresses: map[poolref.Key][]ipamv1.IPAddress{},
 	}
 	err := pages(ctx, s.reader, func() *coordinationv1.LeaseList { return &coordinationv1.LeaseList{} },
@@ -152,6 +155,9 @@ func (s *Store) read(ctx context.Context) (*snapshot, error) {
 		err := pages(ctx, s.reader, func() client.ObjectList { return poolref.NewList(kind) }, func(l client.ObjectList) {
 			for _, pool := range pools(l) {
 				snap.domains[poolref.KeyOf(pool)] = registry.DomainOf(pool)
+				if bits := poolspace.PrefixLength(pool.PoolSpec()); bits > 0 {
+					snap.prefixLengths[poolref.KeyOf(pool)] = bits
+				}
 			}
 		})
 		if err != nil {

@@ -71,7 +71,7 @@ func (r *Registry) acquire(ctx context.Context, pool v1alpha1.Pool, claim Claim,
 // now (its record was reaped meanwhile): the claim must take another.
 func (r *Registry) reconfirm(ctx context.Context, ps *poolState, claim Claim, ip netip.Addr) (retry bool, err error) {
 	d := ps.domain
-	owner, mine, err := r.confirm(ctx, d.key, ip, Holder{Pool: ps.key, Claim: claim})
+	owner, mine, err := r.confirm(ctx, d.key, ip, ps.holder(claim))
 	if err != nil {
 		return false, fmt.Errorf("recording address %s: %w", ip, err)
 	}
@@ -101,7 +101,7 @@ func (ps *poolState) takeFree(requested netip.Addr, claim Claim) (netip.Addr, er
 	if err != nil {
 		return netip.Addr{}, err
 	}
-	ps.domain.take(ip, Holder{Pool: ps.key, Claim: claim})
+	ps.domain.take(ip, ps.holder(claim))
 	return ip, nil
 }
 
@@ -113,7 +113,7 @@ func (ps *poolState) takeFree(requested netip.Addr, claim Claim) (netip.Addr, er
 // claim of this process is served it in between.
 func (r *Registry) record(ctx context.Context, ps *poolState, claim Claim, ip, requested netip.Addr) (subnet cidr.Subnet, retry bool, err error) {
 	d := ps.domain
-	holder := Holder{Pool: ps.key, Claim: claim}
+	holder := ps.holder(claim)
 	owner, mine, err := r.reserve(ctx, d.key, ip, holder)
 	var left bool
 	d.locked(func() {
@@ -172,7 +172,7 @@ func (r *Registry) adopt(ctx context.Context, pool v1alpha1.Pool, claim Claim, i
 		// address): in a domain that keeps records, the record decides.
 		if verify = (!ok || !h.Claim.same(claim)) && p.domain.allocates; !verify {
 			if !ok {
-				p.domain.take(ip, Holder{Pool: p.key, Claim: claim})
+				p.domain.take(ip, p.holder(claim))
 			}
 			prev = p.assign(claim, ip)
 		}
@@ -182,7 +182,7 @@ func (r *Registry) adopt(ctx context.Context, pool v1alpha1.Pool, claim Claim, i
 		return err
 	}
 	d := ps.domain
-	holder := Holder{Pool: ps.key, Claim: claim}
+	holder := ps.holder(claim)
 	if verify {
 		recorded := r.store.Reserve(ctx, d.key, Record{Address: ip, Holder: holder})
 		if recorded == nil {

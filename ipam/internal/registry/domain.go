@@ -79,8 +79,10 @@ type poolGuarded struct {
 	elsewhere error
 	// built is the read the allocator was built from; nil until seeded.
 	built v1alpha1.Pool
-	// alloc and space are nil while the pool does not resolve; spaceErr says why.
+	// alloc (a pool of addresses) or prefixes (a prefix pool), and space,
+	// are nil while the pool does not resolve; spaceErr says why.
 	alloc    *cidr.Allocator
+	prefixes *poolspace.PrefixAllocator
 	space    *poolspace.Space
 	spaceErr error
 	// byClaim maps the pool's claims to their addresses; nil until seeded.
@@ -96,23 +98,56 @@ type confirmation struct {
 	at      time.Time
 }
 
-// take records that h holds ip, and marks it taken in every pool of the
-// domain that could hand it out.
+// take records that h holds ip (with the prefix it starts, for a claim of
+// a prefix pool), and marks it taken in every pool of the domain that could
+// hand it out, or a prefix holding it: a pool of addresses and a prefix
+// pool over the same space never hand out one address twice.
 func (d *domain) take(ip netip.Addr, h Holder) {
 	d.held.set(ip, h)
 	for _, ps := range d.pools {
-		if ps.alloc != nil {
-			_ = ps.alloc.Allocate(ip) // not in the space, or taken already: nothing to do
-		}
+		ps.taken(ip, h)
+	}
+}
+
+// taken marks what h holds from ip on taken in the pool's allocator.
+func (ps *poolState) taken(ip netip.Addr, h Holder) {
+	switch {
+	case !ps.ofFamily(ip):
+		// A VRF holds both families, a pool one: the other's holdings
+		// are nothing to it (and a prefix number of the other family
+		// could read as one of its own).
+	case ps.prefixes != nil:
+		ps.prefixes.Take(h.span(ip))
+	case ps.alloc != nil && h.Bits == 0:
+		_ = ps.alloc.Allocate(ip) // not in the space, or taken already: nothing to do
+	case ps.alloc != nil:
+		ps.alloc.TakeRange(h.span(ip))
 	}
 }
 
 // give undoes take, and returns the pools that gained a free address.
 func (d *domain) give(ip netip.Addr) []poolref.Key {
+	h, _ := d.held.get(ip)
 	d.held.remove(ip)
+	span := h.span(ip)
 	var gained []poolref.Key
 	for key, ps := range d.pools {
-		if ps.alloc != nil && ps.alloc.Release(ip) == nil {
+		switch {
+		case !ps.ofFamily(ip):
+		case ps.prefixes != nil:
+			// A prefix of the pool is free once nothing else is held
+			// in it: what is, is taken again.
+			ps.prefixes.Give(span)
+			d.held.within(ps.space.Prefixes.Span(span), func(other netip.Addr, o Holder) { ps.prefixes.Take(o.span(other)) })
+			if ps.space.Prefixes.Contains(ps.space.Prefixes.PrefixOf(ip)) {
+				gained = append(gained, key)
+			}
+		case ps.alloc != nil && h.Bits == 0:
+			if ps.alloc.Release(ip) == nil {
+				gained = append(gained, key)
+			}
+		case ps.alloc != nil:
+			ps.alloc.GiveRange(span)
 			gained = append(gained, key)
 		}
 	}
@@ -142,11 +177,32 @@ func (ps *poolState) rebuild(pool v1alpha1.Pool) {
 	ps.built = pool
 	space, errs := poolspace.Resolve(pool.PoolSpec(), pool.PoolStatus().Resolved)
 	if len(errs) > 0 {
-		ps.alloc, ps.space, ps.spaceErr = nil, nil, errs.ToAggregate()
+		ps.alloc, ps.prefixes, ps.space, ps.spaceErr = nil, nil, nil, errs.ToAggregate()
 		return
 	}
-	ps.alloc, ps.space, ps.spaceErr = cidr.NewAllocator(space.Space), space, nil
-	ps.alloc.Seed(ps.domain.held.addresses())
+	ps.space, ps.spaceErr = space, nil
+	if space.Prefixes != nil {
+		ps.alloc, ps.prefixes = nil, poolspace.NewPrefixAllocator(space.Prefixes)
+		for ip, h := range ps.domain.held.all() {
+			ps.taken(ip, h)
+		}
+		return
+	}
+	ps.alloc, ps.prefixes = cidr.NewAllocator(space.Space), nil
+	var single []netip.Addr
+	for ip, h := range ps.domain.held.all() {
+		if h.Bits == 0 {
+			single = append(single, ip)
+		} else {
+			ps.taken(ip, h)
+		}
+	}
+	ps.alloc.Seed(single)
+}
+
+// holder is the claim as a holder of the pool's addresses or prefixes.
+func (ps *poolState) holder(claim Claim) Holder {
+	return Holder{Pool: ps.key, Claim: claim, Bits: poolspace.PrefixLength((*ps.latest.Load()).PoolSpec())}
 }
 
 // errVRFUnread is why a pool whose VRF was not read yet serves nothing.
@@ -157,7 +213,7 @@ func (ps *poolState) ready() error {
 	switch {
 	case !ps.domain.allocates:
 		return errVRFUnread
-	case ps.alloc == nil:
+	case ps.alloc == nil && ps.prefixes == nil:
 		return fmt.Errorf("%w: %w", ErrPoolNotReady, ps.spaceErr)
 	}
 	return nil
@@ -168,6 +224,11 @@ func (ps *poolState) subnetOf(ip netip.Addr) (cidr.Subnet, error) {
 	if ps.space == nil {
 		return cidr.Subnet{}, ps.ready()
 	}
+	if ps.prefixes != nil {
+		// A prefix is a subnet of its own; the gateway of the subnet it
+		// is carved from is not its hosts'.
+		return cidr.Subnet{Prefix: ps.space.Prefixes.PrefixOf(ip)}, nil
+	}
 	subnet, _ := ps.space.SubnetOf(ip)
 	return subnet, nil
 }
@@ -175,6 +236,9 @@ func (ps *poolState) subnetOf(ip netip.Addr) (cidr.Subnet, error) {
 // pick takes the requested address, or the lowest free one when none is
 // requested, in the pool's allocator.
 func (ps *poolState) pick(requested netip.Addr, claim Claim) (netip.Addr, error) {
+	if ps.prefixes != nil {
+		return ps.pickPrefix(requested, claim)
+	}
 	if !requested.IsValid() {
 		return ps.alloc.Next()
 	}
@@ -187,4 +251,28 @@ func (ps *poolState) pick(requested netip.Addr, claim Claim) (netip.Addr, error)
 			ErrRequestedUnavailable, requested)
 	}
 	return requested, err
+}
+
+// pickPrefix is pick in a prefix pool: the first address of the requested
+// prefix, or of the lowest free one.
+func (ps *poolState) pickPrefix(requested netip.Addr, claim Claim) (netip.Addr, error) {
+	if !requested.IsValid() {
+		prefix, err := ps.prefixes.Next()
+		return prefix.Addr(), err
+	}
+	if h, ok := ps.domain.held.get(requested); ok {
+		return netip.Addr{}, unavailable(ps.key, requested, h, claim)
+	}
+	err := ps.prefixes.Allocate(netip.PrefixFrom(requested, ps.space.Prefixes.Bits()))
+	if errors.Is(err, cidr.ErrNotAllocatable) {
+		return netip.Addr{}, fmt.Errorf("%w: requested address %s is not the first address of a /%d the pool hands out: it lies outside its addresses, or its prefix holds a gateway or an excluded address",
+			ErrRequestedUnavailable, requested, ps.space.Prefixes.Bits())
+	}
+	return requested, err
+}
+
+// ofFamily reports whether ip is of the family of the pool's space (nil
+// while the pool does not resolve: nothing is taken in it then).
+func (ps *poolState) ofFamily(ip netip.Addr) bool {
+	return ps.space != nil && cidr.FamilyOf(ip) == ps.space.Family()
 }

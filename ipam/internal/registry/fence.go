@@ -55,7 +55,7 @@ func (r *Registry) admitInStore(ctx context.Context, pool v1alpha1.Pool, claim C
 	if err := handsOut(poolref.KeyOf(pool), space, ip); err != nil {
 		return err
 	}
-	holder := Holder{Pool: poolref.KeyOf(pool), Claim: claim}
+	holder := Holder{Pool: poolref.KeyOf(pool), Claim: claim, Bits: poolspace.PrefixLength(pool.PoolSpec())}
 	if err := r.bound(ctx, key, holder.Pool, claim, ip, netip.Addr{}); err != nil {
 		return err
 	}

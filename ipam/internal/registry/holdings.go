@@ -5,6 +5,9 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+
+	"github.com/google/btree"
+	"go4.org/netipx"
 )
 
 // holdings is every address in use in a domain with its holder, indexed by
@@ -15,10 +18,31 @@ import (
 type holdings struct {
 	byAddress map[netip.Addr]Holder
 	byClaim   map[Claim]map[netip.Addr]struct{}
+	// ordered is the addresses of byAddress in order, for a prefix pool to
+	// find what else is held inside a prefix (see within).
+	ordered *btree.BTreeG[netip.Addr]
 }
 
 func newHoldings() *holdings {
-	return &holdings{byAddress: map[netip.Addr]Holder{}, byClaim: map[Claim]map[netip.Addr]struct{}{}}
+	return &holdings{
+		byAddress: map[netip.Addr]Holder{}, byClaim: map[Claim]map[netip.Addr]struct{}{},
+		ordered: btree.NewG(32, netip.Addr.Less),
+	}
+}
+
+// within calls fn with every holding whose first address lies in r, in
+// order; fn may not change the holdings.
+func (h *holdings) within(r netipx.IPRange, fn func(netip.Addr, Holder)) {
+	if h == nil {
+		return
+	}
+	h.ordered.AscendRange(r.From(), r.To(), func(ip netip.Addr) bool {
+		fn(ip, h.byAddress[ip])
+		return true
+	})
+	if holder, ok := h.byAddress[r.To()]; ok {
+		fn(r.To(), holder) // AscendRange stops before its end
+	}
 }
 
 // get returns the holder of ip.
@@ -34,6 +58,7 @@ func (h *holdings) get(ip netip.Addr) (Holder, bool) {
 func (h *holdings) set(ip netip.Addr, holder Holder) {
 	h.remove(ip)
 	h.byAddress[ip] = holder
+	h.ordered.ReplaceOrInsert(ip)
 	addrs := h.byClaim[holder.Claim]
 	if addrs == nil {
 		addrs = map[netip.Addr]struct{}{}
@@ -49,6 +74,7 @@ func (h *holdings) remove(ip netip.Addr) {
 		return
 	}
 	delete(h.byAddress, ip)
+	h.ordered.Delete(ip)
 	addrs := h.byClaim[old.Claim]
 	delete(addrs, ip)
 	if len(addrs) == 0 {
@@ -63,14 +89,6 @@ func (h *holdings) all() iter.Seq2[netip.Addr, Holder] {
 		return maps.All(map[netip.Addr]Holder(nil))
 	}
 	return maps.All(h.byAddress)
-}
-
-// addresses is every address in use.
-func (h *holdings) addresses() []netip.Addr {
-	if h == nil {
-		return nil
-	}
-	return slices.Collect(maps.Keys(h.byAddress))
 }
 
 // of is the addresses the claim holds, retired or not, collected first so

@@ -82,3 +82,33 @@ func BenchmarkReleaseInFullDomain(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkReleaseInFullPrefixDomain is BenchmarkReleaseInFullDomain for a
+// prefix pool: an IPv6 /32 handing out /64s, inUse of them held.
+func BenchmarkReleaseInFullPrefixDomain(b *testing.B) {
+	for _, inUse := range []int{1000, 50000} {
+		b.Run(fmt.Sprintf("in-use=%d", inUse), func(b *testing.B) {
+			ctx := context.Background()
+			reg := New(freeIsFree{newMemStore()}, nil, "here")
+			pool := globalPool("here")
+			pool.Spec.Addresses, pool.Spec.Prefix, pool.Spec.Gateway = []string{"2001:db8::/32"}, ptr.To(int32(32)), "2001:db8::1"
+			pool.Spec.AllocationPrefixLength = ptr.To(int32(64))
+			for i := range inUse {
+				if _, _, err := reg.Acquire(ctx, pool, claimNamed("a", fmt.Sprint(i)), netip.Addr{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			key := poolref.KeyOf(pool)
+			b.ResetTimer()
+			for i := range b.N {
+				c := claimNamed("a", fmt.Sprint(i%inUse))
+				if _, err := reg.Release(ctx, key, c); err != nil {
+					b.Fatal(err)
+				}
+				if _, _, err := reg.Acquire(ctx, pool, c, netip.Addr{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -66,7 +66,7 @@ func (r *Registry) Admit(ctx context.Context, pool v1alpha1.Pool, claim Claim, i
 	if err := r.bound(ctx, d.key, ps.key, claim, ip, kept); err != nil {
 		return err
 	}
-	holder := Holder{Pool: ps.key, Claim: claim}
+	holder := ps.holder(claim)
 	owner, mine, err := r.admitRecord(ctx, d.key, ip, holder)
 	if err != nil {
 		return fmt.Errorf("recording address %s: %w", ip, err)
@@ -84,8 +84,12 @@ func (r *Registry) Admit(ctx context.Context, pool v1alpha1.Pool, claim Claim, i
 // address made elsewhere comes in (moved, restored, or written by a user)
 // keeps out what allocation never hands out.
 func handsOut(key poolref.Key, space *poolspace.Space, ip netip.Addr) error {
-	if space.Contains(ip) {
+	if space.HandsOut(ip) {
 		return nil
+	}
+	if space.Prefixes != nil {
+		return fmt.Errorf("%w: %s does not hand out %s: it is not the first address of a /%d of the pool's addresses holding no gateway nor excluded address",
+			ErrNotInPool, key, ip, space.Prefixes.Bits())
 	}
 	return fmt.Errorf("%w: %s does not hand out %s: it lies outside the pool's addresses, or is a gateway, network, broadcast, anycast or excluded address",
 		ErrNotInPool, key, ip)
@@ -127,7 +131,7 @@ func (r *Registry) retire(ctx context.Context, pool v1alpha1.Pool, claim Claim, 
 			return p.ready()
 		}
 		h, held := p.domain.held.get(ip)
-		holder, recorded = Holder{Pool: p.key, Claim: claim}, held
+		holder, recorded = p.holder(claim), held
 		if held && claim.UID == "" && h.Pool == p.key && h.Claim.NamespacedName == claim.NamespacedName {
 			holder.Claim = h.Claim
 		}

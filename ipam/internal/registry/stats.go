@@ -9,7 +9,10 @@ import (
 
 // Stats are a pool's counts as the registry sees them.
 type Stats struct {
-	Total, Free      *big.Int
+	Total, Free *big.Int
+	// PrefixLength, in a prefix pool, is the length of its prefixes: what
+	// Total and Free count. 0 in a pool of addresses.
+	PrefixLength     int
 	Used, OutOfRange int64
 	// Foreign counts the addresses of the space held by other pools of its domain.
 	Foreign int64
@@ -40,17 +43,23 @@ func (ps *poolState) stats() Stats {
 		}
 	}
 	for _, ip := range ps.byClaim {
-		if ps.space == nil || !ps.space.Contains(ip) {
+		if ps.space == nil || !ps.space.HandsOut(ip) {
 			s.OutOfRange++
 		}
 	}
-	if ps.alloc == nil {
+	if ps.alloc == nil && ps.prefixes == nil {
 		return s
 	}
 	for ip, h := range ps.domain.held.all() {
 		if h.Pool != ps.key && ps.space.Contains(ip) {
 			s.Foreign++
 		}
+	}
+	if ps.prefixes != nil {
+		// Counted in prefixes: a /32 of /64s holds more than an int64
+		// of addresses, and the status counts are decimal strings.
+		s.Total, s.Free, s.PrefixLength = ps.space.Prefixes.Total(), ps.prefixes.Free(), ps.space.Prefixes.Bits()
+		return s
 	}
 	s.Total = ps.alloc.Space().Total()
 	s.Free = ps.alloc.Free()

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"time"
 
+	"go4.org/netipx"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolref"
@@ -27,6 +28,18 @@ type Holder struct {
 	// Registry.Retire); the address stays out of use, and no release of
 	// the claim frees it.
 	Retired bool
+	// Bits, for a claim of a prefix pool, is the length of the prefix held,
+	// whose first address is the one recorded: every address of it is in
+	// use in the domain. 0 for a single address.
+	Bits int
+}
+
+// span is the addresses h holds when the first one, or the only one, is ip.
+func (h Holder) span(ip netip.Addr) netipx.IPRange {
+	if h.Bits == 0 {
+		return netipx.IPRangeFrom(ip, ip)
+	}
+	return netipx.RangeOfPrefix(netip.PrefixFrom(ip, h.Bits).Masked())
 }
 
 // Record is one address in use, as the API server keeps it.
