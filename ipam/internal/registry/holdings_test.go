@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/utils/ptr"
 
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolref"
 )
 
@@ -57,42 +58,29 @@ func (freeIsFree) Free(context.Context, Claim) error { return nil }
 // release (and per acquisition) under the domain's lock, which should not
 // grow with the addresses in use.
 func BenchmarkReleaseInFullDomain(b *testing.B) {
-	for _, inUse := range []int{1000, 50000} {
-		b.Run(fmt.Sprintf("in-use=%d", inUse), func(b *testing.B) {
-			ctx := context.Background()
-			reg := New(freeIsFree{newMemStore()}, nil, "here")
-			pool := globalPool("here")
-			pool.Spec.Addresses, pool.Spec.Prefix, pool.Spec.Gateway = []string{"10.0.0.0/16"}, ptr.To(int32(16)), "10.0.0.1"
-			for i := range inUse {
-				if _, _, err := reg.Acquire(ctx, pool, claimNamed("a", fmt.Sprint(i)), netip.Addr{}); err != nil {
-					b.Fatal(err)
-				}
-			}
-			key := poolref.KeyOf(pool)
-			b.ResetTimer()
-			for i := range b.N {
-				c := claimNamed("a", fmt.Sprint(i%inUse))
-				if _, err := reg.Release(ctx, key, c); err != nil {
-					b.Fatal(err)
-				}
-				if _, _, err := reg.Acquire(ctx, pool, c, netip.Addr{}); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
+	benchmarkReleaseInFullDomain(b, func(pool *v1alpha1.GlobalMetalVRFIPPool) {
+		pool.Spec.Addresses, pool.Spec.Prefix, pool.Spec.Gateway = []string{"10.0.0.0/16"}, ptr.To(int32(16)), "10.0.0.1"
+	})
 }
 
 // BenchmarkReleaseInFullPrefixDomain is BenchmarkReleaseInFullDomain for a
 // prefix pool: an IPv6 /32 handing out /64s, inUse of them held.
 func BenchmarkReleaseInFullPrefixDomain(b *testing.B) {
+	benchmarkReleaseInFullDomain(b, func(pool *v1alpha1.GlobalMetalVRFIPPool) {
+		pool.Spec.Addresses, pool.Spec.Prefix, pool.Spec.Gateway = []string{"2001:db8::/32"}, ptr.To(int32(32)), "2001:db8::1"
+		pool.Spec.AllocationPrefixLength = ptr.To(int32(64))
+	})
+}
+
+// benchmarkReleaseInFullDomain runs the release benchmarks on the pool
+// space sets.
+func benchmarkReleaseInFullDomain(b *testing.B, space func(*v1alpha1.GlobalMetalVRFIPPool)) {
 	for _, inUse := range []int{1000, 50000} {
 		b.Run(fmt.Sprintf("in-use=%d", inUse), func(b *testing.B) {
 			ctx := context.Background()
 			reg := New(freeIsFree{newMemStore()}, nil, "here")
 			pool := globalPool("here")
-			pool.Spec.Addresses, pool.Spec.Prefix, pool.Spec.Gateway = []string{"2001:db8::/32"}, ptr.To(int32(32)), "2001:db8::1"
-			pool.Spec.AllocationPrefixLength = ptr.To(int32(64))
+			space(pool)
 			for i := range inUse {
 				if _, _, err := reg.Acquire(ctx, pool, claimNamed("a", fmt.Sprint(i)), netip.Addr{}); err != nil {
 					b.Fatal(err)
