@@ -280,12 +280,17 @@ func deviceRequested(pm *infrav1.PacketMachine) bool {
 	return ok
 }
 
-// endpointPending reports whether the machine must route its cluster's
-// endpoint (a control-plane machine of a CPEM cluster whose reservation is
-// known) and has not yet: the cluster's change must not wait for a poll.
+// endpointPending reports whether the machine may have to route its
+// cluster's endpoint (a control-plane machine of a CPEM cluster whose
+// reservation is known) and does not hold it: the cluster's change, or the
+// deletion of the holder (which wakes the others), must not wait for the
+// device's next poll.
 func endpointPending(s *machineScope) bool {
-	return reservedEndpoint(s.access.cluster) != "" && util.IsControlPlaneMachine(s.Machine) &&
-		!conditions.IsTrue(s.PacketMachine, infrav1.ControlPlaneEndpointAssignedCondition)
+	if reservedEndpoint(s.access.cluster) == "" || !util.IsControlPlaneMachine(s.Machine) {
+		return false
+	}
+	return !conditions.IsTrue(s.PacketMachine, infrav1.ControlPlaneEndpointAssignedCondition) ||
+		conditions.GetReason(s.PacketMachine, infrav1.ControlPlaneEndpointAssignedCondition) == infrav1.EndpointAssignedElsewhereReason
 }
 
 // createDevice creates the device with the rendered user-data.

@@ -261,6 +261,11 @@ var _ = Describe("The endpoint of a CPEM cluster whose control plane is initiali
 		for _, name := range []string{"cp-2", "cp-3"} {
 			Eventually(condition(machines[name], infrav1.ControlPlaneEndpointAssignedCondition)).Should(
 				haveCondition(metav1.ConditionTrue, infrav1.EndpointAssignedElsewhereReason, holder))
+			// Its node reports: the machine is done, and its device is next
+			// read at the steady poll, minutes away.
+			Expect(metalSim.PostUserState(device.DeviceID(get(machines[name]).Spec.ProviderID), "succeeded", 1001, "network_configuration_success")).To(Succeed())
+			Eventually(condition(machines[name], infrav1.NodeNetworkConfiguredCondition)).Should(
+				haveCondition(metav1.ConditionTrue, infrav1.NodeNetworkConfiguredReason, "network_configuration_success"))
 		}
 
 		By("deleting the holder while no other node has joined: the endpoint stays unrouted")
