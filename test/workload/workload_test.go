@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -296,9 +297,13 @@ func kubeadmControlPlaneScale(ctx context.Context, t *testing.T, r *run) {
 	g.Expect(facilities).To(HaveLen(3), "each control-plane device in a facility of its own")
 	r.expectAddressesOfMachines(ctx, g, 4)
 
-	t.Log("scaling the KubeadmControlPlane back to 1, removing the two that joined")
+	// The first control plane's device holds the endpoint's address: the
+	// scale-down removes it (and one that joined), as a rollout removes
+	// the oldest, so the address must go to the one that stays.
+	keep := machines[slices.IndexFunc(machines, func(m clusterv1.Machine) bool { return m.Name != first[0].Name })]
+	t.Logf("scaling the KubeadmControlPlane back to 1, removing the endpoint's holder %s; %s stays", first[0].Name, keep.Name)
 	for _, m := range machines {
-		if m.Name == first[0].Name {
+		if m.Name == keep.Name {
 			continue
 		}
 		patch := client.MergeFrom(m.DeepCopy())
@@ -310,13 +315,32 @@ func kubeadmControlPlaneScale(ctx context.Context, t *testing.T, r *run) {
 		ClusterProxy: r.proxy, Cluster: r.cluster(ctx, g), ControlPlane: kcp, Replicas: 1, WaitForControlPlane: wait,
 	})
 	g.Eventually(func(g Gomega) {
-		g.Expect(r.controlPlaneMachines(ctx, g)).To(ConsistOf(HaveField("Name", first[0].Name)))
+		g.Expect(r.controlPlaneMachines(ctx, g)).To(ConsistOf(HaveField("Name", keep.Name)))
 	}).Should(Succeed())
-	g.Expect(r.expectAddressesOfMachines(ctx, g, 2)).To(Equal(before), "the removed control planes' addresses are released")
+	after := r.expectAddressesOfMachines(ctx, g, 2)
+	delete(before, first[0].Name)
+	before[keep.Name] = after[keep.Name]
+	g.Expect(after).To(Equal(before), "the removed control planes' addresses are released")
+	g.Eventually(func(g Gomega) []string { return r.endpointRoutedTo(ctx, g) }).Should(Equal([]string{device.DeviceID(keep.Spec.ProviderID)}),
+		"the endpoint's address routed to the control plane that stayed")
 	g.Eventually(func(g Gomega) {
 		cluster := r.cluster(ctx, g)
 		g.Expect(conditions.IsTrue(cluster, clusterv1.AvailableCondition)).To(BeTrue(), "Available: %v", conditions.Get(cluster, clusterv1.AvailableCondition))
 	}).Should(Succeed())
+}
+
+// endpointRoutedTo reads, through the SDK, the devices the platform routes
+// the cluster's endpoint address to.
+func (r *run) endpointRoutedTo(ctx context.Context, g Gomega) []string {
+	pc := &infrav1.PacketCluster{}
+	g.Expect(r.k8s.Get(ctx, r.key, pc)).To(Succeed())
+	res, err := r.metalAPI.GetIPReservation(ctx, pc.Annotations[infrav1.EndpointReservationAnnotation])
+	g.Expect(err).NotTo(HaveOccurred())
+	var ids []string
+	for _, a := range res.GetAssignments() {
+		ids = append(ids, path.Base(a.AssignedTo.GetHref()))
+	}
+	return ids
 }
 
 // deletion ends QuickStart: deleting the Cluster takes everything back, in
