@@ -92,8 +92,11 @@ run: envtest $(CAPI_MANAGER) ## Run the local environment: API server, Cluster A
 	CAPI_MANAGER=$(CAPI_MANAGER) go run ./test/localenv $(ARGS)
 
 .PHONY: test
+# The longest envtest suite (test/e2e/capp, about 116 specs under -race)
+# takes most of go test's default 10 minutes on a loaded 2-core machine
+# while the other packages run beside it.
 test: $(TEST_DEPS) $(OLDEST_ENVTEST) ## Run every test: unit, fuzz seed corpora, envtest suites.
-	INCLUSTER_MANAGER=$(INCLUSTER_MANAGER) $(GOTESTSUM) --format pkgname-and-test-fails -- $(TEST_FLAGS) ./...
+	INCLUSTER_MANAGER=$(INCLUSTER_MANAGER) $(GOTESTSUM) --format pkgname-and-test-fails -- -timeout 30m $(TEST_FLAGS) ./...
 
 .PHONY: test-node
 test-node: envtest $(NODE_IMAGE)/rootfs.img ## Boot the rendered node configuration in Debian VMs under qemu (image built once into bin/node).
