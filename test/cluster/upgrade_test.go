@@ -141,8 +141,20 @@ func (c *cluster) allowSimulator(ctx context.Context, t *testing.T) {
 		if s.ObservedGeneration < d.Generation || s.UpdatedReplicas != s.Replicas || s.AvailableReplicas != s.Replicas {
 			return fmt.Errorf("status %+v", s)
 		}
+		// The old Pod, until it is gone, may still be behind the webhook's
+		// Service: a pool's admission then timed out in CI.
+		pods := &corev1.PodList{}
+		if err := c.k8s.List(ctx, pods, client.InNamespace(key.Namespace)); err != nil {
+			return err
+		}
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp != nil {
+				return fmt.Errorf("Pod %s is terminating", p.Name)
+			}
+		}
 		return nil
 	})
+	c.waitAvailable(ctx, t)
 }
 
 // runsRelease checks that our two managers' Pods run the images tagged tag.
