@@ -273,6 +273,20 @@ func expectRecorded(ns string, holders map[string]string) {
 	Eventually(func() (map[string]string, error) { return env.AllocationRecords(ctx, ns) }).Should(Equal(holders))
 }
 
+// createAllAtOnce creates every claim at once, each from a goroutine of
+// its own.
+func createAllAtOnce(claims []*ipamv1.IPAddressClaim) {
+	GinkgoHelper()
+	var wg sync.WaitGroup
+	for _, claim := range claims {
+		wg.Go(func() {
+			defer GinkgoRecover()
+			Expect(k8s.Create(ctx, claim)).To(Succeed())
+		})
+	}
+	wg.Wait()
+}
+
 // createClaimsAtOnce creates n claims on the namespace's pool "pool" from
 // parallel workers and returns them.
 func createClaimsAtOnce(ns, prefix string, n, workers int) []*ipamv1.IPAddressClaim {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
-	"sync"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -177,14 +176,7 @@ var _ = Describe("Prefix pools fed by sources", func() {
 				newClaim(ns, fmt.Sprintf("address-%d", i), poolKind, addresses.Name),
 				newClaim(ns, fmt.Sprintf("prefix-%d", i), poolKind, prefixes.Name))
 		}
-		var wg sync.WaitGroup
-		for _, claim := range claims {
-			wg.Go(func() {
-				defer GinkgoRecover()
-				Expect(k8s.Create(ctx, claim)).To(Succeed())
-			})
-		}
-		wg.Wait()
+		createAllAtOnce(claims)
 
 		var spans []netipx.IPRange
 		owners := map[netipx.IPRange]string{}

@@ -401,14 +401,7 @@ var _ = Describe("Pools sourced from an Equinix Metal VRF", func() {
 				newClaim(ns, fmt.Sprintf("local-%d", i), v1alpha1.MetalVRFIPPoolKind, local.Name),
 				newClaim(ns, fmt.Sprintf("global-%d", i), v1alpha1.GlobalMetalVRFIPPoolKind, global.Name))
 		}
-		var wg sync.WaitGroup
-		for _, claim := range claims {
-			wg.Go(func() {
-				defer GinkgoRecover()
-				Expect(k8s.Create(ctx, claim)).To(Succeed())
-			})
-		}
-		wg.Wait()
+		createAllAtOnce(claims)
 		seen := map[string]string{}
 		for _, claim := range claims {
 			address := boundAddress(claim)
