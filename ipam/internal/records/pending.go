@@ -34,6 +34,24 @@ func (s *Store) ClaimRecords(ctx context.Context, domain string, claim registry.
 	return records, nil
 }
 
+// LiveRecords lists the records of a domain as the API server has them now:
+// one List by the domain's label, read live, past the snapshot.
+func (s *Store) LiveRecords(ctx context.Context, domain string) ([]registry.Record, error) {
+	var list coordinationv1.LeaseList
+	if err := s.reader.List(ctx, &list, client.InNamespace(s.namespace), client.MatchingLabels{
+		v1alpha1.AllocationDomainLabel: domainHash(domain),
+	}); err != nil {
+		return nil, err
+	}
+	records := make([]registry.Record, 0, len(list.Items))
+	for i := range list.Items {
+		if rec, err := recordOf(&list.Items[i]); err == nil && list.Items[i].Annotations[v1alpha1.AllocationDomainAnnotation] == domain {
+			records = append(records, rec)
+		}
+	}
+	return records, nil
+}
+
 // ClaimAddresses lists the addresses of the IPAddresses of the claim's
 // namespace whose spec.claimRef names it.
 func (s *Store) ClaimAddresses(ctx context.Context, claim registry.Claim) ([]netip.Addr, error) {

@@ -35,7 +35,7 @@ func (r *Registry) acquire(ctx context.Context, pool v1alpha1.Pool, claim Claim,
 			subnet cidr.Subnet
 			holds  bool
 		)
-		var confirmed bool
+		var confirmed, mixed bool
 		err := r.withPool(ctx, pool, func(p *poolState) error {
 			ps = p
 			var err error
@@ -45,6 +45,7 @@ func (r *Registry) acquire(ctx context.Context, pool v1alpha1.Pool, claim Claim,
 				return err
 			}
 			ip, err = p.takeFree(requested, claim)
+			mixed = p.domain.mixed()
 			return err
 		})
 		if err != nil || (holds && confirmed) {
@@ -59,7 +60,7 @@ func (r *Registry) acquire(ctx context.Context, pool v1alpha1.Pool, claim Claim,
 			}
 			continue
 		}
-		subnet, retry, err := r.record(ctx, ps, claim, ip, requested)
+		subnet, retry, err := r.record(ctx, ps, claim, ip, requested, mixed)
 		if !retry {
 			return ip, subnet, err
 		}
@@ -110,14 +111,31 @@ func (ps *poolState) takeFree(requested netip.Addr, claim Claim) (netip.Addr, er
 // else's, or the pool left its domain meanwhile, and another must be taken.
 // The record is created with the domain unlocked (store I/O is slow, and
 // the domain's other claims go on meanwhile): ip is taken in memory, so no
-// claim of this process is served it in between.
-func (r *Registry) record(ctx context.Context, ps *poolState, claim Claim, ip, requested netip.Addr) (subnet cidr.Subnet, retry bool, err error) {
+// claim of this process is served it in between. In a mixed domain the
+// record is checked after it is created (see checkOverlap).
+func (r *Registry) record(ctx context.Context, ps *poolState, claim Claim, ip, requested netip.Addr, mixed bool) (subnet cidr.Subnet, retry bool, err error) {
 	d := ps.domain
 	holder := ps.holder(claim)
-	owner, mine, err := r.reserve(ctx, d.key, ip, holder)
+	created := r.store.Reserve(ctx, d.key, Record{Address: ip, Holder: holder})
+	if created == nil && mixed {
+		created = r.checkOverlap(ctx, d.key, Record{Address: ip, Holder: holder}, false)
+	}
+	var overlap *overlapError
+	owner, mine, err := outcome(holder, created)
+	if errors.As(err, &overlap) {
+		err = nil
+	}
 	var left bool
 	d.locked(func() {
 		switch {
+		case overlap != nil:
+			// Another claim's record overlaps the one created and
+			// deleted: its span is taken here, the claim takes other space.
+			d.backOff(ip, holder, overlap.other)
+			if requested.IsValid() {
+				err = unavailable(ps.key, requested, overlap.other.Holder, claim)
+			}
+			retry = err == nil
 		case err != nil:
 			if h, _ := d.held.get(ip); h == holder {
 				d.give(ip)

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 
@@ -59,8 +60,13 @@ func (r *Registry) admitInStore(ctx context.Context, pool v1alpha1.Pool, claim C
 	if err := r.bound(ctx, key, holder.Pool, claim, ip, netip.Addr{}); err != nil {
 		return err
 	}
-	owner, mine, err := r.admitRecord(ctx, key, ip, holder)
+	// Not seeded here, it does not know whether the domain is mixed: a VRF's
+	// may be (see checkOverlap); a pool without a VRF is a domain alone.
+	owner, mine, err := r.admitRecord(ctx, key, ip, holder, pool.PoolSpec().VRF != nil)
+	var overlap *overlapError
 	switch {
+	case errors.As(err, &overlap):
+		return conflict(holder.Pool, ip, overlap.other.Holder, claim)
 	case err != nil:
 		return err
 	case !mine:

@@ -65,6 +65,10 @@ func (s *memStore) Records(_ context.Context, domain string) ([]Record, error) {
 	return out, nil
 }
 
+func (s *memStore) LiveRecords(ctx context.Context, domain string) ([]Record, error) {
+	return s.Records(ctx, domain)
+}
+
 func (s *memStore) Reserve(_ context.Context, domain string, r Record) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

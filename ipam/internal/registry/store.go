@@ -64,6 +64,10 @@ type Record struct {
 type Store interface {
 	// Records lists the records of a domain, read live.
 	Records(ctx context.Context, domain string) ([]Record, error)
+	// LiveRecords lists the records of a domain as the API server has them
+	// now, and does nothing else: the check after create (see
+	// checkOverlap).
+	LiveRecords(ctx context.Context, domain string) ([]Record, error)
 	// Reserve creates the record of an address. When the address has a
 	// record already it fails with a *TakenError naming its holder.
 	Reserve(ctx context.Context, domain string, r Record) error
