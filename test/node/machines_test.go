@@ -110,7 +110,7 @@ func TestDevicesAreMachines(t *testing.T) {
 	// the subnet on it reaches no one either.
 	g.Expect(ipIn(c, "addr", "add", "10.60.1.6/29", "dev", "bond0.1001")).To(Succeed())
 	g.Expect(ipIn(c, "link", "set", "bond0.1001", "up")).To(Succeed())
-	g.Expect(ping(c, addrB)).NotTo(Succeed(), "c reaches b from its unassigned bond0.1001")
+	g.Expect(ping(c, addrB, "-I", "bond0.1001")).NotTo(Succeed(), "c reaches b from its unassigned bond0.1001")
 
 	// What each machine has on the host, to check it is gone after.
 	netnsInodes := map[uint64]string{}
@@ -202,9 +202,11 @@ func ipOut(args ...string) (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
-// ping sends three pings from the machine's network namespace.
-func ping(m *nodeagent.Machine, addr string) error {
-	out, err := exec.Command("ip", "netns", "exec", m.Netns, "ping", "-c", "3", "-i", "0.2", "-W", "1", addr).CombinedOutput()
+// ping sends three pings from the machine's network namespace, with ping's
+// options opts (-I DEVICE: out of that interface, whatever the routes).
+func ping(m *nodeagent.Machine, addr string, opts ...string) error {
+	args := append([]string{"netns", "exec", m.Netns, "ping", "-c", "3", "-i", "0.2", "-W", "1"}, opts...)
+	out, err := exec.Command("ip", append(args, addr)...).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("ping %s from %s: %w: %s", addr, m.Hostname, err, out)
 	}
