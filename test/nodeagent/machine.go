@@ -153,8 +153,9 @@ func (m *Machine) wire(vxlans map[string]int, assigned map[string]map[int]bool) 
 		sorted = append(sorted, vx)
 	}
 	slices.Sort(sorted)
+	sorted = slices.Compact(sorted)
 	for _, port := range m.ports {
-		for _, vx := range slices.Compact(sorted) {
+		for _, vx := range sorted {
 			outer := m.fabricName(port, vx)
 			inner := fmt.Sprintf("%s.%d", port, vx)
 			current, exists := m.links[outer]
