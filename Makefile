@@ -99,7 +99,7 @@ test: $(TEST_DEPS) $(OLDEST_ENVTEST) ## Run every test: unit, fuzz seed corpora,
 	INCLUSTER_MANAGER=$(INCLUSTER_MANAGER) $(GOTESTSUM) --format pkgname-and-test-fails -- -timeout 30m $(TEST_FLAGS) ./...
 
 .PHONY: test-node
-test-node: envtest $(NODE_IMAGE)/rootfs.img ## Boot the rendered node configuration in Debian VMs under qemu (image built once into bin/node).
+test-node: envtest $(NODE_IMAGE)/rootfs.img ## Boot the rendered node configuration in Debian VMs under qemu, and devices as machines in namespaces on this host (image built once into bin/node).
 	REQUIRE_NODE_BOOT=1 NODE_IMAGE=$(NODE_IMAGE) go test -count=1 -timeout 40m -v ./test/node/
 
 # The workload cluster test (test/workload, a Go module of its own) runs
@@ -479,14 +479,15 @@ run-cluster: $(CLUSTER_PARTS) ## The demo of test-cluster, kept running with its
 # qemu, socat (which connects each of the guest's connections to the
 # simulator), debootstrap and e2fsprogs (mkfs.ext4 -d to build the disk
 # without a loop mount, debugfs to seed it and read it back) for the node
-# boot test.
+# boot test; ping for its machines (test/nodeagent), which ping each other
+# over the VLAN bridges.
 $(NODE_BOOT_TOOLS):
 	@mkdir -p $(dir $@)
-	@missing=; for tool in qemu-system-x86_64 socat debootstrap mkfs.ext4 debugfs; do command -v $$tool >/dev/null || missing=1; done; \
+	@missing=; for tool in qemu-system-x86_64 socat debootstrap mkfs.ext4 debugfs ping; do command -v $$tool >/dev/null || missing=1; done; \
 	if [ -n "$$missing" ]; then \
-		echo "installing qemu-system-x86 socat debootstrap e2fsprogs with apt-get (once)"; \
+		echo "installing qemu-system-x86 socat debootstrap e2fsprogs iputils-ping with apt-get (once)"; \
 		apt-get update -qq; \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends qemu-system-x86 socat debootstrap e2fsprogs >/dev/null; \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends qemu-system-x86 socat debootstrap e2fsprogs iputils-ping >/dev/null; \
 	fi
 	@touch $@
 

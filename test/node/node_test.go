@@ -194,6 +194,31 @@ type node struct {
 // device, reaching the simulator from addr.
 func provision(t *testing.T, name string, addr netip.Addr, ports []infrav1.Port) *node {
 	t.Helper()
+	n := newMachine(t, newCluster(t, name, nodesPool), name, ports)
+	dev, err := metalAPI.GetDevice(t.Context(), n.deviceID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var macs [2]string
+	for _, p := range dev.GetNetworkPorts() {
+		data := p.GetData()
+		switch p.GetName() {
+		case "eth0":
+			macs[0] = data.GetMac()
+		case "eth1":
+			macs[1] = data.GetMac()
+		}
+	}
+	NewWithT(t).Expect(macs).NotTo(ContainElement(""), "the device has no eth0 or eth1 MAC")
+	n.vm = newVM(t, n.deviceID, name, dev.GetUserdata(), macs, addr)
+	return n
+}
+
+// newCluster creates, in a new namespace, a Cluster named cluster with its
+// PacketCluster and the MetalVRFIPPool "nodes" of pool, and returns the
+// namespace.
+func newCluster(t *testing.T, name string, pool v1alpha1.MetalVRFIPPoolSpec) string {
+	t.Helper()
 	if setupErr != nil {
 		t.Fatal(setupErr)
 	}
@@ -202,7 +227,7 @@ func provision(t *testing.T, name string, addr netip.Addr, ports []infrav1.Port)
 	k8s := env.Client
 	ns, err := env.NewNamespace(ctx, name)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(k8s.Create(ctx, &v1alpha1.MetalVRFIPPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nodes"}, Spec: nodesPool})).To(Succeed())
+	g.Expect(k8s.Create(ctx, &v1alpha1.MetalVRFIPPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nodes"}, Spec: pool})).To(Succeed())
 
 	g.Expect(k8s.Create(ctx, &infrav1.PacketCluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cluster", Labels: map[string]string{clusterv1.ClusterNameLabel: "cluster"}},
@@ -215,6 +240,17 @@ func provision(t *testing.T, name string, addr netip.Addr, ports []infrav1.Port)
 			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "PacketCluster", Name: "cluster"},
 		},
 	})).To(Succeed())
+	return ns
+}
+
+// newMachine creates a Machine with bootstrapData and its PacketMachine
+// with ports in ns, and waits until the CAPP manager created its device
+// with the rendered user-data and attached its VLANs.
+func newMachine(t *testing.T, ns, name string, ports []infrav1.Port) *node {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := t.Context()
+	k8s := env.Client
 	bootstrap, machine := testenv.BootstrappedMachine(ns, "cluster", name, bootstrapData)
 	g.Expect(k8s.Create(ctx, bootstrap)).To(Succeed())
 	g.Expect(k8s.Create(ctx, machine)).To(Succeed())
@@ -234,20 +270,6 @@ func provision(t *testing.T, name string, addr netip.Addr, ports []infrav1.Port)
 	g.Eventually(n.condition(infrav1.VLANsAttachedCondition)).WithTimeout(2 * time.Minute).WithPolling(200 * time.Millisecond).
 		Should(HaveField("Status", metav1.ConditionTrue))
 	n.deviceID = device.DeviceID(n.get().Spec.ProviderID)
-	dev, err := metalAPI.GetDevice(ctx, n.deviceID)
-	g.Expect(err).NotTo(HaveOccurred())
-	var macs [2]string
-	for _, p := range dev.GetNetworkPorts() {
-		data := p.GetData()
-		switch p.GetName() {
-		case "eth0":
-			macs[0] = data.GetMac()
-		case "eth1":
-			macs[1] = data.GetMac()
-		}
-	}
-	g.Expect(macs).NotTo(ContainElement(""), "the device has no eth0 or eth1 MAC")
-	n.vm = newVM(t, n.deviceID, name, dev.GetUserdata(), macs, addr)
 	return n
 }
 
