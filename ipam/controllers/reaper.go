@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
@@ -33,7 +34,9 @@ type reapRequest struct {
 // (OnPending), and it looks at the claim once the grace period has passed,
 // then again until none is left.
 type recordsReaper struct {
-	client   client.Reader
+	client client.Reader
+	// live reads claims past the cache.
+	live     client.Reader
 	registry *registry.Registry
 	releases *releases
 	recorder events.EventRecorder
@@ -78,7 +81,11 @@ func (r *recordsReaper) Reconcile(ctx context.Context, req reapRequest) (reconci
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	pool.GetObjectKind().SetGroupVersionKind(v1alpha1.GroupVersion.WithKind(req.Pool.Kind))
-	reaped, err := r.registry.Reap(ctx, pool, req.Claim)
+	gone, err := r.claimGone(ctx, req.Claim)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	reaped, err := r.registry.Reap(ctx, pool, req.Claim, gone)
 	if len(reaped.Addresses) > 0 {
 		recordsReapedTotal.WithLabelValues(req.Pool.Kind).Add(float64(len(reaped.Addresses)))
 		ctrl.LoggerFrom(ctx).Info("Reaped the records of IPAddresses that were not created", "claim", req.Claim.NamespacedName, "addresses", reaped.Addresses)
@@ -91,6 +98,17 @@ func (r *recordsReaper) Reconcile(ctx context.Context, req reapRequest) (reconci
 		return reconcile.Result{}, err
 	}
 	return reconcile.Result{RequeueAfter: reaped.RetryAfter}, nil
+}
+
+// claimGone reports whether no claim of the claim's name and UID exists,
+// read live: a claim just created may not be in the cache yet.
+func (r *recordsReaper) claimGone(ctx context.Context, claim registry.Claim) (bool, error) {
+	obj := &ipamv1.IPAddressClaim{}
+	err := r.live.Get(ctx, claim.NamespacedName, obj)
+	if apierrors.IsNotFound(err) {
+		return true, nil
+	}
+	return err == nil && obj.UID != claim.UID, err
 }
 
 // tell records an event on the claim, if it exists, naming what was reaped.

@@ -144,7 +144,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) (*reg
 	if err := setupAdoption(ctx, mgr, recorder, opts, cluster); err != nil {
 		return nil, err
 	}
-	reaper := &recordsReaper{client: mgr.GetClient(), registry: reg, releases: releases, recorder: recorder}
+	reaper := &recordsReaper{client: mgr.GetClient(), live: mgr.GetAPIReader(), registry: reg, releases: releases, recorder: recorder}
 	if err := reaper.setupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the pending records controller: %w", err)
 	}

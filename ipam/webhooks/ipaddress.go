@@ -99,6 +99,11 @@ func (v *addressRecorder) Handle(ctx context.Context, req admission.Request) adm
 	case err != nil:
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
+	if restoring := annotations.HasPaused(pool); restoring {
+		if refused := ownersAllGone(address, pool, live); refused != nil {
+			return admission.Denied(refused.Error())
+		}
+	}
 	if live != nil {
 		// The pins are kept when the claim is known; one that comes after
 		// its IPAddress (a restore) is checked when its IPAddress is adopted.
@@ -148,6 +153,38 @@ func allocatedByAnother(pool v1alpha1.Pool, address *ipamv1.IPAddress) *field.Er
 			by, v1alpha1.GlobalMetalVRFIPPoolKind, pool.GetName(), allocating, v1alpha1.AllocatingClusterAnnotation, by))
 }
 
+// ownersAllGone refuses, while the pool is paused for a restore, an
+// IPAddress whose every owner reference names its claim or its pool under
+// a UID that is not theirs (the backup's, kept by the restoring tool):
+// Kubernetes' garbage collector deletes an object whose owners are all
+// gone as soon as it sees it, before anyone can point the references at
+// the restored objects, and the binding would be lost. Refused instead,
+// the restore reports it and nothing is recorded; restored without owner
+// references (Velero's default) it is kept. An owner of another kind, or
+// the live claim or pool, keeps the IPAddress from the collector: those
+// are admitted, and the collector strips the stale references.
+func ownersAllGone(address *ipamv1.IPAddress, pool v1alpha1.Pool, live *ipamv1.IPAddressClaim) *field.Error {
+	if len(address.OwnerReferences) == 0 {
+		return nil
+	}
+	for _, ref := range address.OwnerReferences {
+		switch {
+		case ref.Kind == "IPAddressClaim" && ref.Name == address.Spec.ClaimRef.Name:
+			if live != nil && ref.UID == live.UID {
+				return nil
+			}
+		case ref.Kind == poolref.KindOf(pool) && ref.Name == pool.GetName():
+			if ref.UID == pool.GetUID() {
+				return nil
+			}
+		default:
+			return nil
+		}
+	}
+	return field.Invalid(field.NewPath("metadata", "ownerReferences"), address.OwnerReferences[0].UID,
+		"every owner reference names the claim or the pool under a UID that is not theirs (a backup's): Kubernetes' garbage collector would delete the IPAddress at once, and its binding with it; restore IPAddresses without owner references (Velero's default) and point them at the restored claims (docs/reliability.md, \"Backup and restore\")")
+}
+
 // pool reads the IPAddress's pool from the cache, else live.
 func (v *addressRecorder) pool(ctx context.Context, key poolref.Key) (v1alpha1.Pool, error) {
 	pool, _ := poolref.New(key.Kind)
@@ -166,9 +203,10 @@ func (v *addressRecorder) pool(ctx context.Context, key poolref.Key) (v1alpha1.P
 //
 // restoring (the pool is paused) lets the owner reference name another UID:
 // a restore re-creates the claim with a new UID and, when it keeps owner
-// references, the IPAddress with the backup's. Only who may assign the
-// pool's addresses gets here (authorize), and the claim reconciler points
-// the owner reference at the live claim when the pool is resumed.
+// references, the IPAddress with the backup's (admitted only beside a live
+// owner, ownersAllGone). Only who may assign the pool's addresses gets here
+// (authorize), and the claim reconciler points the owner reference at the
+// live claim when the pool is resumed.
 func (v *addressRecorder) claimOf(ctx context.Context, address *ipamv1.IPAddress, restoring bool) (registry.Claim, *ipamv1.IPAddressClaim, error) {
 	claim := records.AddressClaim(address)
 	live := &ipamv1.IPAddressClaim{}

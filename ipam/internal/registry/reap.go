@@ -92,7 +92,13 @@ type Reaped struct {
 // names the claim has its address (whoever owns it), read live; the
 // address the claim holds here, and retired records, are never reaped.
 // Only a process that may allocate reaps: its memory is the one to free.
-func (r *Registry) Reap(ctx context.Context, pool v1alpha1.Pool, claim Claim) (Reaped, error) {
+//
+// gone says that no claim of the claim's name and UID exists, read live (an
+// administrator's IPAddress for a claim that does not exist, refused after
+// the webhook recorded it): then the address it holds here is reaped too,
+// no claim will ever create its IPAddress. A record the webhook confirms
+// meanwhile, for an IPAddress on its way, is kept (Store.Expire).
+func (r *Registry) Reap(ctx context.Context, pool v1alpha1.Pool, claim Claim, gone bool) (Reaped, error) {
 	if err := r.fenced(); err != nil {
 		return Reaped{}, err
 	}
@@ -111,6 +117,9 @@ func (r *Registry) Reap(ctx context.Context, pool v1alpha1.Pool, claim Claim) (R
 	records, err := r.store.ClaimRecords(ctx, d.key, claim)
 	if err != nil {
 		return Reaped{}, fmt.Errorf("reading the records of claim %s: %w", claim.NamespacedName, err)
+	}
+	if gone {
+		kept = netip.Addr{}
 	}
 	pending, err := r.pending(ctx, claim, records, kept)
 	if err != nil {
@@ -138,7 +147,12 @@ func (r *Registry) Reap(ctx context.Context, pool v1alpha1.Pool, claim Claim) (R
 		}
 		var kept bool
 		d.locked(func() {
-			if kept = ps.byClaim[claim] == rec.Address; kept {
+			if kept = ps.byClaim[claim] == rec.Address; kept && gone {
+				delete(ps.byClaim, claim)
+				delete(ps.confirmed, claim)
+				kept = false
+			}
+			if kept {
 				return
 			}
 			if h, held := d.held.get(rec.Address); held && h.Claim.same(claim) && !h.Retired {
@@ -176,8 +190,8 @@ func (r *Registry) pending(ctx context.Context, claim Claim, records []Record, s
 
 // bound refuses, with a *PendingError, to record ip for the claim in the
 // domain when the claim has MaxPending pending records already; kept is
-// the address the claim holds here, if known. When the claim has other
-// records it tells OnPending's function, so that they are reaped.
+// the address the claim holds here, if known. It tells OnPending's
+// function of each new record, so that it is reaped if left pending.
 func (r *Registry) bound(ctx context.Context, domain string, pool poolref.Key, claim Claim, ip, kept netip.Addr) error {
 	records, err := r.store.ClaimRecords(ctx, domain, claim)
 	if err != nil {
@@ -192,9 +206,9 @@ func (r *Registry) bound(ctx context.Context, domain string, pool poolref.Key, c
 			others++
 		}
 	}
-	if others > 0 || (kept.IsValid() && kept != ip) {
-		r.onPending(pool, claim)
-	}
+	// Every new record may be pending: its IPAddress may not be created,
+	// and a claim that does not exist never creates it (Reap's gone).
+	r.onPending(pool, claim)
 	if others < MaxPending {
 		return nil // the live read below is needed only near the bound
 	}

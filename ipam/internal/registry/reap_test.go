@@ -118,7 +118,7 @@ func (f *reapFixture) recorded(claim Claim) []netip.Addr {
 
 func (f *reapFixture) reap(t *testing.T) Reaped {
 	t.Helper()
-	reaped, err := f.reg.Reap(f.ctx, globalPool("here"), f.claim)
+	reaped, err := f.reg.Reap(f.ctx, globalPool("here"), f.claim, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,6 +151,47 @@ func TestReapFreesAbsentOldRecords(t *testing.T) {
 	ip, _, err := f.reg.Acquire(f.ctx, globalPool("here"), claimNamed("b", "later"), netip.MustParseAddr("10.9.0.3"))
 	if err != nil || ip != netip.MustParseAddr("10.9.0.3") {
 		t.Fatalf("a later claim cannot have the reaped 10.9.0.3: %s, %v", ip, err)
+	}
+}
+
+// The record of an IPAddress admitted for a claim that does not exist, and
+// not created, is the only one of that claim, so the claim "holds" it: it
+// is reaped once the claim is known gone, not while it may exist, and not
+// once its IPAddress exists.
+func TestReapFreesTheAddressOfAClaimThatIsGone(t *testing.T) {
+	f := newReapFixture(t)
+	ghost := claimNamed("a", "ghost")
+	f.admit(t, ghost, "10.9.0.3")
+	f.now = f.now.Add(DefaultPendingGrace + time.Second)
+	reap := func(gone bool) Reaped {
+		t.Helper()
+		reaped, err := f.reg.Reap(f.ctx, globalPool("here"), ghost, gone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return reaped
+	}
+	if reaped := reap(false); len(reaped.Addresses) != 0 {
+		t.Fatalf("reaped %v of a claim that may exist", reaped.Addresses)
+	}
+	if reaped := reap(true); !slices.Equal(reaped.Addresses, addrs("10.9.0.3")) {
+		t.Fatalf("reaped %v of a claim that is gone, want 10.9.0.3", reaped.Addresses)
+	}
+	if got := f.recorded(ghost); len(got) != 0 {
+		t.Fatalf("records of the gone claim after the reap: %v", got)
+	}
+	ip, _, err := f.reg.Acquire(f.ctx, globalPool("here"), claimNamed("b", "later"), netip.MustParseAddr("10.9.0.3"))
+	if err != nil || ip != netip.MustParseAddr("10.9.0.3") {
+		t.Fatalf("a later claim cannot have the reaped 10.9.0.3: %s, %v", ip, err)
+	}
+
+	// One whose IPAddress exists (restored before its claim) stays.
+	early := claimNamed("a", "early")
+	f.admit(t, early, "10.9.0.4")
+	f.createAddress("early", early, netip.MustParseAddr("10.9.0.4"))
+	f.now = f.now.Add(DefaultPendingGrace + time.Second)
+	if reaped, err := f.reg.Reap(f.ctx, globalPool("here"), early, true); err != nil || len(reaped.Addresses) != 0 {
+		t.Fatalf("reaped %v (%v) of a claim whose IPAddress exists", reaped.Addresses, err)
 	}
 }
 

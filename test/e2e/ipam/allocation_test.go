@@ -138,23 +138,26 @@ var _ = Describe("Allocating addresses from a MetalVRFIPPool", func() {
 		Expect(boundAddress(c).Spec.Address).To(Equal(addressA.Spec.Address), "the lowest free address is the released one")
 	})
 
-	// envtest has no garbage collector: the collector's finalizers stay on
-	// the claims, so this shows the provider's part (address released,
-	// IPAddress deleted, release finalizer removed). test/cluster runs the
-	// same deletions where the collector then removes the claims.
-	It("releases a claim deleted in the foreground or orphaning its dependents, without waiting for the garbage collector's finalizer", func() {
+	// Under Kubernetes' garbage collector (the suite runs one): a foreground
+	// deletion waits for the claim's dependents, its IPAddress among them,
+	// and an orphaning one strips their owner references; either way the
+	// claim goes only once the collector removes its finalizer, and the
+	// address must be released and handed out again, its record gone.
+	It("releases a claim deleted in the foreground or orphaning its dependents, and the claim goes", func() {
 		createPool(ns, "gc", poolSpec(24, "", "10.0.15.0/24"))
 		for _, policy := range []metav1.DeletionPropagation{metav1.DeletePropagationForeground, metav1.DeletePropagationOrphan} {
 			claim := createClaim(ns, "gc-"+strings.ToLower(string(policy)), poolKind, "gc")
 			address := boundAddress(claim)
 			Expect(k8s.Delete(ctx, claim, client.PropagationPolicy(policy))).To(Succeed())
 			Eventually(func(g Gomega) {
-				g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(claim), claim)).To(Succeed())
-				g.Expect(claim.Finalizers).NotTo(ContainElement(ipamutil.ReleaseAddressFinalizer), "the %s deletion's claim keeps the release finalizer", policy)
-				err := k8s.Get(ctx, client.ObjectKeyFromObject(address), &ipamv1.IPAddress{})
-				g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the IPAddress of the %s deletion's claim is still there: %v", policy, err)
+				err := k8s.Get(ctx, client.ObjectKeyFromObject(claim), &ipamv1.IPAddressClaim{})
+				g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the claim deleted with policy %s is still there: %v", policy, err)
+				err = k8s.Get(ctx, client.ObjectKeyFromObject(address), &ipamv1.IPAddress{})
+				g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the IPAddress of the claim deleted with policy %s is still there: %v", policy, err)
+				records, err := env.AllocationRecords(ctx, ns)
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(records).NotTo(HaveKey(address.Spec.Address), "the address of the claim deleted with policy %s stays recorded", policy)
 			}).Should(Succeed())
-			Expect(claim.Finalizers).To(ConsistOf(gcFinalizer(policy)), "only the garbage collector's finalizer is left")
 			// The address is free again: the lowest free one goes to the next claim.
 			Expect(boundAddress(createClaim(ns, "after-"+claim.Name, poolKind, "gc")).Spec.Address).To(Equal(address.Spec.Address))
 		}
@@ -492,13 +495,4 @@ func reasonOf(claim *ipamv1.IPAddressClaim) string {
 		return cond.Reason
 	}
 	return ""
-}
-
-// gcFinalizer is the finalizer the API server adds to an object deleted with
-// policy, which the garbage collector removes.
-func gcFinalizer(policy metav1.DeletionPropagation) string {
-	if policy == metav1.DeletePropagationForeground {
-		return metav1.FinalizerDeleteDependents
-	}
-	return metav1.FinalizerOrphanDependents
 }

@@ -153,9 +153,10 @@ var _ = Describe("Allocating across restarts and replicas", Ordered, func() {
 			})
 		}
 		held := boundAddress(createClaim(ns, "held", poolKind, "first")).Spec.Address
-		// IPAddresses others made, as clusterctl move does, for claims that
-		// do not exist yet: the webhook records their addresses, and while
-		// their Cluster is paused nothing takes them for orphans.
+		// IPAddresses others made, as clusterctl move does, after their
+		// claims (of a paused Cluster, which nothing serves): the webhook
+		// records their addresses, and their owners are live, so the
+		// garbage collector leaves them.
 		Expect(k8s.Create(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "moving"}, Spec: clusterv1.ClusterSpec{Paused: ptr.To(true)}})).To(Succeed())
 		stray, garbled := foreignAddress(ns, "stray", "first", "10.61.0.10"), foreignAddress(ns, "garbled", "first", "10.61.0.11")
 		Expect(k8s.Create(ctx, stray)).To(Succeed())
@@ -202,7 +203,9 @@ var _ = Describe("Allocating across restarts and replicas", Ordered, func() {
 		stop, err = env.StartIPAM(ctx, ipamOptions())
 		Expect(err).NotTo(HaveOccurred())
 		defer stop()
-		holders := map[string]string{held: "claim held", "10.61.0.10": "IPAddress stray", "10.61.0.12": "the unreadable record"}
+		// Claim garbled lives (paused): the record the webhook wrote for it
+		// is kept, though its IPAddress no longer reads.
+		holders := map[string]string{held: "claim held", "10.61.0.10": "IPAddress stray", "10.61.0.11": "the record of claim garbled", "10.61.0.12": "the unreadable record"}
 		var claims []*ipamv1.IPAddressClaim
 		for i := range 18 - len(holders) {
 			claims = append(claims, createClaim(ns, fmt.Sprintf("after-%d", i), poolKind, []string{"first", "second"}[i%2]))
@@ -228,13 +231,17 @@ var _ = Describe("Allocating across restarts and replicas", Ordered, func() {
 	})
 })
 
-// foreignAddress is an IPAddress of the namespace's pool for a claim of
-// its name, made as clusterctl move makes one: owned by a claim of that
-// name and a UID of its own, of Cluster "moving".
+// foreignAddress creates a claim of Cluster "moving" on the namespace's pool
+// and returns (not created) an IPAddress for it, as clusterctl move makes
+// one: owned by the claim, which move creates first.
 func foreignAddress(ns, name, pool, address string) *ipamv1.IPAddress {
+	GinkgoHelper()
+	claim := newClaim(ns, name, poolKind, pool)
+	claim.Spec.ClusterName = "moving"
+	Expect(k8s.Create(ctx, claim)).To(Succeed())
 	return &ipamv1.IPAddress{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{clusterv1.ClusterNameLabel: "moving"}, OwnerReferences: []metav1.OwnerReference{
-			{APIVersion: ipamv1.GroupVersion.String(), Kind: "IPAddressClaim", Name: name, UID: types.UID(name + "-claim-uid"), Controller: ptr.To(true)},
+			{APIVersion: ipamv1.GroupVersion.String(), Kind: "IPAddressClaim", Name: name, UID: claim.UID, Controller: ptr.To(true)},
 		}},
 		Spec: ipamv1.IPAddressSpec{
 			ClaimRef: ipamv1.IPAddressClaimReference{Name: name},

@@ -115,6 +115,54 @@ var _ = Describe("Records of IPAddresses that were never created", func() {
 	})
 })
 
+// An administrator (as clusterctl move and restores run) may write an
+// IPAddress for a claim that does not exist yet; refused after the webhook
+// recorded it, its record names no live claim, and must not hold the
+// address for good. Before the reaper looked at such records, the claim
+// below was still not bound 30 s after the refusal (grace 5 s): the pool's
+// last address stayed recorded for claim ghost until the next seeding.
+var _ = Describe("The record of an administrator's IPAddress refused after the webhook, for a claim that does not exist", func() {
+	It("is reaped, and the address goes to a claim", func() {
+		stopIPAM()
+		DeferCleanup(func() {
+			var err error
+			stopIPAM, err = env.StartIPAM(ctx, ipamOptions())
+			Expect(err).NotTo(HaveOccurred())
+		})
+		opts := ipamOptions()
+		opts.PendingRecordGrace = 5 * time.Second
+		stop, err := env.StartIPAM(ctx, opts)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(stop)
+		ns := newNamespace()
+		pool := createPool(ns, "two", poolSpec(29, "10.68.0.1", "10.68.0.2-10.68.0.3"))
+		// Served once: the manager has read the pool's addresses in use,
+		// and holds the records in memory from now on.
+		Expect(boundAddress(createClaim(ns, "first", v1alpha1.MetalVRFIPPoolKind, pool.Name)).Spec.Address).To(Equal("10.68.0.2"))
+		ipAddresses := corev1.ResourceName("count/ipaddresses.ipam.cluster.x-k8s.io")
+		quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "none"},
+			Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{ipAddresses: resource.MustParse("0")}}}
+		Expect(k8s.Create(ctx, quota)).To(Succeed())
+		// No quota controller runs on envtest: the status it would write.
+		quota.Status = corev1.ResourceQuotaStatus{Hard: quota.Spec.Hard, Used: corev1.ResourceList{ipAddresses: resource.MustParse("0")}}
+		Expect(k8s.Status().Update(ctx, quota)).To(Succeed())
+		ghost := &ipamv1.IPAddress{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ghost", OwnerReferences: []metav1.OwnerReference{
+				{APIVersion: ipamv1.GroupVersion.String(), Kind: "IPAddressClaim", Name: "ghost", UID: "ghost-uid", Controller: ptr.To(true)}}},
+			Spec: ipamv1.IPAddressSpec{
+				ClaimRef: ipamv1.IPAddressClaimReference{Name: "ghost"},
+				PoolRef:  ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: v1alpha1.MetalVRFIPPoolKind, Name: pool.Name},
+				Address:  "10.68.0.3", Prefix: ptr.To(int32(29)), Gateway: "10.68.0.1",
+			},
+		}
+		Expect(k8s.Create(ctx, ghost)).To(MatchError(ContainSubstring("exceeded quota")))
+		Expect(env.AllocationRecords(ctx, ns)).To(HaveKeyWithValue("10.68.0.3", "ghost"), "the webhook recorded the address before the quota refused it")
+		Expect(k8s.Delete(ctx, quota)).To(Succeed())
+		claim := createClaim(ns, "real", v1alpha1.MetalVRFIPPoolKind, pool.Name)
+		Expect(boundAddress(claim).Spec.Address).To(Equal("10.68.0.3"), "the refused IPAddress's record holds the pool's last address")
+	})
+})
+
 // reapedRecords reads the provider's count of reaped records, summed over
 // pool kinds, from the in-process metrics registry.
 func reapedRecords() float64 {

@@ -1,6 +1,9 @@
 // Package ipam holds the IPAM provider's end-to-end suite: a real
-// kube-apiserver and etcd with CAPI's CRDs, the provider's webhooks, and the
-// provider's manager running in-process with several workers.
+// kube-apiserver and etcd with CAPI's CRDs, Kubernetes' garbage collector
+// and namespace controller beside them (as on a real management cluster:
+// owner references, foreground and orphan deletions and restores behave
+// as they do there), the provider's webhooks, and the provider's manager
+// running in-process with several workers.
 package ipam
 
 import (
@@ -36,6 +39,8 @@ var (
 	k8s      client.Client
 	ctx      context.Context
 	stopIPAM func()
+	// stopCollector stops Kubernetes' garbage collector.
+	stopCollector func()
 	// metalListener serves every test's Metal API simulator (see
 	// startMetalAPI): the one endpoint the managers allow.
 	metalListener *httptest.Server
@@ -53,6 +58,8 @@ var _ = BeforeSuite(func() {
 	env, err = testenv.Start(testenv.Options{Webhooks: true, CAPPCRDs: true})
 	Expect(err).NotTo(HaveOccurred())
 	k8s = env.Client
+	stopCollector, err = env.StartGarbageCollector(ctx, GinkgoWriter)
+	Expect(err).NotTo(HaveOccurred())
 	metalListener = httptest.NewServer(http.HandlerFunc(serveMetalAPIs))
 	stopIPAM, err = env.StartIPAM(ctx, ipamOptions())
 	Expect(err).NotTo(HaveOccurred())
@@ -66,6 +73,9 @@ var _ = AfterSuite(func() {
 	}
 	if metalListener != nil {
 		metalListener.Close()
+	}
+	if stopCollector != nil {
+		stopCollector()
 	}
 	if env != nil {
 		Expect(env.Stop()).To(Succeed())

@@ -44,6 +44,8 @@ var (
 	source, target *testenv.Environment
 	// kubeconfigs are source's and target's kubeconfig files.
 	kubeconfigs = map[*testenv.Environment]string{}
+	// managers stop the IPAM manager running against each cluster.
+	managers = map[*testenv.Environment]func(){}
 	// clusterctl is the binary, config the configuration naming the local
 	// repository both management clusters were initialized from, and
 	// ctlEnv the environment clusterctl runs in (a HOME of its own).
@@ -153,11 +155,19 @@ func startManagementCluster(name, home, kustomize string, logs io.Writer) (env *
 	if err := env.ServeIPAMWebhooks(ctx); err != nil {
 		return nil, stop, err
 	}
-	stopIPAM, err := env.StartIPAM(ctx, env.IPAMOptions(4))
-	if err != nil {
+	if managers[env], err = env.StartIPAM(ctx, env.IPAMOptions(4)); err != nil {
 		return nil, stop, err
 	}
-	return env, func() { stopIPAM(); stopCluster() }, nil
+	return env, func() { managers[env](); stopCluster() }, nil
+}
+
+// restartManager stops env's IPAM manager and starts another, which seeds
+// its allocation domains again from the records and objects left.
+func restartManager(g Gomega, env *testenv.Environment) {
+	managers[env]()
+	var err error
+	managers[env], err = env.StartIPAM(ctx, env.IPAMOptions(4))
+	g.Expect(err).NotTo(HaveOccurred())
 }
 
 // newG is a Gomega for t with the suite's waiting times.
