@@ -108,11 +108,15 @@ test-node: envtest $(NODE_IMAGE)/rootfs.img ## Boot the rendered node configurat
 CAPI_KUBEADM_BOOTSTRAP_MANAGER := $(TOOLS)/capi-kubeadm-bootstrap-manager
 CAPI_KUBEADM_CONTROL_PLANE_MANAGER := $(TOOLS)/capi-kubeadm-control-plane-manager
 
+# Its management clusters are made with clusterctl init from a local
+# repository (kustomize) and run Kubernetes' garbage collector beside
+# envtest, and the incluster flavor's pools need the in-cluster provider.
 .PHONY: test-workload
-test-workload: envtest $(CAPI_MANAGER) $(CAPI_KUBEADM_BOOTSTRAP_MANAGER) $(CAPI_KUBEADM_CONTROL_PLANE_MANAGER) $(CLUSTERCTL) ## Run Cluster API's e2e specs (QuickStart, MachineDeployment and KubeadmControlPlane scale, rollout) on a cluster of the default flavor, on emulated nodes (in-memory workload clusters; root, own network namespace; docs/workload.md).
-	cd test/workload && REQUIRE_WORKLOAD=1 CAPI_MANAGER=$(CAPI_MANAGER) CLUSTERCTL=$(CLUSTERCTL) \
+test-workload: envtest $(CAPI_MANAGER) $(CAPI_KUBEADM_BOOTSTRAP_MANAGER) $(CAPI_KUBEADM_CONTROL_PLANE_MANAGER) $(CLUSTERCTL) $(KUSTOMIZE) $(INCLUSTER_MANAGER) $(CLUSTER_BIN)/kube-controller-manager ## Run Cluster API's e2e specs (QuickStart, MachineDeployment and KubeadmControlPlane scale, rollout, clusterctl move) on clusters of every flavor, on emulated nodes (in-memory workload clusters; root, own network namespace; docs/workload.md).
+	cd test/workload && REQUIRE_WORKLOAD=1 CAPI_MANAGER=$(CAPI_MANAGER) CLUSTERCTL=$(CLUSTERCTL) KUSTOMIZE=$(KUSTOMIZE) \
 		CAPI_KUBEADM_BOOTSTRAP_MANAGER=$(CAPI_KUBEADM_BOOTSTRAP_MANAGER) CAPI_KUBEADM_CONTROL_PLANE_MANAGER=$(CAPI_KUBEADM_CONTROL_PLANE_MANAGER) \
-		go test -count=1 -timeout 15m -v ./...
+		INCLUSTER_MANAGER=$(INCLUSTER_MANAGER) KUBE_CONTROLLER_MANAGER=$(CLUSTER_BIN)/kube-controller-manager \
+		go test -count=1 -timeout 20m -v ./...
 
 .PHONY: test-chaos
 test-chaos: envtest ## Run two replicas of the IPAM manager while their leader is killed or frozen, and without leader election (minutes; docs/reliability.md).

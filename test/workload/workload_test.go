@@ -10,9 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path"
-	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -20,9 +18,9 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
@@ -33,13 +31,11 @@ import (
 	"sigs.k8s.io/cluster-api/util/secret"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/capp/device"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal"
-	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal/sim"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal/sim/simtest"
 	"github.com/metal-vrf/cluster-api-metal-vrf/test/testenv"
 	"github.com/metal-vrf/cluster-api-metal-vrf/test/workload/emulator"
@@ -79,7 +75,12 @@ func TestMain(m *testing.M) {
 		}
 	}
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
-	os.Exit(m.Run())
+	code, err := runSuite(m)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	os.Exit(code)
 }
 
 // namespaceNetwork are the ip commands that set the namespace's network up:
@@ -99,6 +100,8 @@ var namespaceNetwork = [][]string{
 }
 
 const (
+	// clusterName is TestDefaultFlavor's cluster's name; each test's
+	// cluster has a name of its own (the devices' tag).
 	clusterName = "wl"
 	version     = "v1.36.3"
 )
@@ -113,32 +116,41 @@ var failureDomains = []string{simtest.Metro + "11", simtest.Metro + "12", simtes
 // minute each would spend coming up): QuickStart (Available, nodes, the
 // ClusterResourceSets' objects in the workload cluster), MachineDeployment
 // scale 1 -> 3 -> 1 and a rollout, KubeadmControlPlane scale 1 -> 3 -> 1
-// over three facilities, and the deletion that ends QuickStart. The one
-// change to the flavor: its PacketCluster lists three facilities as
-// failure domains. Each step needs the state the previous one left, so the
-// first that fails ends the test (the deletion still runs in cleanup, as
-// the management cluster goes).
+// over three facilities, clusterctl move to a second management cluster
+// and a scale there, and the deletion that ends QuickStart. The one change
+// to the flavor: its PacketCluster lists three facilities as failure
+// domains. Each step needs the state the previous one left, so the first
+// that fails ends the test (the cluster is then deleted in cleanup).
 func TestDefaultFlavor(t *testing.T) {
 	g := newG(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	r := createCluster(ctx, t, g, nil, withFailureDomains(failureDomains))
-	for _, step := range []struct {
-		name string
-		run  func(context.Context, *testing.T, *run)
-	}{
+	// The move's target starts while the cluster comes up on the source.
+	target := startTarget(ctx, t)
+	r := createCluster(ctx, t, g, clusterName, "", withFailureDomains(failureDomains))
+	runSteps(ctx, t, r, []step{
 		{"QuickStart", quickStart},
 		{"MachineDeploymentScale", machineDeploymentScale},
 		{"MachineDeploymentRollout", machineDeploymentRollout},
 		{"KubeadmControlPlaneScale", kubeadmControlPlaneScale},
+		{"ClusterctlMove", func(ctx context.Context, t *testing.T, r *run) { clusterctlMove(ctx, t, r, target) }},
 		{"Deletion", deletion},
-	} {
+	})
+}
+
+// step is one spec run on a test's cluster.
+type step struct {
+	name string
+	run  func(context.Context, *testing.T, *run)
+}
+
+// runSteps runs the steps as sub-tests, stopping at the first that fails.
+func runSteps(ctx context.Context, t *testing.T, r *run, steps []step) {
+	for _, step := range steps {
 		if !t.Run(step.name, func(t *testing.T) { step.run(ctx, t, r) }) {
 			t.FailNow()
 		}
 	}
-	cancel()
-	g.Expect(<-r.runnerDone).To(Succeed())
 }
 
 // newG is a Gomega of t with the test's waits. Cluster API's framework
@@ -171,7 +183,7 @@ func quickStart(ctx context.Context, t *testing.T, r *run) {
 		g.Expect(conditions.IsTrue(cluster, clusterv1.AvailableCondition)).To(BeTrue(), "Available: %v", conditions.Get(cluster, clusterv1.AvailableCondition))
 	}).Should(Succeed())
 	kcp := &controlplanev1.KubeadmControlPlane{}
-	g.Expect(r.k8s.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: clusterName + "-control-plane"}, kcp)).To(Succeed())
+	g.Expect(r.k8s.Get(ctx, r.kcpKey(), kcp)).To(Succeed())
 	g.Expect(ptr.Deref(kcp.Status.Initialization.ControlPlaneInitialized, false)).To(BeTrue(), "the KubeadmControlPlane is initialised")
 
 	t.Log("both Machines have nodes")
@@ -198,7 +210,15 @@ func quickStart(ctx context.Context, t *testing.T, r *run) {
 			g.Expect(n.Status.Addresses).To(ContainElement(HaveField("Type", corev1.NodeInternalIP)), "node %s has its InternalIP", n.Name)
 		}
 	}).Should(Succeed())
-	g.Expect(r.addresses(ctx, g)).To(HaveLen(2), "one address on the nodes VLAN per Machine")
+	addresses := r.addresses(ctx, g)
+	g.Expect(addresses).To(HaveLen(2), "one address on the nodes VLAN per Machine")
+	t.Log("each node's InternalIP is its Machine's address from the pool")
+	for _, m := range machines.Items {
+		node := &corev1.Node{}
+		g.Expect(workload.Get(ctx, client.ObjectKey{Name: m.Status.NodeRef.Name}, node)).To(Succeed())
+		g.Expect(node.Status.Addresses).To(ContainElement(corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: addresses[m.Name]}),
+			"node %s of Machine %s", node.Name, m.Name)
+	}
 }
 
 // machineDeploymentScale is Cluster API's MachineDeployment scale spec,
@@ -273,7 +293,7 @@ func machineDeploymentRollout(ctx context.Context, t *testing.T, r *run) {
 func kubeadmControlPlaneScale(ctx context.Context, t *testing.T, r *run) {
 	g := newG(t)
 	before := r.addresses(ctx, g)
-	kcpKey := client.ObjectKey{Namespace: r.ns, Name: clusterName + "-control-plane"}
+	kcpKey := r.kcpKey()
 	first := r.controlPlaneMachines(ctx, g)
 	g.Expect(first).To(HaveLen(1))
 	t.Log("scaling the KubeadmControlPlane to 3")
@@ -354,9 +374,7 @@ func deletion(ctx context.Context, t *testing.T, r *run) {
 	t.Log("deleting the Cluster takes everything back")
 	g.Expect(r.k8s.Delete(ctx, cluster)).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		devices, err := r.metalAPI.ListDevices(ctx, metal.DeviceFilter{Tag: device.ClusterTagPrefix + clusterName})
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(devices).To(BeEmpty(), "devices left")
+		g.Expect(r.devicesByProviderID(ctx, g)).To(BeEmpty(), "devices left")
 		reservations, err := r.metalAPI.ListPublicIPv4Reservations(ctx, "")
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(reservations).To(BeEmpty(), "public address reservations left")
@@ -375,30 +393,34 @@ func deletion(ctx context.Context, t *testing.T, r *run) {
 // catches: a worker whose discovery endpoint the platform does not route to
 // the control plane never becomes a node. The control plane comes up; the
 // Cluster is not Available (WorkersAvailable), the worker Machine gets no
-// nodeRef, and the emulator says why.
+// nodeRef, and the emulator says why. The cluster is then deleted, which
+// takes everything back all the same.
 func TestUnreachableEndpointKeepsTheWorkerOut(t *testing.T) {
-	g := NewWithT(t)
+	g := newG(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	unrouted := netip.MustParseAddr("198.51.100.250")
-	r := createCluster(ctx, t, g, func(d emulator.Device) emulator.Device {
+	amend := func(d emulator.Device) emulator.Device {
 		if n, err := emulator.Read(d); err == nil && n.Role == emulator.Worker {
 			d.UserData = bytes.ReplaceAll(d.UserData, []byte(n.Endpoint.String()), []byte(netip.AddrPortFrom(unrouted, n.Endpoint.Port()).String()))
 		}
 		return d
-	})
+	}
+	suite.amend.Store(&amend)
+	t.Cleanup(func() { suite.amend.Store(nil) })
+	r := createCluster(ctx, t, g, "unreachable", "")
 
 	t.Log("the control plane comes up")
 	g.Eventually(func(g Gomega) {
 		kcp := &controlplanev1.KubeadmControlPlane{}
-		g.Expect(r.k8s.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: clusterName + "-control-plane"}, kcp)).To(Succeed())
+		g.Expect(r.k8s.Get(ctx, r.kcpKey(), kcp)).To(Succeed())
 		g.Expect(ptr.Deref(kcp.Status.Initialization.ControlPlaneInitialized, false)).To(BeTrue())
 	}).Should(Succeed())
 	t.Log("the emulator refuses the worker: its endpoint is unreachable")
 	var worker string
 	g.Eventually(func() []emulator.Reason {
 		var reasons []emulator.Reason
-		for _, err := range r.runner.Refusals() {
+		for _, err := range suite.runner.Refusals() {
 			var refusal *emulator.Refusal
 			if errors.As(err, &refusal) {
 				reasons, worker = append(reasons, refusal.Reason), refusal.DeviceID
@@ -417,22 +439,29 @@ func TestUnreachableEndpointKeepsTheWorkerOut(t *testing.T) {
 	cluster := &clusterv1.Cluster{}
 	g.Expect(r.k8s.Get(ctx, r.key, cluster)).To(Succeed())
 	g.Expect(conditions.IsTrue(cluster, clusterv1.AvailableCondition)).To(BeFalse())
+	deletion(ctx, t, r)
 }
 
-// run is a Cluster of the default flavor on a management cluster of its own,
-// with the emulator making its devices nodes.
+// run is a test's Cluster in a namespace of its own, on the management
+// cluster that manages it (the suite's, until it is moved), with the
+// emulator making its devices nodes.
 type run struct {
-	k8s        client.Client
-	metalAPI   *metal.Client
-	runner     *emulator.Runner
-	runnerDone chan error
-	ns         string
-	key        client.ObjectKey
-	// proxy is the management cluster for Cluster API's e2e framework.
+	name     string
+	metalAPI *metal.Client
+	ns       string
+	key      client.ObjectKey
+	// k8s and proxy (for Cluster API's e2e framework) reach the management
+	// cluster that manages the Cluster.
+	k8s   client.Client
 	proxy framework.ClusterProxy
 	// released are the addresses the MachineDeployment's scale-down
 	// released, which the rollout's new machine reuses.
 	released map[string]bool
+}
+
+// kcpKey names the Cluster's KubeadmControlPlane.
+func (r *run) kcpKey() client.ObjectKey {
+	return client.ObjectKey{Namespace: r.ns, Name: r.name + "-control-plane"}
 }
 
 func (r *run) cluster(ctx context.Context, g Gomega) *clusterv1.Cluster {
@@ -458,7 +487,7 @@ func (r *run) controlPlaneMachines(ctx context.Context, g Gomega) []clusterv1.Ma
 // devicesByProviderID are the cluster's devices, as the platform lists
 // them, by the provider ID of their Machines.
 func (r *run) devicesByProviderID(ctx context.Context, g Gomega) map[string]metalv1.Device {
-	devices, err := r.metalAPI.ListDevices(ctx, metal.DeviceFilter{Tag: device.ClusterTagPrefix + clusterName})
+	devices, err := r.metalAPI.ListDevices(ctx, metal.DeviceFilter{Tag: device.ClusterTagPrefix + r.name})
 	g.Expect(err).NotTo(HaveOccurred())
 	out := map[string]metalv1.Device{}
 	for _, d := range devices {
@@ -527,141 +556,39 @@ func mergeMap(m, with map[string]string) map[string]string {
 	return m
 }
 
-// createCluster starts the platform, the management cluster and the
-// emulator (reading the devices through amend), and creates the default
-// flavor's Cluster in a namespace of its own, its objects changed by edits.
-func createCluster(ctx context.Context, t *testing.T, g *WithT, amend func(emulator.Device) emulator.Device, edits ...func(*unstructured.Unstructured) error) *run {
-	g.SetDefaultEventuallyTimeout(4 * time.Minute)
-	g.SetDefaultEventuallyPollingInterval(time.Second)
-	metalAPI, simURL := startPlatform(t, g)
-	env := startManagementCluster(ctx, t, g, simURL)
-	scheme, err := testenv.Scheme()
+// createCluster creates the Cluster name of flavor (the default for "") on
+// the suite's management cluster, in a namespace of its own, its objects
+// changed by edits. Unless the test deleted it, cleanup deletes it and
+// waits until its devices are gone, so that the next test's cluster finds
+// the platform, and the endpoint's port, free.
+func createCluster(ctx context.Context, t *testing.T, g *WithT, name, flavor string, edits ...func(*unstructured.Unstructured) error) *run {
+	m := suite.source
+	r := &run{name: name, metalAPI: suite.metalAPI, k8s: m.k8s, proxy: m.proxy()}
+	var err error
+	r.ns, err = m.env.NewNamespace(ctx, "workload")
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(controlplanev1.AddToScheme(scheme)).To(Succeed())
-	k8s, err := client.New(env.Config, client.Options{Scheme: scheme})
+	objs, err := renderFlavor(m, name, flavor, r.ns, edits)
 	g.Expect(err).NotTo(HaveOccurred())
-
-	r := &run{k8s: k8s, metalAPI: metalAPI, runnerDone: make(chan error, 1),
-		runner: &emulator.Runner{Metal: metalAPI, SimURL: simURL, Management: k8s, Log: ctrl.Log.WithName("emulator"), Amend: amend}}
-	go func() { r.runnerDone <- r.runner.Run(ctx) }()
-
-	r.ns, err = env.NewNamespace(ctx, "workload")
-	g.Expect(err).NotTo(HaveOccurred())
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	g.Expect(env.WriteKubeconfig(kubeconfig)).To(Succeed())
-	r.proxy = framework.NewClusterProxy("management", kubeconfig, scheme)
-	for _, obj := range append(testenv.FlavorInputs(r.ns, clusterName, "metal-credentials", simtest.APIKey), renderFlavor(t, g, kubeconfig, env.Root, r.ns, edits)...) {
-		g.Expect(k8s.Create(ctx, obj)).To(Succeed(), "creating %s %s", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName())
+	for _, obj := range append(testenv.FlavorInputs(r.ns, name, "metal-credentials", simtest.APIKey), objs...) {
+		g.Expect(r.k8s.Create(ctx, obj)).To(Succeed(), "creating %s %s", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName())
 	}
-	r.key = client.ObjectKey{Namespace: r.ns, Name: clusterName}
+	r.key = client.ObjectKey{Namespace: r.ns, Name: name}
 	t.Cleanup(func() {
+		ctx := context.Background()
 		if t.Failed() {
-			for _, err := range r.runner.Refusals() {
+			for _, err := range suite.runner.Refusals() {
 				t.Logf("the emulator refused: %v", err)
 			}
-			logMachines(context.Background(), t, k8s, r.ns)
+			logMachines(ctx, t, r.k8s, r.ns)
 		}
+		if err := r.k8s.Delete(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: name}}); apierrors.IsNotFound(err) {
+			return
+		}
+		t.Logf("deleting the Cluster %s left behind", r.key)
+		g := NewWithT(t)
+		g.Eventually(func(g Gomega) { g.Expect(r.devicesByProviderID(ctx, g)).To(BeEmpty()) }).WithTimeout(3*time.Minute).Should(Succeed(), "the Cluster's devices are gone")
 	})
 	return r
-}
-
-// startPlatform starts the Metal API simulator and returns a client of it.
-func startPlatform(t *testing.T, g Gomega) (*metal.Client, string) {
-	s, err := simtest.Start(sim.Options{DeviceProvisionDelay: 2 * time.Second, BatchDelay: time.Second, DeviceDeprovisionDelay: time.Second}, nil)
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(s.Close)
-	api, err := metal.NewClient(metal.Config{APIKey: simtest.APIKey, BaseURL: s.URL, ProjectID: simtest.Project})
-	g.Expect(err).NotTo(HaveOccurred())
-	return api, s.URL
-}
-
-// startManagementCluster starts envtest with Cluster API's kubeadm CRDs
-// beside its core's and ours, and runs against it until the test ends: our
-// IPAM and CAPP managers in process, and Cluster API's core, kubeadm
-// bootstrap and kubeadm control plane managers as processes (built by
-// `make test-workload` from test/tools/capi-providers and test/tools/capi-core).
-// Their webhooks are not installed: the flavor's objects go in as rendered.
-func startManagementCluster(ctx context.Context, t *testing.T, g Gomega, simURL string) *testenv.Environment {
-	env, err := testenv.Start(testenv.Options{Webhooks: true, CAPPCRDs: true})
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { _ = env.Stop() })
-	capiDir, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/cluster-api").Output()
-	g.Expect(err).NotTo(HaveOccurred())
-	crds, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{ErrorIfPathMissing: true, Paths: []string{
-		filepath.Join(strings.TrimSpace(string(capiDir)), "bootstrap", "kubeadm", "config", "crd", "bases"),
-		filepath.Join(strings.TrimSpace(string(capiDir)), "controlplane", "kubeadm", "config", "crd", "bases"),
-	}})
-	g.Expect(err).NotTo(HaveOccurred())
-	// The label that tells Cluster API which of the CRD's versions serves
-	// its contract: the providers' kustomization adds it to the bases.
-	for _, crd := range crds {
-		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
-		u.SetName(crd.Name)
-		patch := []byte(`{"metadata":{"labels":{"` + clusterv1.GroupVersion.String() + `":"v1beta2"}}}`)
-		g.Expect(env.Client.Patch(ctx, u, client.RawPatch(types.MergePatchType, patch))).To(Succeed())
-	}
-
-	stopIPAM, err := env.StartIPAM(ctx, env.IPAMOptions(4))
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(stopIPAM)
-	cappOpts := env.CAPPOptions(4, "")
-	cappOpts.Getenv = func(name string) string {
-		return map[string]string{metal.EnvAPIKey: simtest.APIKey, metal.EnvBaseURL: simURL}[name]
-	}
-	stopCAPP, err := env.StartCAPP(ctx, cappOpts)
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(stopCAPP)
-
-	logs, err := os.CreateTemp("", "workload-managers-*.log")
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("Cluster API's managers' logs are in %s", logs.Name())
-		} else {
-			_ = os.Remove(logs.Name())
-		}
-	})
-	for _, m := range []struct{ envVar, name string }{
-		{"CAPI_MANAGER", "capi-core-manager"},
-		{"CAPI_KUBEADM_BOOTSTRAP_MANAGER", "capi-kubeadm-bootstrap-manager"},
-		{"CAPI_KUBEADM_CONTROL_PLANE_MANAGER", "capi-kubeadm-control-plane-manager"},
-	} {
-		stop, err := env.StartCAPIManager(m.envVar, m.name, logs)
-		g.Expect(err).NotTo(HaveOccurred())
-		t.Cleanup(stop)
-	}
-	return env
-}
-
-// renderFlavor renders the default flavor for one control plane and one
-// worker, on the simulator's nodes VLAN and its VRF's nodes range, with
-// clusterctl from the template file as a user may.
-func renderFlavor(t *testing.T, g Gomega, kubeconfig, root, ns string, edits []func(*unstructured.Unstructured) error) []client.Object {
-	clusterctl, err := testenv.Tool("CLUSTERCTL", "clusterctl")
-	g.Expect(err).NotTo(HaveOccurred())
-	home := t.TempDir()
-	out, err := testenv.RunTool(root, []string{
-		"HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, ".config"), "CLUSTERCTL_DISABLE_VERSIONCHECK=true",
-		"PROJECT_ID=" + simtest.Project, "METRO=" + simtest.Metro, "SSH_KEY=ssh-ed25519 AAAA workload",
-		"NODE_VXLAN=1001", "NODE_NETWORK_ADDRESSES=10.60.1.2-10.60.1.6", "NODE_NETWORK_PREFIX=29", "NODE_NETWORK_GATEWAY=10.60.1.1",
-	}, clusterctl, "generate", "cluster", clusterName, "--from", filepath.Join(root, "templates", "cluster-template.yaml"),
-		"--target-namespace", ns, "--kubernetes-version", version, "--control-plane-machine-count", "1", "--worker-machine-count", "1",
-		"--kubeconfig", kubeconfig)
-	g.Expect(err).NotTo(HaveOccurred())
-	rendered, err := testenv.DecodeObjects(bytes.NewReader(out))
-	g.Expect(err).NotTo(HaveOccurred())
-	objs := make([]client.Object, len(rendered))
-	for i, obj := range rendered {
-		if obj.GetKind() == "MachineDeployment" {
-			defaultRollout(g, obj)
-		}
-		for _, edit := range edits {
-			g.Expect(edit(obj)).To(Succeed(), "editing %s %s", obj.GetKind(), obj.GetName())
-		}
-		objs[i] = obj
-	}
-	return objs
 }
 
 // logMachines logs the conditions of the Machines of ns, for a failure.
@@ -680,14 +607,14 @@ func logMachines(ctx context.Context, t *testing.T, k8s client.Client, ns string
 
 // defaultRollout sets the rollout strategy of a MachineDeployment as Cluster
 // API's defaulting webhook does, which the test does not install.
-func defaultRollout(g Gomega, md *unstructured.Unstructured) {
+func defaultRollout(md *unstructured.Unstructured) error {
 	if _, set, _ := unstructured.NestedMap(md.Object, "spec", "rollout", "strategy"); set {
-		return
+		return nil
 	}
-	g.Expect(unstructured.SetNestedMap(md.Object, map[string]any{
+	return unstructured.SetNestedMap(md.Object, map[string]any{
 		"type":          string(clusterv1.RollingUpdateMachineDeploymentStrategyType),
 		"rollingUpdate": map[string]any{"maxSurge": int64(1), "maxUnavailable": int64(0)},
-	}, "spec", "rollout", "strategy")).To(Succeed())
+	}, "spec", "rollout", "strategy")
 }
 
 // workloadClient reaches the workload cluster with the kubeconfig Cluster

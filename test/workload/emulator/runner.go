@@ -36,7 +36,11 @@ type Runner struct {
 	Metal *metal.Client
 	// SimURL is the simulator's base URL, for what a node tells the
 	// platform outside the Metal API (see reportNetwork).
-	SimURL     string
+	SimURL string
+	// Management is where a cluster's first control plane finds its
+	// Cluster and the CAs the emulated API server and etcd serve with; it
+	// is read for nothing else, so a cluster moved to another management
+	// cluster keeps answering, and its new nodes join it.
 	Management client.Reader
 	Log        logr.Logger
 	// Amend, when set, changes what the runner reads of each device before
@@ -200,16 +204,19 @@ func (r *Runner) routes(ctx context.Context) (Routes, error) {
 }
 
 // join registers the admitted node n in its workload cluster, creating the
-// cluster for its first control plane.
+// cluster for its first control plane. Only that one reads the management
+// cluster (the Cluster's key and CAs): a joining node, as a real one,
+// joins whatever answers at its endpoint, wherever its Cluster is managed
+// from since (clusterctl move).
 func (r *Runner) join(ctx context.Context, n Node) error {
-	key, err := r.clusterOf(ctx, n)
-	if err != nil {
-		return err
-	}
-	w, ok := r.clusters[key]
-	if !ok {
+	w := r.answering(n)
+	if w == nil {
 		if n.Role != FirstControlPlane {
-			return refuse(n.DeviceID, EndpointUnreachable, "no emulated cluster %s answers at %s", key, n.Endpoint)
+			return refuse(n.DeviceID, EndpointUnreachable, "no emulated cluster %s answers at %s", n.ClusterName, n.Endpoint)
+		}
+		key, err := r.clusterOf(ctx, n)
+		if err != nil {
+			return err
 		}
 		if w, err = newWorkloadCluster(ctx, r.Management, r.manager, key, n.Endpoint, n.KubernetesVersion); err != nil {
 			return err
@@ -217,9 +224,19 @@ func (r *Runner) join(ctx context.Context, n Node) error {
 		r.clusters[key] = w
 	}
 	if len(n.CACertHashes) > 0 && !slices.Contains(n.CACertHashes, w.ca.hash()) {
-		return refuse(n.DeviceID, CAMismatch, "it pins %v, cluster %s's CA is %s", n.CACertHashes, key, w.ca.hash())
+		return refuse(n.DeviceID, CAMismatch, "it pins %v, cluster %s's CA is %s", n.CACertHashes, w.key, w.ca.hash())
 	}
 	return w.addNode(ctx, n)
+}
+
+// answering is the emulated cluster of n's name at n's endpoint, or nil.
+func (r *Runner) answering(n Node) *workloadCluster {
+	for _, w := range r.clusters {
+		if w.key.Name == n.ClusterName && w.endpoint == n.Endpoint {
+			return w
+		}
+	}
+	return nil
 }
 
 // clusterOf finds the management cluster's Cluster the node belongs to:
@@ -254,10 +271,8 @@ func (r *Runner) nodesOf(key types.NamespacedName) []Node {
 func (r *Runner) leave(ctx context.Context, n Node) error {
 	delete(r.joined, n.DeviceID)
 	r.Log.Info("node left", "device", n.DeviceID, "node", n.Name, "cluster", n.ClusterName)
-	for _, w := range r.clusters {
-		if w.key.Name == n.ClusterName && w.endpoint == n.Endpoint {
-			return w.removeNode(ctx, n)
-		}
+	if w := r.answering(n); w != nil {
+		return w.removeNode(ctx, n)
 	}
 	return nil
 }
