@@ -26,17 +26,9 @@ var _ = Describe("Records of IPAddresses that were never created", func() {
 
 	BeforeEach(func() {
 		// A manager that reaps within seconds, instead of the suite's.
-		stopIPAM()
-		DeferCleanup(func() {
-			var err error
-			stopIPAM, err = env.StartIPAM(ctx, ipamOptions())
-			Expect(err).NotTo(HaveOccurred())
-		})
 		opts := ipamOptions()
 		opts.PendingRecordGrace = grace
-		stop, err := env.StartIPAM(ctx, opts)
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(stop)
+		replaceIPAM(opts)
 	})
 
 	It("are reaped after the grace period, and a claim has at most four at once", func() {
@@ -123,17 +115,9 @@ var _ = Describe("Records of IPAddresses that were never created", func() {
 // last address stayed recorded for claim ghost until the next seeding.
 var _ = Describe("The record of an administrator's IPAddress refused after the webhook, for a claim that does not exist", func() {
 	It("is reaped, and the address goes to a claim", func() {
-		stopIPAM()
-		DeferCleanup(func() {
-			var err error
-			stopIPAM, err = env.StartIPAM(ctx, ipamOptions())
-			Expect(err).NotTo(HaveOccurred())
-		})
 		opts := ipamOptions()
 		opts.PendingRecordGrace = 5 * time.Second
-		stop, err := env.StartIPAM(ctx, opts)
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(stop)
+		replaceIPAM(opts)
 		ns := newNamespace()
 		pool := createPool(ns, "two", poolSpec(29, "10.68.0.1", "10.68.0.2-10.68.0.3"))
 		// Served once: the manager has read the pool's addresses in use,

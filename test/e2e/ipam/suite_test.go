@@ -94,6 +94,21 @@ func ipamOptions() manager.Options {
 	return opts
 }
 
+// replaceIPAM runs, for one spec, a manager with opts instead of the
+// suite's, and brings the suite's back when the spec ends.
+func replaceIPAM(opts manager.Options) {
+	GinkgoHelper()
+	stopIPAM()
+	DeferCleanup(func() {
+		var err error
+		stopIPAM, err = env.StartIPAM(ctx, ipamOptions())
+		Expect(err).NotTo(HaveOccurred())
+	})
+	stop, err := env.StartIPAM(ctx, opts)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(stop)
+}
+
 // newNamespace creates a namespace of its own for one test.
 func newNamespace() string {
 	GinkgoHelper()
