@@ -152,13 +152,13 @@ func (r *addressReconciler) dropOrphan(ctx context.Context, address *ipamv1.IPAd
 	if err != nil {
 		return nil // CAPI's webhook validates addresses: not one of ours
 	}
-	if poolref.KindOf(pool) != v1alpha1.GlobalMetalVRFIPPoolKind {
-		return r.dropAndRelease(ctx, address, pool, claim)
-	}
 	if _, named := records.ClaimUID(address); !named {
 		// The garbage collector stripped the owner reference to the
 		// deleted claim: the record names the UID it had.
 		claim.UID = ""
+	}
+	if poolref.KindOf(pool) != v1alpha1.GlobalMetalVRFIPPoolKind {
+		return r.dropAndRelease(ctx, address, pool, r.registry.HolderOf(poolref.KeyOf(pool), claim, ip))
 	}
 	retired, err := r.registry.Retire(ctx, pool, claim, ip)
 	if err != nil {

@@ -267,6 +267,25 @@ func (ps *poolState) assign(claim Claim, ip netip.Addr) netip.Addr {
 	return prev
 }
 
+// HolderOf names the claim that holds ip in the pool when the claim given
+// has no UID and the holder has its namespace and name: the garbage
+// collector strips an IPAddress's owner reference to its deleted claim, and
+// with it the UID the claim's record names. Otherwise it returns claim.
+func (r *Registry) HolderOf(key poolref.Key, claim Claim, ip netip.Addr) Claim {
+	r.mu.Lock()
+	ps, ok := r.pools[key]
+	r.mu.Unlock()
+	if !ok || claim.UID != "" {
+		return claim
+	}
+	ps.domain.locked(func() {
+		if h, held := ps.domain.held.get(ip); held && h.Pool == key && h.Claim.NamespacedName == claim.NamespacedName {
+			claim = h.Claim
+		}
+	})
+	return claim
+}
+
 // Release frees every address the claim holds. It returns the pools that
 // gained a free address. The caller must have made sure the claim's
 // IPAddress is gone.
