@@ -94,13 +94,19 @@ run: envtest $(CAPI_MANAGER) ## Run the local environment: API server, Cluster A
 .PHONY: test
 # The longest envtest suite (test/e2e/capp, about 116 specs under -race)
 # takes most of go test's default 10 minutes on a loaded 2-core machine
-# while the other packages run beside it.
+# while the other packages run beside it. The envtest suites mostly wait
+# (on the API server, the simulator's delays): go test runs four packages
+# at once (-p 4) rather than GOMAXPROCS (2), which took `make test` from
+# about 22 to 16 minutes on a loaded machine (docs/contributing.md).
 test: $(TEST_DEPS) $(OLDEST_ENVTEST) ## Run every test: unit, fuzz seed corpora, envtest suites.
-	INCLUSTER_MANAGER=$(INCLUSTER_MANAGER) $(GOTESTSUM) --format pkgname-and-test-fails -- -timeout 30m $(TEST_FLAGS) ./...
+	INCLUSTER_MANAGER=$(INCLUSTER_MANAGER) $(GOTESTSUM) --format pkgname-and-test-fails -- -timeout 30m -p 4 $(TEST_FLAGS) ./...
 
+# -parallel 4: go test runs at most GOMAXPROCS (2 here) parallel tests at
+# once, and these four spend most of their time waiting (on qemu guests, on
+# clusters coming up); together they take the time of the longest.
 .PHONY: test-node
 test-node: envtest $(NODE_IMAGE)/rootfs.img ## Boot the rendered node configuration in Debian VMs under qemu, and devices as machines in namespaces on this host (image built once into bin/node).
-	REQUIRE_NODE_BOOT=1 NODE_IMAGE=$(NODE_IMAGE) go test -count=1 -timeout 40m -v ./test/node/
+	REQUIRE_NODE_BOOT=1 NODE_IMAGE=$(NODE_IMAGE) go test -count=1 -timeout 40m -parallel 4 -v ./test/node/
 
 # The workload cluster test (test/workload, a Go module of its own) runs
 # Cluster API's kubeadm bootstrap and control plane managers beside its core,
@@ -111,12 +117,13 @@ CAPI_KUBEADM_CONTROL_PLANE_MANAGER := $(TOOLS)/capi-kubeadm-control-plane-manage
 # Its management clusters are made with clusterctl init from a local
 # repository (kustomize) and run Kubernetes' garbage collector beside
 # envtest, and the incluster flavor's pools need the in-cluster provider.
+# Its clusters come up side by side (-parallel: see test-node).
 .PHONY: test-workload
 test-workload: envtest $(CAPI_MANAGER) $(CAPI_KUBEADM_BOOTSTRAP_MANAGER) $(CAPI_KUBEADM_CONTROL_PLANE_MANAGER) $(CLUSTERCTL) $(KUSTOMIZE) $(INCLUSTER_MANAGER) $(CLUSTER_BIN)/kube-controller-manager ## Run Cluster API's e2e specs (QuickStart, MachineDeployment and KubeadmControlPlane scale, rollout, clusterctl move) on clusters of every flavor, on emulated nodes (in-memory workload clusters; root, own network namespace; docs/workload.md).
 	cd test/workload && REQUIRE_WORKLOAD=1 CAPI_MANAGER=$(CAPI_MANAGER) CLUSTERCTL=$(CLUSTERCTL) KUSTOMIZE=$(KUSTOMIZE) \
 		CAPI_KUBEADM_BOOTSTRAP_MANAGER=$(CAPI_KUBEADM_BOOTSTRAP_MANAGER) CAPI_KUBEADM_CONTROL_PLANE_MANAGER=$(CAPI_KUBEADM_CONTROL_PLANE_MANAGER) \
 		INCLUSTER_MANAGER=$(INCLUSTER_MANAGER) KUBE_CONTROLLER_MANAGER=$(CLUSTER_BIN)/kube-controller-manager \
-		go test -count=1 -timeout 20m -v ./...
+		go test -count=1 -timeout 20m -parallel 4 -v ./...
 
 .PHONY: test-chaos
 test-chaos: envtest ## Run two replicas of the IPAM manager while their leader is killed or frozen, and without leader election (minutes; docs/reliability.md).

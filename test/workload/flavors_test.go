@@ -18,12 +18,14 @@ import (
 // nodes' addresses from the in-cluster IPAM provider's InClusterIPPool).
 // Each also checks what makes it the flavor it is (flavorChecks).
 func TestFlavors(t *testing.T) {
-	for _, flavor := range []string{"hybrid-unbonded", "incluster"} {
+	t.Parallel()
+	for flavor, port := range map[string]int64{"hybrid-unbonded": 6453, "incluster": 6463} {
 		t.Run(flavor, func(t *testing.T) {
+			t.Parallel()
 			g := newG(t)
 			ctx, cancel := context.WithCancel(context.Background())
 			t.Cleanup(cancel)
-			r := createCluster(ctx, t, g, flavor, flavor)
+			r := createCluster(ctx, t, g, flavor, flavor, withEndpointPort(port))
 			runSteps(ctx, t, r, []step{
 				{"QuickStart", quickStart},
 				{"Flavor", flavorChecks[flavor]},

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -62,7 +63,7 @@ func startTarget(ctx context.Context, t *testing.T) func(Gomega) *management {
 // of its own, the moved ones stay bound, and no address is held twice
 // across both management clusters.
 func clusterctlMove(ctx context.Context, t *testing.T, r *run, target func(Gomega) *management) {
-	g := newG(t)
+	g := frameworkG(t)
 	source := suite.source
 	before := r.addresses(ctx, g)
 	claimed, err := testenv.ClaimedAddresses(ctx, source.k8s, r.ns)
@@ -76,7 +77,7 @@ func clusterctlMove(ctx context.Context, t *testing.T, r *run, target func(Gomeg
 		"--to-kubeconfig", to.kubeconfig, "--namespace", r.ns, "--config", suite.config)
 	g.Expect(err).NotTo(HaveOccurred(), "clusterctl move:\n%s", out)
 	t.Logf("clusterctl move took %s", time.Since(start).Round(time.Second))
-	r.k8s, r.proxy = to.k8s, to.proxy()
+	r.k8s, r.management = to.k8s, to
 
 	t.Log("nothing of the cluster is left on the source")
 	g.Eventually(func(g Gomega) {
@@ -99,7 +100,7 @@ func clusterctlMove(ctx context.Context, t *testing.T, r *run, target func(Gomeg
 
 	t.Log("scaling the MachineDeployment to 2 on the target")
 	framework.ScaleAndWaitMachineDeployment(ctx, framework.ScaleAndWaitMachineDeploymentInput{
-		ClusterProxy: r.proxy, Cluster: r.cluster(ctx, g), MachineDeployment: r.machineDeployment(ctx, g),
+		ClusterProxy: r.management.proxy(), Cluster: r.cluster(ctx, g), MachineDeployment: r.machineDeployment(ctx, g),
 		Replicas: 2, WaitForMachineDeployments: wait,
 	})
 	after := r.expectAddressesOfMachines(ctx, g, 3)
@@ -130,15 +131,22 @@ func (r *run) poolUsed(ctx context.Context) int64 {
 	return pool.PoolStatus().IPAddresses.Used
 }
 
-// heldTwice describes every address more than one IPAddress of the
-// management clusters holds (all namespaces).
+// heldTwice describes every address of one pool that more than one
+// IPAddress of the management clusters holds (all namespaces: the other
+// tests' clusters, beside this one, have pools of their own over the same
+// addresses).
 func heldTwice(ctx context.Context, g Gomega, clusters ...client.Client) []string {
 	holders := map[string][]string{}
 	for i, k8s := range clusters {
 		addresses := &ipamv1.IPAddressList{}
 		g.Expect(k8s.List(ctx, addresses)).To(Succeed())
 		for _, a := range addresses.Items {
-			holders[a.Spec.Address] = append(holders[a.Spec.Address], fmt.Sprintf("management cluster %d: %s/%s", i, a.Namespace, a.Name))
+			pool := a.Spec.PoolRef.Kind + " " + a.Spec.PoolRef.Name
+			if !strings.HasPrefix(a.Spec.PoolRef.Kind, "Global") {
+				pool = a.Spec.PoolRef.Kind + " " + a.Namespace + "/" + a.Spec.PoolRef.Name
+			}
+			key := a.Spec.Address + " of " + pool
+			holders[key] = append(holders[key], fmt.Sprintf("management cluster %d: %s/%s", i, a.Namespace, a.Name))
 		}
 	}
 	var twice []string

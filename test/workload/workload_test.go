@@ -11,6 +11,9 @@ import (
 	"os/exec"
 	"path"
 	"slices"
+	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -59,7 +62,15 @@ func TestMain(m *testing.M) {
 		cmd := exec.Command("unshare", append([]string{"--net", "--", os.Args[0]}, os.Args[1:]...)...)
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 		cmd.Env = append(os.Environ(), inNamespace+"=1")
-		if err := cmd.Run(); err != nil {
+		// The processes the tests start (API servers, managers) stay in
+		// the test's process group: killed with it, should a test panic
+		// or time out before its cleanup ran.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		err := cmd.Run()
+		if cmd.Process != nil {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		}
+		if err != nil {
 			if exit := (*exec.ExitError)(nil); errors.As(err, &exit) {
 				os.Exit(exit.ExitCode())
 			}
@@ -122,6 +133,7 @@ var failureDomains = []string{simtest.Metro + "11", simtest.Metro + "12", simtes
 // domains. Each step needs the state the previous one left, so the first
 // that fails ends the test (the cluster is then deleted in cleanup).
 func TestDefaultFlavor(t *testing.T) {
+	t.Parallel()
 	g := newG(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -153,16 +165,20 @@ func runSteps(ctx context.Context, t *testing.T, r *run, steps []step) {
 	}
 }
 
-// newG is a Gomega of t with the test's waits. Cluster API's framework
-// asserts with the global Gomega: it fails t too.
+// newG is a Gomega of t with the test's waits.
 func newG(t *testing.T) *WithT {
-	RegisterTestingT(t)
-	SetDefaultEventuallyTimeout(4 * time.Minute)
-	SetDefaultEventuallyPollingInterval(time.Second)
 	g := NewWithT(t)
 	g.SetDefaultEventuallyTimeout(4 * time.Minute)
 	g.SetDefaultEventuallyPollingInterval(time.Second)
 	return g
+}
+
+// frameworkG is newG for a step that calls Cluster API's framework, which
+// asserts with the global Gomega: it makes that fail t. The tests run in
+// parallel, so only TestDefaultFlavor's steps may call the framework.
+func frameworkG(t *testing.T) *WithT {
+	RegisterTestingT(t)
+	return newG(t)
 }
 
 // wait is how long the framework's helpers wait, as their intervals.
@@ -226,12 +242,12 @@ func quickStart(ctx context.Context, t *testing.T, r *run) {
 // new machines get addresses of their own, the removed machines' are
 // released (their IPAddresses and IPAddressClaims gone).
 func machineDeploymentScale(ctx context.Context, t *testing.T, r *run) {
-	g := newG(t)
+	g := frameworkG(t)
 	before := r.addresses(ctx, g)
 	scale := func(replicas int32) map[string]string {
 		t.Logf("scaling the MachineDeployment to %d", replicas)
 		framework.ScaleAndWaitMachineDeployment(ctx, framework.ScaleAndWaitMachineDeploymentInput{
-			ClusterProxy: r.proxy, Cluster: r.cluster(ctx, g), MachineDeployment: r.machineDeployment(ctx, g),
+			ClusterProxy: r.management.proxy(), Cluster: r.cluster(ctx, g), MachineDeployment: r.machineDeployment(ctx, g),
 			Replicas: replicas, WaitForMachineDeployments: wait,
 		})
 		return r.expectAddressesOfMachines(ctx, g, 1+int(replicas))
@@ -257,12 +273,12 @@ func machineDeploymentScale(ctx context.Context, t *testing.T, r *run) {
 // machine reuses an address the scale-down released and that the old
 // machine's address is released once it is gone.
 func machineDeploymentRollout(ctx context.Context, t *testing.T, r *run) {
-	g := newG(t)
+	g := frameworkG(t)
 	before := r.addresses(ctx, g)
 	md := r.machineDeployment(ctx, g)
 	t.Log("rolling the MachineDeployment out to a new PacketMachineTemplate")
 	framework.UpgradeMachineDeploymentInfrastructureRefAndWait(ctx, framework.UpgradeMachineDeploymentInfrastructureRefAndWaitInput{
-		ClusterProxy: r.proxy, Cluster: r.cluster(ctx, g), MachineDeployments: []*clusterv1.MachineDeployment{md},
+		ClusterProxy: r.management.proxy(), Cluster: r.cluster(ctx, g), MachineDeployments: []*clusterv1.MachineDeployment{md},
 		WaitForMachinesToBeUpgraded: wait,
 	})
 	t.Log("the old machine goes, its address with it; the new one reuses a released address")
@@ -291,7 +307,7 @@ func machineDeploymentRollout(ctx context.Context, t *testing.T, r *run) {
 // planes that joined (cluster.x-k8s.io/delete-machine): the first holds the
 // endpoint's address, which nothing moves (docs/workload.md).
 func kubeadmControlPlaneScale(ctx context.Context, t *testing.T, r *run) {
-	g := newG(t)
+	g := frameworkG(t)
 	before := r.addresses(ctx, g)
 	kcpKey := r.kcpKey()
 	first := r.controlPlaneMachines(ctx, g)
@@ -300,7 +316,7 @@ func kubeadmControlPlaneScale(ctx context.Context, t *testing.T, r *run) {
 	kcp := &controlplanev1.KubeadmControlPlane{}
 	g.Expect(r.k8s.Get(ctx, kcpKey, kcp)).To(Succeed())
 	framework.ScaleAndWaitControlPlane(ctx, framework.ScaleAndWaitControlPlaneInput{
-		ClusterProxy: r.proxy, Cluster: r.cluster(ctx, g), ControlPlane: kcp, Replicas: 3, WaitForControlPlane: wait,
+		ClusterProxy: r.management.proxy(), Cluster: r.cluster(ctx, g), ControlPlane: kcp, Replicas: 3, WaitForControlPlane: wait,
 	})
 	machines := r.controlPlaneMachines(ctx, g)
 	g.Expect(machines).To(HaveLen(3))
@@ -332,7 +348,7 @@ func kubeadmControlPlaneScale(ctx context.Context, t *testing.T, r *run) {
 	}
 	g.Expect(r.k8s.Get(ctx, kcpKey, kcp)).To(Succeed())
 	framework.ScaleAndWaitControlPlane(ctx, framework.ScaleAndWaitControlPlaneInput{
-		ClusterProxy: r.proxy, Cluster: r.cluster(ctx, g), ControlPlane: kcp, Replicas: 1, WaitForControlPlane: wait,
+		ClusterProxy: r.management.proxy(), Cluster: r.cluster(ctx, g), ControlPlane: kcp, Replicas: 1, WaitForControlPlane: wait,
 	})
 	g.Eventually(func(g Gomega) {
 		g.Expect(r.controlPlaneMachines(ctx, g)).To(ConsistOf(HaveField("Name", keep.Name)))
@@ -375,7 +391,7 @@ func deletion(ctx context.Context, t *testing.T, r *run) {
 	g.Expect(r.k8s.Delete(ctx, cluster)).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		g.Expect(r.devicesByProviderID(ctx, g)).To(BeEmpty(), "devices left")
-		reservations, err := r.metalAPI.ListPublicIPv4Reservations(ctx, "")
+		reservations, err := r.metalAPI.ListPublicIPv4Reservations(ctx, device.ClusterTagPrefix+r.name)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(reservations).To(BeEmpty(), "public address reservations left")
 		addresses := &ipamv1.IPAddressList{}
@@ -396,11 +412,21 @@ func deletion(ctx context.Context, t *testing.T, r *run) {
 // nodeRef, and the emulator says why. The cluster is then deleted, which
 // takes everything back all the same.
 func TestUnreachableEndpointKeepsTheWorkerOut(t *testing.T) {
+	t.Parallel()
 	g := newG(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
+	const name = "unreachable"
 	unrouted := netip.MustParseAddr("198.51.100.250")
+	// The other tests' clusters come up beside this one: only this
+	// cluster's devices (hostnames are their PacketMachines' names) are
+	// changed, and only their refusals count.
+	var ours sync.Map
 	amend := func(d emulator.Device) emulator.Device {
+		if !strings.HasPrefix(d.Hostname, name+"-") {
+			return d
+		}
+		ours.Store(d.ID, true)
 		if n, err := emulator.Read(d); err == nil && n.Role == emulator.Worker {
 			d.UserData = bytes.ReplaceAll(d.UserData, []byte(n.Endpoint.String()), []byte(netip.AddrPortFrom(unrouted, n.Endpoint.Port()).String()))
 		}
@@ -408,7 +434,7 @@ func TestUnreachableEndpointKeepsTheWorkerOut(t *testing.T) {
 	}
 	suite.amend.Store(&amend)
 	t.Cleanup(func() { suite.amend.Store(nil) })
-	r := createCluster(ctx, t, g, "unreachable", "")
+	r := createCluster(ctx, t, g, name, "", withEndpointPort(6473))
 
 	t.Log("the control plane comes up")
 	g.Eventually(func(g Gomega) {
@@ -422,7 +448,10 @@ func TestUnreachableEndpointKeepsTheWorkerOut(t *testing.T) {
 		var reasons []emulator.Reason
 		for _, err := range suite.runner.Refusals() {
 			var refusal *emulator.Refusal
-			if errors.As(err, &refusal) {
+			if !errors.As(err, &refusal) {
+				continue
+			}
+			if _, mine := ours.Load(refusal.DeviceID); mine {
 				reasons, worker = append(reasons, refusal.Reason), refusal.DeviceID
 			}
 		}
@@ -450,10 +479,11 @@ type run struct {
 	metalAPI *metal.Client
 	ns       string
 	key      client.ObjectKey
-	// k8s and proxy (for Cluster API's e2e framework) reach the management
-	// cluster that manages the Cluster.
-	k8s   client.Client
-	proxy framework.ClusterProxy
+	// k8s reaches the management cluster that manages the Cluster;
+	// management is that cluster, whose proxy() Cluster API's e2e framework
+	// takes (made in the steps that call the framework: see frameworkG).
+	k8s        client.Client
+	management *management
 	// released are the addresses the MachineDeployment's scale-down
 	// released, which the rollout's new machine reuses.
 	released map[string]bool
@@ -548,6 +578,20 @@ func withFailureDomains(facilities []string) func(*unstructured.Unstructured) er
 	}
 }
 
+// withEndpointPort sets the PacketCluster's endpoint port (its host stays
+// the reservation's). The tests' clusters come up side by side, and Cluster
+// API's in-memory API servers, which answer for the emulated control
+// planes, listen on the endpoint's port on every address: each test's
+// cluster but TestDefaultFlavor's (the default, 6443) has a port of its own.
+func withEndpointPort(port int64) func(*unstructured.Unstructured) error {
+	return func(obj *unstructured.Unstructured) error {
+		if obj.GetKind() != "PacketCluster" {
+			return nil
+		}
+		return unstructured.SetNestedField(obj.Object, port, "spec", "controlPlaneEndpoint", "port")
+	}
+}
+
 func mergeMap(m, with map[string]string) map[string]string {
 	if m == nil {
 		m = map[string]string{}
@@ -559,11 +603,10 @@ func mergeMap(m, with map[string]string) map[string]string {
 // createCluster creates the Cluster name of flavor (the default for "") on
 // the suite's management cluster, in a namespace of its own, its objects
 // changed by edits. Unless the test deleted it, cleanup deletes it and
-// waits until its devices are gone, so that the next test's cluster finds
-// the platform, and the endpoint's port, free.
+// waits until its devices are gone.
 func createCluster(ctx context.Context, t *testing.T, g *WithT, name, flavor string, edits ...func(*unstructured.Unstructured) error) *run {
 	m := suite.source
-	r := &run{name: name, metalAPI: suite.metalAPI, k8s: m.k8s, proxy: m.proxy()}
+	r := &run{name: name, metalAPI: suite.metalAPI, k8s: m.k8s, management: m}
 	var err error
 	r.ns, err = m.env.NewNamespace(ctx, "workload")
 	g.Expect(err).NotTo(HaveOccurred())
