@@ -182,7 +182,7 @@ func (r *addressReconciler) dropOrphan(ctx context.Context, address *ipamv1.IPAd
 	}
 	if retired {
 		r.recorder.Eventf(pool, address, corev1.EventTypeNormal, orphanRetiredReason, "Retire",
-			"IPAddress %s/%s lost its claim without a release (clusterctl move?); deleted it and keep %s out of use", address.Namespace, address.Name, ip)
+			"IPAddress %s/%s lost its claim and its Cluster (clusterctl move); deleted it and keep %s out of use", address.Namespace, address.Name, ip)
 	}
 	r.releases.counted(ctx, poolref.KeyOf(pool))
 	return nil
