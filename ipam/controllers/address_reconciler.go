@@ -42,11 +42,11 @@ const orphanRetiredReason = "AddressRetired"
 //     pool that existed already on the target is not one of them) is
 //     pointed at the pool it names.
 //   - An IPAddress whose claim is gone (move deletes the claims of a global
-//     pool's IPAddresses and leaves the IPAddresses; an admin may strip a
-//     claim's finalizer) is deleted. The address of a global pool may live
-//     on in another management cluster, so it stays out of use here
-//     (registry.Retire); one of a namespaced pool, which moves whole, is
-//     freed.
+//     pool's IPAddresses and leaves the IPAddresses; whoever may edit a
+//     claim may strip its finalizer) is deleted. The address of a global
+//     pool whose Cluster move took lives on in another management cluster,
+//     so it stays out of use here (registry.Retire, see clusterMoved); any
+//     other, as one of a namespaced pool, which moves whole, is freed.
 //
 // Both wait while the IPAddress's Cluster is paused, as during a move, or
 // its pool, as during a restore.
@@ -143,10 +143,11 @@ func (r *addressReconciler) orphaned(ctx context.Context, address *ipamv1.IPAddr
 	return known && claim.UID != owner.UID, owner, nil
 }
 
-// dropOrphan deletes an IPAddress without its claim. A global pool's address
-// is retired first, so that it is never free here while the IPAddress is
-// gone; a namespaced pool's is freed once the API server confirms the
-// IPAddress gone: another controller's finalizer may keep it a while.
+// dropOrphan deletes an IPAddress without its claim. The address of a global
+// pool whose Cluster moved away is retired first, so that it is never free
+// here while the IPAddress is gone; any other is freed once the API server
+// confirms the IPAddress gone: another controller's finalizer may keep it a
+// while.
 func (r *addressReconciler) dropOrphan(ctx context.Context, address *ipamv1.IPAddress, pool v1alpha1.Pool, claim registry.Claim) error {
 	ip, err := netip.ParseAddr(address.Spec.Address)
 	if err != nil {
@@ -157,7 +158,13 @@ func (r *addressReconciler) dropOrphan(ctx context.Context, address *ipamv1.IPAd
 		// deleted claim: the record names the UID it had.
 		claim.UID = ""
 	}
-	if poolref.KindOf(pool) != v1alpha1.GlobalMetalVRFIPPoolKind {
+	moved := false
+	if poolref.KindOf(pool) == v1alpha1.GlobalMetalVRFIPPoolKind {
+		if moved, err = r.clusterMoved(ctx, address); err != nil {
+			return err
+		}
+	}
+	if !moved {
 		return r.dropAndRelease(ctx, address, pool, r.registry.HolderOf(poolref.KeyOf(pool), claim, ip))
 	}
 	retired, err := r.registry.Retire(ctx, pool, claim, ip)
@@ -175,7 +182,7 @@ func (r *addressReconciler) dropOrphan(ctx context.Context, address *ipamv1.IPAd
 	}
 	if retired {
 		r.recorder.Eventf(pool, address, corev1.EventTypeNormal, orphanRetiredReason, "Retire",
-			"IPAddress %s/%s lost its claim without a release (clusterctl move?); deleted it and keep %s out of use", address.Namespace, address.Name, ip)
+			"IPAddress %s/%s lost its claim and its Cluster (clusterctl move); deleted it and keep %s out of use", address.Namespace, address.Name, ip)
 	}
 	r.releases.counted(ctx, poolref.KeyOf(pool))
 	return nil
@@ -234,6 +241,37 @@ func (r *addressReconciler) ownedByPool(ctx context.Context, address *ipamv1.IPA
 		return nil
 	}
 	return client.IgnoreNotFound(r.client.Patch(ctx, address, patch))
+}
+
+// clusterMoved reports whether the Cluster the IPAddress is labelled with
+// is gone: clusterctl move pauses the Cluster, deletes its claims (a
+// global pool's IPAddresses stay, without them) and deletes the Cluster
+// last, while Reconcile waits on the paused Cluster. It holds after a
+// restart and whatever the garbage collector did to owner references,
+// unlike the claims' delete-for-move annotation, gone with the claims. The
+// claim of a running Cluster that lost its finalizer (a tenant may remove
+// its own claims' finalizers and delete them) is not a move: its address
+// is freed, and no one retires a shared pool's addresses for good but by
+// deleting their own Cluster with them. The cache may not have seen a
+// Cluster just created: one missing from it is looked up in the API
+// server.
+func (r *addressReconciler) clusterMoved(ctx context.Context, address *ipamv1.IPAddress) (bool, error) {
+	name := address.Labels[clusterv1.ClusterNameLabel]
+	if name == "" {
+		return false, nil // move takes a claim with its Cluster only (docs/install.md)
+	}
+	key := client.ObjectKey{Namespace: address.Namespace, Name: name}
+	err := r.client.Get(ctx, key, &clusterv1.Cluster{})
+	if apierrors.IsNotFound(err) {
+		err = r.reader.Get(ctx, key, &clusterv1.Cluster{})
+	}
+	if apierrors.IsNotFound(err) {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("reading Cluster %s: %w", name, err)
+	}
+	return false, nil
 }
 
 // clusterPaused reports whether the IPAddress's Cluster is paused.

@@ -103,11 +103,13 @@ func (f *flow) addressOf(ctx context.Context, t *testing.T, claim *ipamv1.IPAddr
 // source, with the garbage collector of a real cluster at work: the claim
 // is deleted with its finalizers dropped while its Cluster is paused, the
 // collector strips the IPAddress's owner reference to it (the pool's keeps
-// the IPAddress), and only then, the Cluster resumed, does the IPAM manager
-// see the orphan. Its address must be retired, not held by the claim that
-// is gone (the next seeding would sweep that record and free the address
-// here while the target holds it): a claim asking for it is refused as
-// moved away.
+// the IPAddress), and only then, the Cluster deleted the same way, does the
+// IPAM manager see the orphan. Its address must be retired, not held by
+// the claim that is gone (the next seeding would sweep that record and free
+// the address here while the target holds it): a claim asking for it is
+// refused as moved away. The claim's Cluster is one of its own, so that the
+// flow's goes on running: the manager retires only the addresses of a
+// Cluster that is gone.
 func (f *flow) retirement(ctx context.Context, t *testing.T) {
 	pool := &v1alpha1.GlobalMetalVRFIPPool{
 		ObjectMeta: metav1.ObjectMeta{Name: "moved-away"},
@@ -116,7 +118,11 @@ func (f *flow) retirement(ctx context.Context, t *testing.T) {
 	if err := f.k8s.Create(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
-	claim := f.claimOf(ctx, t, pool, "moved", map[string]string{clusterv1.ClusterNameLabel: flowCluster}, nil)
+	moving := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: flowNamespace, Name: "moving-away"}, Spec: clusterv1.ClusterSpec{Paused: ptr.To(false)}}
+	if err := f.k8s.Create(ctx, moving); err != nil {
+		t.Fatal(err)
+	}
+	claim := f.claimOf(ctx, t, pool, "moved", map[string]string{clusterv1.ClusterNameLabel: moving.Name}, nil)
 	address := &ipamv1.IPAddress{}
 	waitFor(ctx, t, 2*time.Minute, "the claim bound", func() error {
 		if err := f.k8s.Get(ctx, client.ObjectKeyFromObject(claim), claim); err != nil {
@@ -128,13 +134,10 @@ func (f *flow) retirement(ctx context.Context, t *testing.T) {
 		return f.k8s.Get(ctx, client.ObjectKey{Namespace: flowNamespace, Name: claim.Status.AddressRef.Name}, address)
 	})
 
-	f.setPaused(ctx, t, true)
-	if err := f.k8s.Delete(ctx, claim); err != nil {
+	if err := f.k8s.Patch(ctx, moving, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"paused":true}}`))); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.k8s.Patch(ctx, claim, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))); client.IgnoreNotFound(err) != nil {
-		t.Fatal(err)
-	}
+	deleteAsMove(ctx, t, f.k8s, claim)
 	waitFor(ctx, t, 2*time.Minute, "the garbage collector strips the IPAddress's owner reference to the deleted claim", func() error {
 		if err := f.k8s.Get(ctx, client.ObjectKeyFromObject(address), address); err != nil {
 			return err
@@ -146,7 +149,7 @@ func (f *flow) retirement(ctx context.Context, t *testing.T) {
 		}
 		return nil
 	})
-	f.setPaused(ctx, t, false)
+	deleteAsMove(ctx, t, f.k8s, moving)
 	waitFor(ctx, t, 2*time.Minute, "the orphaned IPAddress deleted", func() error {
 		err := f.k8s.Get(ctx, client.ObjectKeyFromObject(address), &ipamv1.IPAddress{})
 		switch {
@@ -193,12 +196,14 @@ func (f *flow) claimOf(ctx context.Context, t *testing.T, pool *v1alpha1.GlobalM
 	return claim
 }
 
-// setPaused pauses or resumes the flow's Cluster.
-func (f *flow) setPaused(ctx context.Context, t *testing.T, paused bool) {
+// deleteAsMove deletes obj the way clusterctl move deletes what it moved
+// from the source: deleted, then its finalizers dropped.
+func deleteAsMove(ctx context.Context, t *testing.T, k8s client.Client, obj client.Object) {
 	t.Helper()
-	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: flowNamespace, Name: flowCluster}}
-	patch := fmt.Sprintf(`{"spec":{"paused":%t}}`, paused)
-	if err := f.k8s.Patch(ctx, cluster, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+	if err := k8s.Delete(ctx, obj); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))); client.IgnoreNotFound(err) != nil {
 		t.Fatal(err)
 	}
 }

@@ -47,11 +47,11 @@ const (
 	LeaderElectionLabel = "ipam.cluster.x-k8s.io/metal-vrf-leader-election"
 )
 
-// AllocationRetiredLabel marks the record of an address whose IPAddress
-// lost its claim without a release (clusterctl move copies a global pool's
-// IPAddresses and deletes their claims): the address may live on in
-// another management cluster, so the record keeps it out of use here until
-// the pool is deleted.
+// AllocationRetiredLabel marks the record of an address whose claim
+// clusterctl move took with its Cluster (move copies a global pool's
+// IPAddresses and deletes their claims and Cluster): the address lives on
+// in another management cluster, so the record keeps it out of use here
+// until the pool is deleted.
 const AllocationRetiredLabel = "ipam.cluster.x-k8s.io/metal-vrf-retired"
 
 // AllocationClaimUIDAnnotation is the UID of the claim holding the

@@ -103,9 +103,12 @@ func handsOut(key poolref.Key, space *poolspace.Space, ip netip.Addr) error {
 }
 
 // Retire keeps ip out of use for good when the claim's IPAddress holding it
-// lost its claim without a release: clusterctl move deletes the claims of a
-// global pool's IPAddresses and leaves the IPAddresses, whose addresses live
-// on in the target cluster. The record stays, marked retired, until the
+// lost its claim to clusterctl move: move deletes the claims of a global
+// pool's IPAddresses and leaves the IPAddresses, whose addresses live on in
+// the target cluster. The caller decides it was a move (the address
+// reconciler: the claim's Cluster is gone too); any other IPAddress left
+// without its claim is released, never retired, or whoever may delete a
+// claim could keep a shared pool's addresses out of use for good. The record stays, marked retired, until the
 // pool is deleted; the caller then deletes the IPAddress. An address with no
 // record yet gets a retired one. A pool whose spec.vrf has not resolved has
 // no records: it fails with ErrPoolNotReady, and the IPAddress must wait.

@@ -58,8 +58,10 @@
 //	                                again; Admit: the claim's own IPAddress
 //	pending  held     none          the IPAddress is created (nothing is written)
 //	pending  none     Expire        Reap: older than the grace period
-//	held     retired  Retire        Retire: the IPAddress lost its claim unreleased
-//	                                (Reserve first when it had no record)
+//	held     retired  Retire        Retire: clusterctl move took the claim of a
+//	                                global pool's IPAddress with its Cluster
+//	                                (the address reconciler finds the Cluster
+//	                                gone); Reserve first when it had no record
 //	held     none     Free          Release: the claim's IPAddress is gone
 //	held     none     Unreserve     Adopt: the claim's IPAddress names another,
 //	                                or one its pool does not hand out

@@ -29,6 +29,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -874,19 +875,19 @@ func sharedPool(t *testing.T, name, network, gateway string) *v1alpha1.GlobalMet
 	return pool
 }
 
-// noRecordsOf fails if an allocation record names a claim of namespace ns
-// whose name starts with prefix. The managers run as installed: their
-// records live in their own namespace.
+// noRecordsOf fails if an allocation record, held or retired, names a claim
+// of namespace ns whose name starts with prefix. The managers run as
+// installed: their records live in their own namespace.
 func noRecordsOf(t *testing.T, ns, prefix string) {
 	t.Helper()
 	var leases coordinationv1.LeaseList
-	if err := env.Client.List(context.Background(), &leases, client.InNamespace(systemNamespace), client.HasLabels{v1alpha1.AllocationClaimUIDLabel}); err != nil {
+	if err := env.Client.List(context.Background(), &leases, client.InNamespace(systemNamespace), client.HasLabels{v1alpha1.AllocationDomainLabel}); err != nil {
 		t.Fatal(err)
 	}
 	for _, lease := range leases.Items {
 		if strings.HasPrefix(lease.Annotations[v1alpha1.AllocationClaimAnnotation], ns+"/"+prefix) {
-			t.Errorf("record %s of %s for %s left by a refused IPAddress", lease.Name,
-				lease.Annotations[v1alpha1.AllocationAddressAnnotation], lease.Annotations[v1alpha1.AllocationClaimAnnotation])
+			t.Errorf("record %s of %s for %s left (retired: %q)", lease.Name, lease.Annotations[v1alpha1.AllocationAddressAnnotation],
+				lease.Annotations[v1alpha1.AllocationClaimAnnotation], lease.Labels[v1alpha1.AllocationRetiredLabel])
 		}
 	}
 }
@@ -975,4 +976,92 @@ func TestEntrustedWriterCannotBindAClaimToAReservedAddress(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestTenantCannotRetireASharedPoolsAddresses is the attack of a tenant who
+// takes every address of a shared GlobalMetalVRFIPPool of five with claims
+// of its running Cluster, then removes the claims' finalizers and deletes
+// them: the IPAddresses are left without their claims, as clusterctl move
+// leaves those of a global pool. The manager retired every such address
+// for good (kept out of use until every pool of the VRF is deleted): the
+// pool stayed exhausted for every team with no IPAddress left. Only an
+// address whose Cluster moved away is retired now; these are freed once
+// their IPAddresses are gone: the other team's five claims are served, and
+// no record of the tenant's claims, held or retired, is left.
+func TestTenantCannotRetireASharedPoolsAddresses(t *testing.T) {
+	requireEnv(t)
+	ctx := context.Background()
+	ns, c := tenant(t)
+	shared := sharedPool(t, ns+"-tiny", "10.9.6.0/29", "10.9.6.1")
+	running := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "running"}, Spec: clusterv1.ClusterSpec{Paused: ptr.To(false)}}
+	if err := c.Create(ctx, running); err != nil {
+		t.Fatal(err)
+	}
+	claims := make([]*ipamv1.IPAddressClaim, 5)
+	for i := range claims {
+		claims[i] = &ipamv1.IPAddressClaim{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("node-%d", i), Labels: map[string]string{clusterv1.ClusterNameLabel: running.Name}},
+			Spec: ipamv1.IPAddressClaimSpec{PoolRef: ipamv1.IPPoolReference{
+				APIGroup: v1alpha1.GroupVersion.Group, Kind: v1alpha1.GlobalMetalVRFIPPoolKind, Name: shared.Name,
+			}},
+		}
+		if err := c.Create(ctx, claims[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, claim := range claims {
+		eventually(t, "the tenant's claim "+claim.Name+" is bound", func() error {
+			if err := c.Get(ctx, client.ObjectKeyFromObject(claim), claim); err != nil {
+				return err
+			}
+			if claim.Status.AddressRef.Name == "" {
+				return fmt.Errorf("not bound: %v", claim.Status.Conditions)
+			}
+			return nil
+		})
+	}
+	for _, claim := range claims {
+		if err := c.Patch(ctx, claim, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Delete(ctx, claim); client.IgnoreNotFound(err) != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "the manager deletes the IPAddresses left without their claims", func() error {
+		var left ipamv1.IPAddressList
+		if err := c.List(ctx, &left, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		if len(left.Items) > 0 {
+			return fmt.Errorf("%d IPAddresses left", len(left.Items))
+		}
+		return nil
+	})
+
+	other, err := env.NewNamespace(ctx, "team-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range claims {
+		theirs := &ipamv1.IPAddressClaim{
+			ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: fmt.Sprintf("node-%d", i)},
+			Spec: ipamv1.IPAddressClaimSpec{PoolRef: ipamv1.IPPoolReference{
+				APIGroup: v1alpha1.GroupVersion.Group, Kind: v1alpha1.GlobalMetalVRFIPPoolKind, Name: shared.Name,
+			}},
+		}
+		if err := env.Client.Create(ctx, theirs); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the other team's claim "+theirs.Name+" is served an address of the shared pool", func() error {
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(theirs), theirs); err != nil {
+				return err
+			}
+			if theirs.Status.AddressRef.Name == "" {
+				return fmt.Errorf("not bound: %v", theirs.Status.Conditions)
+			}
+			return nil
+		})
+	}
+	noRecordsOf(t, ns, "node-")
 }
