@@ -172,7 +172,14 @@ func companionServesOf(kind, ns, name string) {
 // nodes of the namespace, its companion not serving yet.
 func pausedForAdoption(ns string) {
 	GinkgoHelper()
-	const kind, name = v1alpha1.InClusterIPPoolKind, "nodes"
+	pausedForAdoptionOf(v1alpha1.InClusterIPPoolKind, ns)
+}
+
+// pausedForAdoptionOf waits until this provider paused the in-cluster pool
+// nodes of the kind and namespace, its companion not serving yet.
+func pausedForAdoptionOf(kind, ns string) {
+	GinkgoHelper()
+	const name = "nodes"
 	var companion v1alpha1.Pool
 	Eventually(func(g Gomega) {
 		g.Expect(inClusterPoolOf(kind, ns, name).GetAnnotations()).To(HaveKey(v1alpha1.PausedForAdoptionAnnotation))

@@ -172,6 +172,47 @@ var _ = Describe("Adopting an InClusterPrefixPool", func() {
 		freshPrefixes(nsB, kind, name, within, taken, "new-b")
 	})
 
+	It("interrupted before the companion serves is undone: the pool is the in-cluster provider's again, no prefix handed out twice", func() {
+		const kind = v1alpha1.InClusterPrefixPoolKind
+		ns, err := env.NewNamespace(ctx, "interrupt-prefix")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(k8s.Create(ctx, &inclusterv1.InClusterPrefixPool{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nodes"},
+			Spec:       inclusterv1.InClusterPrefixPoolSpec{Prefixes: []string{"fd00:86::/60"}, AllocationPrefixLength: 64},
+		})).To(Succeed())
+		for _, c := range claims("node", 3) {
+			createClaimOf(ns, c, kind, "nodes")
+		}
+		before := holdings(ns, claims("node", 3)...)
+		stop := keepBusy(ns) // holds the adoption between the pause and serving
+		DeferCleanup(stop)
+
+		annotateAdoptOf(kind, ns, "nodes")
+		pausedForAdoptionOf(kind, ns)
+		createClaimOf(ns, "waiting", kind, "nodes") // neither provider serves it now
+		annotate(kind, ns, "nodes", map[string]*string{v1alpha1.AdoptAnnotation: nil})
+		Eventually(func() []string { return eventNotes(kind, "nodes", "AdoptionInterrupted") }).ShouldNot(BeEmpty())
+		noCompanionOf(kind, ns, "nodes")
+		stop()
+		Eventually(func() map[string]string { return inClusterPoolOf(kind, ns, "nodes").GetAnnotations() }).
+			ShouldNot(Or(HaveKey(clusterv1.PausedAnnotation), HaveKey(v1alpha1.PausedForAdoptionAnnotation)))
+
+		By("the claim that waited and a new one are bound by the in-cluster provider; the others keep theirs")
+		Expect(holdings(ns, claims("node", 3)...)).To(Equal(before))
+		createClaimOf(ns, "after", kind, "nodes")
+		taken := map[netip.Prefix]string{}
+		for c, h := range holdings(ns, append(claims("node", 3), "waiting", "after")...) {
+			for q, holder := range taken {
+				Expect(prefixOf(h).Overlaps(q)).To(BeFalse(), "%s and %s hold %s", c, holder, q)
+			}
+			taken[prefixOf(h)] = c
+			untouched(ns, c)
+		}
+		records, err := env.AllocationRecords(ctx, ns)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(records).To(BeEmpty())
+	})
+
 	It("refuses a prefix pool whose prefixes overlap, leaving it to the in-cluster provider", func() {
 		const kind = v1alpha1.InClusterPrefixPoolKind
 		ns, err := env.NewNamespace(ctx, "adopt-prefix-bad")
