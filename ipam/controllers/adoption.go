@@ -44,27 +44,38 @@ const DefaultAdoptionSettle = 2 * time.Second
 const halfWrittenBound = 15 * time.Second
 
 // inClusterPool returns an empty in-cluster pool of the given kind
-// (InClusterIPPool, GlobalInClusterIPPool) and a reader of its spec.
-func inClusterPool(kind string) (client.Object, func() inclusterv1.InClusterIPPoolSpec) {
-	if kind == v1alpha1.GlobalInClusterIPPoolKind {
+// (InClusterIPPool, GlobalInClusterIPPool, InClusterPrefixPool,
+// GlobalInClusterPrefixPool) and the spec of its companion, read from it
+// once it is filled.
+func inClusterPool(kind string) (client.Object, func() v1alpha1.MetalVRFIPPoolSpec) {
+	switch kind {
+	case v1alpha1.GlobalInClusterIPPoolKind:
 		pool := &inclusterv1.GlobalInClusterIPPool{}
-		return pool, func() inclusterv1.InClusterIPPoolSpec { return pool.Spec }
+		return pool, func() v1alpha1.MetalVRFIPPoolSpec { return companionSpec(pool.Spec) }
+	case v1alpha1.InClusterPrefixPoolKind:
+		pool := &inclusterv1.InClusterPrefixPool{}
+		return pool, func() v1alpha1.MetalVRFIPPoolSpec { return companionPrefixSpec(pool.Spec) }
+	case v1alpha1.GlobalInClusterPrefixPoolKind:
+		pool := &inclusterv1.GlobalInClusterPrefixPool{}
+		return pool, func() v1alpha1.MetalVRFIPPoolSpec { return companionPrefixSpec(pool.Spec) }
 	}
 	pool := &inclusterv1.InClusterIPPool{}
-	return pool, func() inclusterv1.InClusterIPPoolSpec { return pool.Spec }
+	return pool, func() v1alpha1.MetalVRFIPPoolSpec { return companionSpec(pool.Spec) }
 }
 
 // adoptionReconciler takes the in-cluster provider's pools of one kind
-// (InClusterIPPool, or GlobalInClusterIPPool) annotated
+// (InClusterIPPool, GlobalInClusterIPPool, or one of their prefix
+// kinds) annotated
 // metal-vrf.ipam.cluster.x-k8s.io/adopt: "true" over, in this order, each
 // step only once the one before succeeded:
 //
 //  1. It creates the pool's companion, a MetalVRFIPPool named
-//     incluster-<name> in its namespace (a GlobalMetalVRFIPPool for a
-//     GlobalInClusterIPPool, allocating in this management cluster) with
-//     the same addresses, prefix, gateway, exclusions and reserved-address
-//     rule, owned by the in-cluster pool and created paused: this
-//     provider's webhook and schema judge the spec here, and a refusal is
+//     incluster-<name> (inclusterprefix-<name> for a prefix pool) in its
+//     namespace (a GlobalMetalVRFIPPool for a cluster-scoped pool,
+//     allocating in this management cluster) with the same addresses,
+//     prefix, gateway, exclusions and reserved-address rule (a prefix
+//     pool's: see companionPrefixSpec), owned by the in-cluster pool and
+//     created paused: this provider's webhook and schema judge the spec here, and a refusal is
 //     a Warning event on the in-cluster pool, with nothing else changed
 //     (the in-cluster provider goes on serving it). From here on the
 //     IPAddress webhook refuses or records every IPAddress of the pool
@@ -119,7 +130,7 @@ func (r *adoptionReconciler) setupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=inclusterippools;globalinclusterippools,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=inclusterippools;globalinclusterippools;inclusterprefixpools;globalinclusterprefixpools,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=metalvrfippools;globalmetalvrfippools,verbs=create;delete
 
 // Reconcile carries an annotated in-cluster pool's adoption one step on,
@@ -188,9 +199,14 @@ func (r *adoptionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	return ctrl.Result{}, nil
 }
 
+// ref is how the in-cluster pool's claims name it.
+func (r *adoptionReconciler) ref(pool client.Object) ipamv1.IPPoolReference {
+	return ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: r.kind, Name: pool.GetName()}
+}
+
 // companionKey names the companion of the in-cluster pool.
 func (r *adoptionReconciler) companionKey(pool client.Object) poolref.Key {
-	key, _ := poolref.For(ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: r.kind, Name: pool.GetName()}, pool.GetNamespace())
+	key, _ := poolref.For(r.ref(pool), pool.GetNamespace())
 	return key
 }
 
@@ -214,7 +230,7 @@ func (r *adoptionReconciler) handBack(ctx context.Context, pool client.Object, w
 		return err
 	}
 	if companion != nil {
-		if from, ok := poolref.AdoptedFrom(companion); !ok || from != pool.GetName() || !metav1.IsControlledBy(companion, pool) {
+		if from, ok := poolref.AdoptedFrom(companion); !ok || from != r.ref(pool) || !metav1.IsControlledBy(companion, pool) {
 			companion = nil // not ours to delete (AdoptionConflict)
 		}
 	}
@@ -271,9 +287,9 @@ func (r *adoptionReconciler) handBack(ctx context.Context, pool client.Object, w
 // exists refuses, or records against the companion, every IPAddress of the
 // pool it did not create (docs/adoption.md).
 func (r *adoptionReconciler) quiet(ctx context.Context, pool client.Object) (time.Duration, error) {
-	ref := ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: r.kind, Name: pool.GetName()}
+	ref := r.ref(pool)
 	var opts []client.ListOption
-	if r.kind == v1alpha1.InClusterIPPoolKind {
+	if poolref.CompanionKind(r.kind) == v1alpha1.MetalVRFIPPoolKind { // namespaced
 		opts = append(opts, client.InNamespace(pool.GetNamespace()))
 	}
 	var claims ipamv1.IPAddressClaimList
@@ -340,8 +356,7 @@ func (r *adoptionReconciler) forget(key types.NamespacedName) {
 // ensureCompanion creates the pool's companion, or brings its spec up to
 // date; done says the adoption stops here (refused, or another pool holds
 // the name), which a Warning event on the in-cluster pool explains.
-func (r *adoptionReconciler) ensureCompanion(ctx context.Context, pool client.Object, inCluster inclusterv1.InClusterIPPoolSpec) (v1alpha1.Pool, bool, error) {
-	spec := companionSpec(inCluster)
+func (r *adoptionReconciler) ensureCompanion(ctx context.Context, pool client.Object, spec v1alpha1.MetalVRFIPPoolSpec) (v1alpha1.Pool, bool, error) {
 	key := r.companionKey(pool)
 	companion, _ := poolref.New(key.Kind)
 	err := r.client.Get(ctx, key.ObjectKey(), companion)
@@ -378,7 +393,7 @@ func (r *adoptionReconciler) ensureCompanion(ctx context.Context, pool client.Ob
 	case err != nil:
 		return nil, true, err
 	}
-	if from, ok := poolref.AdoptedFrom(companion); !ok || from != pool.GetName() || !metav1.IsControlledBy(companion, pool) {
+	if from, ok := poolref.AdoptedFrom(companion); !ok || from != r.ref(pool) || !metav1.IsControlledBy(companion, pool) {
 		r.recorder.Eventf(pool, nil, corev1.EventTypeWarning, "AdoptionConflict", "Adopt",
 			"%s %s exists and is not this pool's companion: rename or delete it to adopt this pool", key.Kind, key.Name)
 		return nil, true, nil
@@ -426,9 +441,33 @@ func companionSpec(spec inclusterv1.InClusterIPPoolSpec) v1alpha1.MetalVRFIPPool
 	}
 }
 
+// companionPrefixSpec maps an InClusterPrefixPool's spec onto a
+// MetalVRFIPPool's in prefix mode: each of its prefixes a subnet of the
+// companion (they need not share one, as spec.addresses would), its
+// allocation length (64 when unset, its CRD's default), its excluded
+// prefixes as excluded addresses (both take CIDRs, ranges and addresses).
+// Its gateway is not carried: there it is only written to each IPAddress
+// and keeps no prefix out, here a gateway must lie in a subnet and keeps
+// its prefix out, which would refuse the bound prefix holding it.
+func companionPrefixSpec(spec inclusterv1.InClusterPrefixPoolSpec) v1alpha1.MetalVRFIPPoolSpec {
+	length := int32(spec.AllocationPrefixLength) //nolint:gosec // its schema bounds it to [1, 128]
+	if length == 0 {
+		length = 64
+	}
+	subnets := make([]v1alpha1.Subnet, 0, len(spec.Prefixes))
+	for _, prefix := range spec.Prefixes {
+		subnets = append(subnets, v1alpha1.Subnet{CIDR: prefix})
+	}
+	return v1alpha1.MetalVRFIPPoolSpec{
+		Subnets:                subnets,
+		AllocationPrefixLength: &length,
+		ExcludedAddresses:      spec.ExcludedPrefixes,
+	}
+}
+
 // adoptionServes reports whether this provider serves the objects of an
-// in-cluster pool reference (an InClusterIPPool of namespace, or a
-// GlobalInClusterIPPool): its companion exists, was made for it and serves
+// in-cluster pool reference (one of namespace, or a cluster-scoped one):
+// its companion exists, was made for it and serves
 // (unpaused), and the in-cluster pool is still adopted and paused by this
 // provider. Anything else leaves the pool to the in-cluster provider, or
 // to nobody while an adoption settles.
@@ -444,7 +483,7 @@ func adoptionServes(ctx context.Context, reader client.Reader, ref ipamv1.IPPool
 	} else if err != nil {
 		return false, err
 	}
-	if from, ok := poolref.AdoptedFrom(companion); !ok || from != ref.Name || annotations.HasPaused(companion) {
+	if from, ok := poolref.AdoptedFrom(companion); !ok || from != ref || annotations.HasPaused(companion) {
 		return false, nil
 	}
 	pool, _ := inClusterPool(ref.Kind)
@@ -464,7 +503,7 @@ func adoptionServes(ctx context.Context, reader client.Reader, ref ipamv1.IPPool
 // provider made.
 func adoptedPoolOwner(companion v1alpha1.Pool) client.Object {
 	ref := metav1.GetControllerOf(companion)
-	if ref == nil || ref.Kind != poolref.InClusterKind(poolref.KindOf(companion)) {
+	if from, ok := poolref.AdoptedFrom(companion); ref == nil || !ok || ref.Kind != from.Kind {
 		return companion
 	}
 	owner := &metav1.PartialObjectMetadata{}

@@ -302,7 +302,7 @@ func (r *claimReconciler) ownAddress(address *ipamv1.IPAddress, claim *ipamv1.IP
 // for claims of every shard (a GlobalMetalVRFIPPool serves Clusters of
 // several), so no two managers hand out the pool's addresses. The claim's
 // own label decides only while its pool does not exist, so that one
-// manager says the pool is missing. A claim of an InClusterIPPool is
+// manager says the pool is missing. A claim of an in-cluster pool is
 // served only once the pool is adopted (adoptionServes).
 func (r *claimReconciler) inShard(ctx context.Context, claim *ipamv1.IPAddressClaim) (bool, error) {
 	if poolref.Adopted(claim.Spec.PoolRef) {

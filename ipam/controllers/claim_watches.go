@@ -51,6 +51,8 @@ func (r *claimReconciler) setupWithManager(ctx context.Context, mgr ctrl.Manager
 			// Served only once adopted: Reconcile asks adoptionServes.
 			refersTo(metav1.GroupKind{Group: v1alpha1.GroupVersion.Group, Kind: v1alpha1.InClusterIPPoolKind}),
 			refersTo(metav1.GroupKind{Group: v1alpha1.GroupVersion.Group, Kind: v1alpha1.GlobalInClusterIPPoolKind}),
+			refersTo(metav1.GroupKind{Group: v1alpha1.GroupVersion.Group, Kind: v1alpha1.InClusterPrefixPoolKind}),
+			refersTo(metav1.GroupKind{Group: v1alpha1.GroupVersion.Group, Kind: v1alpha1.GlobalInClusterPrefixPoolKind}),
 		)
 	}
 	wakeWaiting := handler.EnqueueRequestsFromMapFunc(r.unboundClaimsOf)
@@ -80,9 +82,7 @@ func (r *claimReconciler) unboundClaimsOf(ctx context.Context, obj client.Object
 	key := poolref.KeyOf(pool).String()
 	requests := claimRequests(ctx, r.client, "the claims waiting on pool "+key, client.MatchingFields{unboundClaimsByPool: key})
 	if from, adopted := poolref.AdoptedFrom(pool); adopted && !annotations.HasPaused(pool) {
-		requests = append(requests, deletingClaimsOf(ctx, r.client, ipamv1.IPPoolReference{
-			APIGroup: v1alpha1.GroupVersion.Group, Kind: poolref.InClusterKind(poolref.KindOf(pool)), Name: from,
-		}, pool.GetNamespace())...)
+		requests = append(requests, deletingClaimsOf(ctx, r.client, from, pool.GetNamespace())...)
 	}
 	return requests
 }

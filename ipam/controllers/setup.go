@@ -227,7 +227,10 @@ func setupAdoption(ctx context.Context, mgr ctrl.Manager, recorder events.EventR
 	if settle <= 0 {
 		settle = DefaultAdoptionSettle
 	}
-	for _, kind := range []string{v1alpha1.InClusterIPPoolKind, v1alpha1.GlobalInClusterIPPoolKind} {
+	for _, kind := range []string{
+		v1alpha1.InClusterIPPoolKind, v1alpha1.GlobalInClusterIPPoolKind,
+		v1alpha1.InClusterPrefixPoolKind, v1alpha1.GlobalInClusterPrefixPoolKind,
+	} {
 		_, err := mgr.GetRESTMapper().RESTMapping(v1alpha1.GroupVersion.WithKind(kind).GroupKind())
 		switch {
 		case meta.IsNoMatchError(err):

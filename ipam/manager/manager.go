@@ -66,7 +66,7 @@ type Options struct {
 func Scheme() (*runtime.Scheme, error) {
 	return managerutil.NewScheme(v1alpha1.AddToScheme,
 		cappv1.AddToScheme,      // PacketClusters feed pools through spec.networkRef
-		inclusterv1.AddToScheme, // InClusterIPPools are adopted (docs/adoption.md)
+		inclusterv1.AddToScheme, // the in-cluster pools are adopted (docs/adoption.md)
 	)
 }
 

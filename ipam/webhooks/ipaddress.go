@@ -64,7 +64,7 @@ func (v *addressRecorder) Handle(ctx context.Context, req admission.Request) adm
 		// The in-cluster provider's own, until the pool is adopted: only
 		// a companion's IPAddresses are recorded.
 		if _, err := v.pool(ctx, key); apierrors.IsNotFound(err) {
-			return admission.Allowed("an InClusterIPPool this provider has not adopted")
+			return admission.Allowed("an in-cluster provider's pool this provider has not adopted")
 		} else if err != nil {
 			return admission.Errored(http.StatusInternalServerError, err)
 		}

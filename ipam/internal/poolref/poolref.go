@@ -93,62 +93,73 @@ func For(ref ipamv1.IPPoolReference, namespace string) (Key, bool) {
 		return Key{Kind: ref.Kind, Namespace: namespace, Name: ref.Name}, true
 	case v1alpha1.GlobalMetalVRFIPPoolKind:
 		return Key{Kind: ref.Kind, Name: ref.Name}, true
-	case v1alpha1.InClusterIPPoolKind, v1alpha1.GlobalInClusterIPPoolKind:
+	}
+	if kind := CompanionKind(ref.Kind); kind != "" {
 		// An adopted in-cluster pool is served through its companion
 		// (docs/adoption.md); whether it is adopted is the controllers'
 		// question (see Adopted), not this mapping's.
-		kind := CompanionKind(ref.Kind)
 		if kind == v1alpha1.GlobalMetalVRFIPPoolKind {
 			namespace = ""
 		}
-		return Key{Kind: kind, Namespace: namespace, Name: CompanionName(ref.Name)}, true
+		return Key{Kind: kind, Namespace: namespace, Name: CompanionName(ref.Kind, ref.Name)}, true
 	}
 	return Key{}, false
 }
 
 // Adopted reports whether ref names an in-cluster provider's pool
-// (InClusterIPPool, GlobalInClusterIPPool), which this provider serves only
-// once it is adopted.
+// (InClusterIPPool, GlobalInClusterIPPool, InClusterPrefixPool,
+// GlobalInClusterPrefixPool), which this provider serves only once it is
+// adopted.
 func Adopted(ref ipamv1.IPPoolReference) bool {
 	return ref.APIGroup == v1alpha1.GroupVersion.Group && CompanionKind(ref.Kind) != ""
 }
 
 // CompanionKind is the kind of the pool that serves an adopted in-cluster
-// pool of the given kind: a MetalVRFIPPool for an InClusterIPPool, a
-// GlobalMetalVRFIPPool for a GlobalInClusterIPPool; "" for any other kind.
+// pool of the given kind: a MetalVRFIPPool for a namespaced one, a
+// GlobalMetalVRFIPPool for a cluster-scoped one (the prefix kinds' in
+// prefix mode); "" for any other kind.
 func CompanionKind(inClusterKind string) string {
 	switch inClusterKind {
-	case v1alpha1.InClusterIPPoolKind:
+	case v1alpha1.InClusterIPPoolKind, v1alpha1.InClusterPrefixPoolKind:
 		return v1alpha1.MetalVRFIPPoolKind
-	case v1alpha1.GlobalInClusterIPPoolKind:
+	case v1alpha1.GlobalInClusterIPPoolKind, v1alpha1.GlobalInClusterPrefixPoolKind:
 		return v1alpha1.GlobalMetalVRFIPPoolKind
 	}
 	return ""
 }
 
-// InClusterKind is the kind of in-cluster pool a companion of the given
-// kind serves.
-func InClusterKind(companionKind string) string {
-	if companionKind == v1alpha1.GlobalMetalVRFIPPoolKind {
-		return v1alpha1.GlobalInClusterIPPoolKind
+// CompanionName is the name of the pool that serves the adopted in-cluster
+// pool of the given kind and name: incluster-<name> for an address pool
+// (the name every adoption made before prefix pools has),
+// inclusterprefix-<name> for a prefix pool, so that the two kinds of one
+// name never share a companion.
+func CompanionName(inClusterKind, name string) string {
+	if IsPrefixKind(inClusterKind) {
+		return v1alpha1.AdoptedPrefixPoolPrefix + name
 	}
-	return v1alpha1.InClusterIPPoolKind
+	return v1alpha1.AdoptedPoolPrefix + name
 }
 
-// CompanionName is the name of the pool that serves the adopted in-cluster
-// pool of the given name.
-func CompanionName(inCluster string) string { return v1alpha1.AdoptedPoolPrefix + inCluster }
+// IsPrefixKind reports whether an in-cluster pool kind hands out prefixes.
+func IsPrefixKind(inClusterKind string) bool {
+	return inClusterKind == v1alpha1.InClusterPrefixPoolKind || inClusterKind == v1alpha1.GlobalInClusterPrefixPoolKind
+}
 
-// AdoptedFrom returns the name of the in-cluster pool a companion serves
-// (an InClusterIPPool of its namespace for a MetalVRFIPPool, a
-// GlobalInClusterIPPool for a GlobalMetalVRFIPPool), or false when pool is
-// no companion.
-func AdoptedFrom(pool v1alpha1.Pool) (string, bool) {
-	name, ok := strings.CutPrefix(pool.GetAnnotations()[v1alpha1.AdoptedFromAnnotation], InClusterKind(KindOf(pool))+"/")
-	if !ok || CompanionName(name) != pool.GetName() {
-		return "", false
+// IsCompanionName reports whether a pool name is one CompanionName gives.
+func IsCompanionName(name string) bool {
+	return strings.HasPrefix(name, v1alpha1.AdoptedPoolPrefix) || strings.HasPrefix(name, v1alpha1.AdoptedPrefixPoolPrefix)
+}
+
+// AdoptedFrom returns the in-cluster pool a companion serves (of its
+// namespace for a MetalVRFIPPool), or false when pool is no companion: its
+// annotation must name a kind this pool's kind serves, and the pool must
+// bear that pool's companion name.
+func AdoptedFrom(pool v1alpha1.Pool) (ipamv1.IPPoolReference, bool) {
+	kind, name, ok := strings.Cut(pool.GetAnnotations()[v1alpha1.AdoptedFromAnnotation], "/")
+	if !ok || CompanionKind(kind) != KindOf(pool) || CompanionName(kind, name) != pool.GetName() {
+		return ipamv1.IPPoolReference{}, false
 	}
-	return name, true
+	return ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: kind, Name: name}, true
 }
 
 // AddressBelongsTo reports whether an IPAddress was allocated from pool.

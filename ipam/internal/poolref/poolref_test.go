@@ -26,12 +26,20 @@ func TestParse(t *testing.T) {
 
 func TestAdoptedRefs(t *testing.T) {
 	group := v1alpha1.GroupVersion.Group
+	kinds := []string{
+		v1alpha1.InClusterIPPoolKind, v1alpha1.GlobalInClusterIPPoolKind,
+		v1alpha1.InClusterPrefixPoolKind, v1alpha1.GlobalInClusterPrefixPoolKind,
+	}
 	for _, tc := range []struct {
 		kind string
 		want Key
 	}{
+		// The address pools' companions keep the names adoptions made
+		// before prefix pools gave them.
 		{v1alpha1.InClusterIPPoolKind, Key{Kind: v1alpha1.MetalVRFIPPoolKind, Namespace: "ns", Name: "incluster-pool"}},
 		{v1alpha1.GlobalInClusterIPPoolKind, Key{Kind: v1alpha1.GlobalMetalVRFIPPoolKind, Name: "incluster-pool"}},
+		{v1alpha1.InClusterPrefixPoolKind, Key{Kind: v1alpha1.MetalVRFIPPoolKind, Namespace: "ns", Name: "inclusterprefix-pool"}},
+		{v1alpha1.GlobalInClusterPrefixPoolKind, Key{Kind: v1alpha1.GlobalMetalVRFIPPoolKind, Name: "inclusterprefix-pool"}},
 	} {
 		ref := ipamv1.IPPoolReference{APIGroup: group, Kind: tc.kind, Name: "pool"}
 		if got, ok := For(ref, "ns"); !ok || got != tc.want {
@@ -40,23 +48,46 @@ func TestAdoptedRefs(t *testing.T) {
 		if !Adopted(ref) {
 			t.Errorf("Adopted(%s) = false", tc.kind)
 		}
+		if !IsCompanionName(tc.want.Name) {
+			t.Errorf("IsCompanionName(%q) = false", tc.want.Name)
+		}
 		companion, _ := New(tc.want.Kind)
 		companion.SetName(tc.want.Name)
 		companion.SetAnnotations(map[string]string{v1alpha1.AdoptedFromAnnotation: tc.kind + "/pool"})
-		if from, ok := AdoptedFrom(companion); !ok || from != "pool" {
-			t.Errorf("AdoptedFrom(%s companion) = %q, %v", tc.kind, from, ok)
+		if from, ok := AdoptedFrom(companion); !ok || from != ref {
+			t.Errorf("AdoptedFrom(%s companion) = %+v, %v", tc.kind, from, ok)
 		}
-		// The annotation of the other kind is not this companion's.
-		other := v1alpha1.InClusterIPPoolKind
-		if tc.kind == other {
-			other = v1alpha1.GlobalInClusterIPPoolKind
-		}
-		companion.SetAnnotations(map[string]string{v1alpha1.AdoptedFromAnnotation: other + "/pool"})
-		if from, ok := AdoptedFrom(companion); ok {
-			t.Errorf("AdoptedFrom(%s companion naming a %s) = %q, want none", tc.kind, other, from)
+		// The annotation of any other kind is not this companion's.
+		for _, other := range kinds {
+			if other == tc.kind {
+				continue
+			}
+			companion.SetAnnotations(map[string]string{v1alpha1.AdoptedFromAnnotation: other + "/pool"})
+			if from, ok := AdoptedFrom(companion); ok {
+				t.Errorf("AdoptedFrom(%s companion naming a %s) = %+v, want none", tc.kind, other, from)
+			}
 		}
 	}
 	if Adopted(ipamv1.IPPoolReference{APIGroup: group, Kind: v1alpha1.MetalVRFIPPoolKind, Name: "pool"}) {
 		t.Error("Adopted(MetalVRFIPPool) = true")
 	}
+}
+
+// FuzzCompanionNamesNeverCollide: an address pool and a prefix pool of one
+// scope never get one companion name, whatever their names (one starting
+// with the other's companion prefix included).
+func FuzzCompanionNamesNeverCollide(f *testing.F) {
+	for _, seed := range [][2]string{{"a", "a"}, {"prefix-a", "a"}, {"a", "prefix-a"}, {"-a", "a"}, {"incluster-a", "inclusterprefix-a"}, {"", ""}} {
+		f.Add(seed[0], seed[1])
+	}
+	f.Fuzz(func(t *testing.T, address, prefix string) {
+		for _, scope := range [][2]string{
+			{v1alpha1.InClusterIPPoolKind, v1alpha1.InClusterPrefixPoolKind},
+			{v1alpha1.GlobalInClusterIPPoolKind, v1alpha1.GlobalInClusterPrefixPoolKind},
+		} {
+			if a, p := CompanionName(scope[0], address), CompanionName(scope[1], prefix); a == p {
+				t.Errorf("%s %q and %s %q share the companion %q", scope[0], address, scope[1], prefix, a)
+			}
+		}
+	})
 }

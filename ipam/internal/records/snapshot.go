@@ -76,7 +76,8 @@ func (s *Store) current(ctx context.Context, notBefore time.Time) (*snapshot, er
 
 // notBefore is how old a snapshot the domain may seed from: any for most,
 // but the domain of an adopted in-cluster pool's companion (an explicit
-// pool, a domain of its own, named incluster-<name>) seeds from a snapshot
+// pool, a domain of its own, named incluster-<name> or
+// inclusterprefix-<name>) seeds from a snapshot
 // read since it was first asked for. Its IPAddresses were made by the
 // in-cluster provider, without records, until the pool was paused for
 // adoption, so what the snapshot's reasoning counts on (an IPAddress made
@@ -85,7 +86,7 @@ func (s *Store) current(ctx context.Context, notBefore time.Time) (*snapshot, er
 // would hand their addresses out again. Seeding asks first when the
 // companion serves, after the pause, and its few reads (records, then
 // IPAddresses) then share one read; asked again snapshotTTL later, it is
-// a seeding of its own. A pool merely named incluster-<name>
+// a seeding of its own. A pool merely named like a companion
 // reads once more than it needs, which is harmless.
 func (s *Store) notBefore(domain string) time.Time {
 	rest, ok := strings.CutPrefix(domain, "pool/")
@@ -93,7 +94,7 @@ func (s *Store) notBefore(domain string) time.Time {
 		return time.Time{}
 	}
 	key, ok := poolref.Parse(rest)
-	if !ok || !strings.HasPrefix(key.Name, v1alpha1.AdoptedPoolPrefix) {
+	if !ok || !poolref.IsCompanionName(key.Name) {
 		return time.Time{}
 	}
 	s.loading.Lock()

@@ -18,11 +18,13 @@ import (
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
 )
 
-// held is what a bound claim holds: its IPAddress's name, UID and address.
+// held is what a bound claim holds: its IPAddress's name, UID, address
+// and prefix length.
 type held struct {
 	Name    string
 	UID     types.UID
 	Address string
+	Prefix  int32
 }
 
 func createInClusterPool(ns, name, gateway string, addresses ...string) {
@@ -67,7 +69,7 @@ func bound(ns, name string) held {
 		g.Expect(claim.Status.AddressRef.Name).NotTo(BeEmpty())
 		address := &ipamv1.IPAddress{}
 		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: claim.Status.AddressRef.Name}, address)).To(Succeed())
-		h = held{Name: address.Name, UID: address.UID, Address: address.Spec.Address}
+		h = held{Name: address.Name, UID: address.UID, Address: address.Spec.Address, Prefix: ptr.Deref(address.Spec.Prefix, -1)}
 	}).Should(Succeed())
 	return h
 }
@@ -87,12 +89,19 @@ func inClusterPool(ns, name string) *inclusterv1.InClusterIPPool {
 }
 
 // inClusterPoolOf reads an in-cluster pool of the given kind (ns is
-// ignored for a GlobalInClusterIPPool).
+// ignored for a cluster-scoped one).
 func inClusterPoolOf(kind, ns, name string) client.Object {
 	GinkgoHelper()
-	var pool client.Object = &inclusterv1.InClusterIPPool{}
-	if kind == v1alpha1.GlobalInClusterIPPoolKind {
+	var pool client.Object
+	switch kind {
+	case v1alpha1.InClusterIPPoolKind:
+		pool = &inclusterv1.InClusterIPPool{}
+	case v1alpha1.GlobalInClusterIPPoolKind:
 		pool, ns = &inclusterv1.GlobalInClusterIPPool{}, ""
+	case v1alpha1.InClusterPrefixPoolKind:
+		pool = &inclusterv1.InClusterPrefixPool{}
+	case v1alpha1.GlobalInClusterPrefixPoolKind:
+		pool, ns = &inclusterv1.GlobalInClusterPrefixPool{}, ""
 	}
 	Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pool)).To(Succeed())
 	return pool
@@ -134,10 +143,14 @@ func annotateAdoptOf(kind, ns, name string) {
 func companionOf(kind, ns, name string) (v1alpha1.Pool, bool) {
 	GinkgoHelper()
 	var companion v1alpha1.Pool = &v1alpha1.MetalVRFIPPool{}
-	if kind == v1alpha1.GlobalInClusterIPPoolKind {
+	if kind == v1alpha1.GlobalInClusterIPPoolKind || kind == v1alpha1.GlobalInClusterPrefixPoolKind {
 		companion, ns = &v1alpha1.GlobalMetalVRFIPPool{}, ""
 	}
-	err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: v1alpha1.AdoptedPoolPrefix + name}, companion)
+	prefix := v1alpha1.AdoptedPoolPrefix
+	if kind == v1alpha1.InClusterPrefixPoolKind || kind == v1alpha1.GlobalInClusterPrefixPoolKind {
+		prefix = v1alpha1.AdoptedPrefixPoolPrefix
+	}
+	err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: prefix + name}, companion)
 	if apierrors.IsNotFound(err) {
 		return nil, false
 	}
@@ -159,7 +172,14 @@ func companionServesOf(kind, ns, name string) {
 // nodes of the namespace, its companion not serving yet.
 func pausedForAdoption(ns string) {
 	GinkgoHelper()
-	const kind, name = v1alpha1.InClusterIPPoolKind, "nodes"
+	pausedForAdoptionOf(v1alpha1.InClusterIPPoolKind, ns)
+}
+
+// pausedForAdoptionOf waits until this provider paused the in-cluster pool
+// nodes of the kind and namespace, its companion not serving yet.
+func pausedForAdoptionOf(kind, ns string) {
+	GinkgoHelper()
+	const name = "nodes"
 	var companion v1alpha1.Pool
 	Eventually(func(g Gomega) {
 		g.Expect(inClusterPoolOf(kind, ns, name).GetAnnotations()).To(HaveKey(v1alpha1.PausedForAdoptionAnnotation))

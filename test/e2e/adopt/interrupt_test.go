@@ -51,8 +51,15 @@ func keepBusy(ns string) (stop func()) {
 // noCompanion asserts the pool has no companion (or one going).
 func noCompanion(ns, name string) {
 	GinkgoHelper()
+	noCompanionOf(v1alpha1.InClusterIPPoolKind, ns, name)
+}
+
+// noCompanionOf asserts the in-cluster pool of the kind has no companion
+// (or one going).
+func noCompanionOf(kind, ns, name string) {
+	GinkgoHelper()
 	Eventually(func() bool {
-		companion, ok := companionOf(v1alpha1.InClusterIPPoolKind, ns, name)
+		companion, ok := companionOf(kind, ns, name)
 		return !ok || !companion.GetDeletionTimestamp().IsZero()
 	}).Should(BeTrue(), "the companion of %s was not deleted", name)
 }
