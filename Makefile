@@ -102,8 +102,9 @@ test: $(TEST_DEPS) $(OLDEST_ENVTEST) ## Run every test: unit, fuzz seed corpora,
 	INCLUSTER_MANAGER=$(INCLUSTER_MANAGER) $(GOTESTSUM) --format pkgname-and-test-fails -- -timeout 30m -p 4 $(TEST_FLAGS) ./...
 
 # -parallel 4: go test runs at most GOMAXPROCS (2 here) parallel tests at
-# once, and these four spend most of their time waiting (on qemu guests, on
-# clusters coming up); together they take the time of the longest.
+# once. Here three run side by side: two qemu guests at a time (each test
+# boots two, one after the other; a third guest would only slow the others)
+# and the devices-as-machines test, which mostly waits.
 .PHONY: test-node
 test-node: envtest $(NODE_IMAGE)/rootfs.img ## Boot the rendered node configuration in Debian VMs under qemu, and devices as machines in namespaces on this host (image built once into bin/node).
 	REQUIRE_NODE_BOOT=1 NODE_IMAGE=$(NODE_IMAGE) go test -count=1 -timeout 40m -parallel 4 -v ./test/node/
@@ -117,7 +118,8 @@ CAPI_KUBEADM_CONTROL_PLANE_MANAGER := $(TOOLS)/capi-kubeadm-control-plane-manage
 # Its management clusters are made with clusterctl init from a local
 # repository (kustomize) and run Kubernetes' garbage collector beside
 # envtest, and the incluster flavor's pools need the in-cluster provider.
-# Its clusters come up side by side (-parallel: see test-node).
+# Its clusters come up side by side: they wait on Cluster API's managers
+# rather than compute (-parallel: see test-node).
 .PHONY: test-workload
 test-workload: envtest $(CAPI_MANAGER) $(CAPI_KUBEADM_BOOTSTRAP_MANAGER) $(CAPI_KUBEADM_CONTROL_PLANE_MANAGER) $(CLUSTERCTL) $(KUSTOMIZE) $(INCLUSTER_MANAGER) $(CLUSTER_BIN)/kube-controller-manager ## Run Cluster API's e2e specs (QuickStart, MachineDeployment and KubeadmControlPlane scale, rollout, clusterctl move) on clusters of every flavor, on emulated nodes (in-memory workload clusters; root, own network namespace; docs/workload.md).
 	cd test/workload && REQUIRE_WORKLOAD=1 CAPI_MANAGER=$(CAPI_MANAGER) CLUSTERCTL=$(CLUSTERCTL) KUSTOMIZE=$(KUSTOMIZE) \

@@ -328,18 +328,7 @@ var _ = Describe("Adopting an InClusterIPPool", func() {
 		first := bound(ns, "bad-0")
 
 		annotateAdopt(ns, "bad")
-		var refusal string
-		Eventually(func(g Gomega) {
-			var list eventsv1.EventList
-			g.Expect(k8s.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
-			for _, e := range list.Items {
-				if e.Regarding.Name == "bad" && e.Reason == "AdoptionRefused" {
-					refusal = e.Note
-				}
-			}
-			g.Expect(refusal).NotTo(BeEmpty())
-		}).Should(Succeed())
-		GinkgoWriter.Println("refusal:", refusal)
+		refusal := adoptionRefusal(ns, "bad")
 		Expect(refusal).To(ContainSubstring("10.99.0.1"))
 
 		By("nothing half-done: no companion, the pool not paused, its claims still the in-cluster provider's")
@@ -358,3 +347,22 @@ var _ = Describe("Adopting an InClusterIPPool", func() {
 		Expect(records).To(BeEmpty())
 	})
 })
+
+// adoptionRefusal waits for the AdoptionRefused event of the pool name in
+// ns and returns its note.
+func adoptionRefusal(ns, name string) string {
+	GinkgoHelper()
+	var refusal string
+	Eventually(func(g Gomega) {
+		var list eventsv1.EventList
+		g.Expect(k8s.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
+		for _, e := range list.Items {
+			if e.Regarding.Name == name && e.Reason == "AdoptionRefused" {
+				refusal = e.Note
+			}
+		}
+		g.Expect(refusal).NotTo(BeEmpty())
+	}).Should(Succeed())
+	GinkgoWriter.Println("refusal:", refusal)
+	return refusal
+}

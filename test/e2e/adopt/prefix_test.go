@@ -5,7 +5,6 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	inclusterv1 "sigs.k8s.io/cluster-api-ipam-provider-in-cluster/api/v1alpha2"
@@ -227,18 +226,7 @@ var _ = Describe("Adopting an InClusterPrefixPool", func() {
 		first := bound(ns, "bad-0")
 
 		annotateAdoptOf(kind, ns, "bad")
-		var refusal string
-		Eventually(func(g Gomega) {
-			var list eventsv1.EventList
-			g.Expect(k8s.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
-			for _, e := range list.Items {
-				if e.Regarding.Name == "bad" && e.Reason == "AdoptionRefused" {
-					refusal = e.Note
-				}
-			}
-			g.Expect(refusal).NotTo(BeEmpty())
-		}).Should(Succeed())
-		GinkgoWriter.Println("refusal:", refusal)
+		refusal := adoptionRefusal(ns, "bad")
 		Expect(refusal).To(ContainSubstring("fd00:85::/60"))
 
 		By("nothing half-done: no companion, the pool not paused, its claims still the in-cluster provider's")
