@@ -15,6 +15,7 @@ import (
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
 )
 
@@ -118,7 +119,12 @@ func (f *flow) retirement(ctx context.Context, t *testing.T) {
 	if err := f.k8s.Create(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
-	moving := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: flowNamespace, Name: "moving-away"}, Spec: clusterv1.ClusterSpec{Paused: ptr.To(false)}}
+	// Cluster API's webhook wants a reference; the PacketCluster it names
+	// never exists, so no provider acts on this Cluster.
+	moving := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: flowNamespace, Name: "moving-away"}, Spec: clusterv1.ClusterSpec{
+		Paused:            ptr.To(false),
+		InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "PacketCluster", Name: "moving-away"},
+	}}
 	if err := f.k8s.Create(ctx, moving); err != nil {
 		t.Fatal(err)
 	}
