@@ -224,7 +224,9 @@ func processesIn(inodes map[uint64]string) []string {
 			continue
 		}
 		if ns, ok := inodes[st.Ino]; ok {
-			found = append(found, fmt.Sprintf("%s in %s", filepath.Dir(filepath.Dir(d)), ns))
+			proc := filepath.Dir(filepath.Dir(d))
+			cmdline, _ := os.ReadFile(filepath.Join(proc, "cmdline"))
+			found = append(found, fmt.Sprintf("%s (%s) in %s", proc, strings.ReplaceAll(string(cmdline), "\x00", " "), ns))
 		}
 	}
 	return found

@@ -9,9 +9,13 @@ import (
 )
 
 // listenIn listens on addr inside the network namespace at path. The
-// socket stays in that namespace; the thread that entered it is never
-// given back to the runtime (it exits with its goroutine), so no other
-// goroutine ever runs in the machine's namespace by accident.
+// socket stays in that namespace. The thread that entered it goes back to
+// its own namespace before the runtime may use it again; should that fail,
+// it stays locked and exits with its goroutine. Exiting is not enough on
+// its own: were the goroutine on the main thread, the runtime would park
+// that thread instead, and the process (its /proc/<pid>/ns/net) would stay
+// in the machine's namespace, keeping it and its veths alive (seen: the
+// test found its own process in a deleted machine's namespace).
 func listenIn(path, addr string) (net.Listener, error) {
 	type result struct {
 		ln  net.Listener
@@ -20,6 +24,12 @@ func listenIn(path, addr string) (net.Listener, error) {
 	ch := make(chan result, 1)
 	go func() {
 		runtime.LockOSThread()
+		own, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			ch <- result{err: err}
+			return
+		}
+		defer own.Close()
 		f, err := os.Open(path)
 		if err != nil {
 			ch <- result{err: err}
@@ -31,6 +41,9 @@ func listenIn(path, addr string) (net.Listener, error) {
 			return
 		}
 		ln, err := net.Listen("tcp", addr)
+		if err := unix.Setns(int(own.Fd()), unix.CLONE_NEWNET); err == nil {
+			runtime.UnlockOSThread()
+		}
 		ch <- result{ln, err}
 	}()
 	r := <-ch
