@@ -108,8 +108,9 @@ func handsOut(key poolref.Key, space *poolspace.Space, ip netip.Addr) error {
 // the target cluster. The caller decides it was a move (the address
 // reconciler: the claim's Cluster is gone too); any other IPAddress left
 // without its claim is released, never retired, or whoever may delete a
-// claim could keep a shared pool's addresses out of use for good. The record stays, marked retired, until the
-// pool is deleted; the caller then deletes the IPAddress. An address with no
+// claim could keep a shared pool's addresses out of use for good. The
+// record stays, marked retired, until the pool is deleted; the caller then
+// deletes the IPAddress. An address with no
 // record yet gets a retired one. A pool whose spec.vrf has not resolved has
 // no records: it fails with ErrPoolNotReady, and the IPAddress must wait.
 //
