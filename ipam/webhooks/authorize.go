@@ -8,20 +8,30 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolref"
 )
 
-// authorize says whether user may create an IPAddress of the pool key: the
-// manager may, anyone else needs v1alpha1.AssignVerb on the pool, which the
-// API server decides (a SubjectAccessReview). An IPAddress written by hand
-// takes an address without a claim being served, and its record is written
-// before the API server creates it: whoever may write one in a namespace
-// must not, with RBAC's ordinary verbs alone, hold addresses of a pool that
+// assigners decides who may hold or let go of a pool's addresses outside
+// the claims it serves: the manager, and whoever has v1alpha1.AssignVerb on
+// the pool (administrators, who run clusterctl move and restores).
+type assigners struct {
+	// authorizer asks the API server (a SubjectAccessReview); manager is the
+	// manager's own user, who may.
+	authorizer client.Writer
+	manager    string
+}
+
+// authorize says whether user may do what (said in a refusal, e.g. "create
+// IPAddresses of" the pool by hand) to the pool key: the manager may,
+// anyone else needs v1alpha1.AssignVerb on the pool, which the API server
+// decides. Whoever may write IPAddresses or claims in a namespace must not,
+// with RBAC's ordinary verbs alone, hold or retire addresses of a pool that
 // other namespaces share. It is asked before the pool is read, so that a
-// refusal reveals nothing of the pool. A refusal is a *field.Error.
-func (v *addressRecorder) authorize(ctx context.Context, user authenticationv1.UserInfo, key poolref.Key) error {
+// refusal reveals nothing of the pool. A refusal is a *field.Error on path.
+func (v *assigners) authorize(ctx context.Context, user authenticationv1.UserInfo, key poolref.Key, what string, path *field.Path) error {
 	if user.Username == v.manager {
 		return nil
 	}
@@ -43,7 +53,7 @@ func (v *addressRecorder) authorize(ctx context.Context, user authenticationv1.U
 	if review.Status.Allowed {
 		return nil
 	}
-	return field.Forbidden(field.NewPath("spec", "poolRef"), fmt.Sprintf(
-		"user %q may not create IPAddresses of %s by hand: that takes verb %q on %s %q (granted to the IPAM manager and administrators, who run clusterctl move and restores); a claim of the pool is served an address without it",
-		user.Username, key, v1alpha1.AssignVerb, resource, key.Name))
+	return field.Forbidden(path, fmt.Sprintf(
+		"user %q may not %s %s: that takes verb %q on %s %q (granted to the IPAM manager and administrators, who run clusterctl move and restores); a claim of the pool is served an address, and released, without it",
+		user.Username, what, key, v1alpha1.AssignVerb, resource, key.Name))
 }

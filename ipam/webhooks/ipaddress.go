@@ -44,10 +44,8 @@ type addressRecorder struct {
 	live     client.Reader
 	registry *registry.Registry
 	decoder  admission.Decoder
-	// authorizer asks the API server who may write an IPAddress of a pool
-	// (see authorize); manager is the manager's own user, who may.
-	authorizer client.Writer
-	manager    string
+	// assigners decides who may write an IPAddress of a pool.
+	assigners
 }
 
 // Handle admits an IPAddress being created.
@@ -63,14 +61,14 @@ func (v *addressRecorder) Handle(ctx context.Context, req admission.Request) adm
 	if poolref.Adopted(address.Spec.PoolRef) {
 		// The in-cluster provider's own, until the pool is adopted: only
 		// a companion's IPAddresses are recorded.
-		if _, err := v.pool(ctx, key); apierrors.IsNotFound(err) {
+		if _, err := readPool(ctx, v.client, v.live, key); apierrors.IsNotFound(err) {
 			return admission.Allowed("an in-cluster provider's pool this provider has not adopted")
 		} else if err != nil {
 			return admission.Errored(http.StatusInternalServerError, err)
 		}
 	}
 	var refused *field.Error
-	if err := v.authorize(ctx, req.UserInfo, key); errors.As(err, &refused) {
+	if err := v.authorize(ctx, req.UserInfo, key, "create IPAddresses by hand of", field.NewPath("spec", "poolRef")); errors.As(err, &refused) {
 		return admission.Denied(refused.Error())
 	} else if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
@@ -79,7 +77,7 @@ func (v *addressRecorder) Handle(ctx context.Context, req admission.Request) adm
 	if err != nil {
 		return admission.Allowed("Cluster API's own validation refuses an address that does not parse")
 	}
-	pool, err := v.pool(ctx, key)
+	pool, err := readPool(ctx, v.client, v.live, key)
 	if apierrors.IsNotFound(err) {
 		// Not even in the API server: refused, and retried by clusterctl
 		// move, rather than let through unrecorded.
@@ -185,12 +183,13 @@ func ownersAllGone(address *ipamv1.IPAddress, pool v1alpha1.Pool, live *ipamv1.I
 		"every owner reference names the claim or the pool under a UID that is not theirs (a backup's): Kubernetes' garbage collector would delete the IPAddress at once, and its binding with it; restore IPAddresses without owner references (Velero's default) and point them at the restored claims (docs/reliability.md, \"Backup and restore\")")
 }
 
-// pool reads the IPAddress's pool from the cache, else live.
-func (v *addressRecorder) pool(ctx context.Context, key poolref.Key) (v1alpha1.Pool, error) {
+// readPool reads a pool from the cache, else live (clusterctl move creates
+// a pool, then at once its IPAddresses).
+func readPool(ctx context.Context, cached, live client.Reader, key poolref.Key) (v1alpha1.Pool, error) {
 	pool, _ := poolref.New(key.Kind)
-	err := v.client.Get(ctx, key.ObjectKey(), pool)
+	err := cached.Get(ctx, key.ObjectKey(), pool)
 	if apierrors.IsNotFound(err) {
-		err = v.live.Get(ctx, key.ObjectKey(), pool)
+		err = live.Get(ctx, key.ObjectKey(), pool)
 	}
 	return pool, err
 }

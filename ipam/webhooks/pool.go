@@ -33,8 +33,8 @@ import (
 const maxListed = 5
 
 // SetupWithManager registers the validating webhooks of both pool kinds,
-// and the one that records the addresses of IPAddresses others create
-// through reg.
+// the one that records the addresses of IPAddresses others create through
+// reg, and the one that keeps a claim's release finalizer.
 func SetupWithManager(ctx context.Context, mgr ctrl.Manager, reg *registry.Registry) error {
 	manager, err := whoAmI(ctx, mgr.GetClient())
 	if err != nil {
@@ -52,7 +52,11 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, reg *registry.Regis
 	}
 	mgr.GetWebhookServer().Register(addressPath, &webhook.Admission{Handler: &addressRecorder{
 		client: mgr.GetClient(), live: mgr.GetAPIReader(), registry: reg, decoder: admission.NewDecoder(mgr.GetScheme()),
-		authorizer: mgr.GetClient(), manager: manager,
+		assigners: assigners{authorizer: mgr.GetClient(), manager: manager},
+	}})
+	mgr.GetWebhookServer().Register(releasePath, &webhook.Admission{Handler: &releaseGuard{
+		client: mgr.GetClient(), live: mgr.GetAPIReader(), decoder: admission.NewDecoder(mgr.GetScheme()),
+		assigners: assigners{authorizer: mgr.GetClient(), manager: manager},
 	}})
 	return nil
 }

@@ -25,7 +25,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -62,7 +65,7 @@ func TestCluster(t *testing.T) {
 		t.Logf("BENCHMARK clusterctl init to every Deployment Available: %s", time.Since(start).Round(time.Second))
 
 		t.Run("the webhooks' certificates are cert-manager's", func(t *testing.T) { checkCertificates(ctx, t, c.k8s) })
-		t.Run("webhooks refuse through their Services", func(t *testing.T) { checkWebhooks(ctx, t, c.k8s) })
+		t.Run("webhooks refuse through their Services", func(t *testing.T) { checkWebhooks(ctx, t, c.k8s, c.cfg) })
 		t.Run("leader election Leases are held by Pods", func(t *testing.T) { checkLeases(ctx, t, c.k8s) })
 		t.Run("metrics are served", func(t *testing.T) { checkMetrics(ctx, t, c.k8s, c.cfg) })
 		t.Run("the security context holds in the runtime", func(t *testing.T) { checkSecurityContext(ctx, t, c.k8s) })
@@ -513,7 +516,7 @@ func podStates(ctx context.Context, k8s client.Client, ns string) string {
 // Cluster API's webhooks must admit: every one goes from the API server to
 // a Pod through the webhook's Service, over TLS with the certificate
 // issued for the Service's names.
-func checkWebhooks(ctx context.Context, t *testing.T, k8s client.Client) {
+func checkWebhooks(ctx context.Context, t *testing.T, k8s client.Client, cfg *rest.Config) {
 	pool := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "ipam.cluster.x-k8s.io/v1alpha1", "kind": "MetalVRFIPPool",
 		"metadata": map[string]any{"namespace": "default", "name": "bad-gateway"},
@@ -579,6 +582,12 @@ func checkWebhooks(ctx context.Context, t *testing.T, k8s client.Client) {
 	expectRefused(t, k8s.Create(ctx, dup), `admission webhook "record.ipaddress.metal-vrf.ipam.cluster.x-k8s.io" denied the request`,
 		fmt.Sprintf(`spec.address: Invalid value: %q`, addresses["first"]))
 
+	// A user with every ordinary verb on claims, but not verb assign on the
+	// pool, removing a claim's release finalizer (docs/install.md, "Sharing
+	// a management cluster"): the overlay's match conditions send it to the
+	// webhook.
+	checkReleaseGuard(ctx, t, k8s, cfg, "second")
+
 	// The PacketCluster's rules are the CRD's (CAPP serves no webhook).
 	pc := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "PacketCluster",
@@ -596,6 +605,47 @@ func checkWebhooks(ctx context.Context, t *testing.T, k8s client.Client) {
 		"spec":     map[string]any{"clusterNetwork": map[string]any{"pods": map[string]any{"cidrBlocks": []any{"192.168.0.0/16"}}}},
 	}}
 	expectRefused(t, k8s.Create(ctx, cluster), `admission webhook "validation.cluster.cluster.x-k8s.io" denied the request`)
+}
+
+// checkReleaseGuard has a user who may edit the claims of namespace default
+// remove the release finalizer of one.
+func checkReleaseGuard(ctx context.Context, t *testing.T, k8s client.Client, cfg *rest.Config, claim string) {
+	const user = "claims-editor"
+	for _, obj := range []client.Object{
+		&rbacv1.Role{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: user},
+			Rules:      []rbacv1.PolicyRule{{APIGroups: []string{ipamv1.GroupVersion.Group}, Resources: []string{"ipaddressclaims"}, Verbs: []string{"*"}}},
+		},
+		&rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: user},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: user},
+			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+		},
+	} {
+		if err := k8s.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	as := rest.CopyConfig(cfg)
+	as.Impersonate = rest.ImpersonationConfig{UserName: user}
+	editor, err := client.New(as, client.Options{Scheme: k8s.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: claim}}
+	var refused error
+	waitFor(ctx, t, time.Minute, "RBAC lets "+user+" edit claims", func() error {
+		refused = editor.Patch(ctx, target, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
+		if refused == nil {
+			t.Fatalf("%s removed the finalizers of claim %s, want it refused", user, claim)
+		}
+		if !strings.Contains(refused.Error(), "denied the request") {
+			return refused
+		}
+		return nil
+	})
+	expectRefused(t, refused, `admission webhook "release.ipaddressclaim.metal-vrf.ipam.cluster.x-k8s.io" denied the request`,
+		"metadata.finalizers", `verb "assign"`)
 }
 
 func ptrInt32(v int32) *int32 { return &v }

@@ -91,7 +91,7 @@ func TestOperator(t *testing.T) {
 		t.Logf("BENCHMARK provider objects created to every Deployment Available: %s", time.Since(start).Round(time.Second))
 
 		t.Run("the webhooks' certificates are cert-manager's", func(t *testing.T) { checkCertificates(ctx, t, c.k8s) })
-		t.Run("webhooks refuse through their Services", func(t *testing.T) { checkWebhooks(ctx, t, c.k8s) })
+		t.Run("webhooks refuse through their Services", func(t *testing.T) { checkWebhooks(ctx, t, c.k8s, c.cfg) })
 		t.Run("the flow: a MachineDeployment of the default flavor on the simulator", func(t *testing.T) {
 			f := newFlow(t, c)
 			// The operator does not write clusterctl's inventory, where

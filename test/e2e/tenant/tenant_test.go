@@ -980,14 +980,18 @@ func TestEntrustedWriterCannotBindAClaimToAReservedAddress(t *testing.T) {
 
 // TestTenantCannotRetireASharedPoolsAddresses is the attack of a tenant who
 // takes every address of a shared GlobalMetalVRFIPPool of five with claims
-// of its running Cluster, then removes the claims' finalizers and deletes
-// them: the IPAddresses are left without their claims, as clusterctl move
-// leaves those of a global pool. The manager retired every such address
-// for good (kept out of use until every pool of the VRF is deleted): the
-// pool stayed exhausted for every team with no IPAddress left. Only an
-// address whose Cluster moved away is retired now; these are freed once
-// their IPAddresses are gone: the other team's five claims are served, and
-// no record of the tenant's claims, held or retired, is left.
+// of its Cluster, then does to its own objects what clusterctl move does on
+// the source: removes the claims' finalizers and deletes them, labels the
+// IPAddresses left behind with a Cluster that does not exist, and deletes
+// its Cluster with its finalizers removed. An IPAddress of a global pool
+// left without its claim, whose Cluster is gone, is what move leaves: the
+// manager retires its address for good (kept out of use until every pool
+// of the VRF is deleted), and the pool stayed exhausted for every team,
+// with no IPAddress left. The release finalizer of a claim is now removed
+// only by the manager or by whoever may assign the pool's addresses (move
+// runs as an administrator): the tenant's removals are refused, its
+// claims are released, and the other team's five claims are served, with
+// no record of the tenant's claims, held or retired, left.
 func TestTenantCannotRetireASharedPoolsAddresses(t *testing.T) {
 	requireEnv(t)
 	ctx := context.Background()
@@ -1020,16 +1024,39 @@ func TestTenantCannotRetireASharedPoolsAddresses(t *testing.T) {
 			return nil
 		})
 	}
-	for _, claim := range claims {
-		if err := c.Patch(ctx, claim, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))); err != nil {
+	// What move leaves, in the order that leaves the manager no moment to
+	// see a claimless IPAddress whose Cluster still runs.
+	var left ipamv1.IPAddressList
+	if err := c.List(ctx, &left, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range left.Items {
+		patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"`+clusterv1.ClusterNameLabel+`":"gone"}}}`))
+		if err := c.Patch(ctx, &left.Items[i], patch); err != nil {
 			t.Fatal(err)
+		}
+	}
+	stripFinalizers := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))
+	if err := c.Patch(ctx, running, stripFinalizers); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, running); err != nil {
+		t.Fatal(err)
+	}
+	refused := 0
+	for _, claim := range claims {
+		err := c.Patch(ctx, claim, stripFinalizers)
+		switch {
+		case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "metadata.finalizers") && strings.Contains(err.Error(), `"`+v1alpha1.AssignVerb+`"`):
+			refused++
+		case err != nil:
+			t.Fatalf("removing the finalizers of %s: %v; want it done or refused naming metadata.finalizers and verb %q", claim.Name, err, v1alpha1.AssignVerb)
 		}
 		if err := c.Delete(ctx, claim); client.IgnoreNotFound(err) != nil {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "the manager deletes the IPAddresses left without their claims", func() error {
-		var left ipamv1.IPAddressList
+	eventually(t, "no IPAddress of the tenant's claims is left", func() error {
 		if err := c.List(ctx, &left, client.InNamespace(ns)); err != nil {
 			return err
 		}
@@ -1038,6 +1065,9 @@ func TestTenantCannotRetireASharedPoolsAddresses(t *testing.T) {
 		}
 		return nil
 	})
+	if refused != len(claims) {
+		t.Errorf("the tenant removed the release finalizer of %d of its %d claims; want every removal refused", len(claims)-refused, len(claims))
+	}
 
 	other, err := env.NewNamespace(ctx, "team-a")
 	if err != nil {
