@@ -6,14 +6,10 @@ import (
 	"net/http"
 	"slices"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/cluster-api-ipam-provider-in-cluster/pkg/ipamutil"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
-
-	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolref"
 )
 
 // +kubebuilder:webhook:path=/validate-ipam-cluster-x-k8s-io-v1beta2-ipaddressclaim,mutating=false,failurePolicy=fail,sideEffects=None,groups=ipam.cluster.x-k8s.io,resources=ipaddressclaims,verbs=update,versions=v1beta2,name=release.ipaddressclaim.metal-vrf.ipam.cluster.x-k8s.io,admissionReviewVersions=v1,matchPolicy=Equivalent,timeoutSeconds=10
@@ -33,9 +29,7 @@ const releasePath = "/validate-ipam-cluster-x-k8s-io-v1beta2-ipaddressclaim"
 // address is released. config/ipam/default narrows the webhook to updates
 // that remove the finalizer; here every other update is let through too.
 type releaseGuard struct {
-	client client.Reader
-	// live reads a companion pool the cache has not seen yet.
-	live    client.Reader
+	pools
 	decoder admission.Decoder
 	assigners
 }
@@ -52,19 +46,14 @@ func (g *releaseGuard) Handle(ctx context.Context, req admission.Request) admiss
 	if !slices.Contains(old.Finalizers, ipamutil.ReleaseAddressFinalizer) || slices.Contains(claim.Finalizers, ipamutil.ReleaseAddressFinalizer) {
 		return admission.Allowed("the release finalizer is kept")
 	}
-	key, ok := poolref.For(claim.Spec.PoolRef, claim.Namespace)
-	if !ok {
-		return admission.Allowed("not a claim of this provider's pools")
-	}
-	if poolref.Adopted(claim.Spec.PoolRef) {
-		if _, err := readPool(ctx, g.client, g.live, key); apierrors.IsNotFound(err) {
-			return admission.Allowed("an in-cluster provider's pool this provider has not adopted")
-		} else if err != nil {
-			return admission.Errored(http.StatusInternalServerError, err)
-		}
+	key, ok, err := g.served(ctx, claim.Spec.PoolRef, claim.Namespace)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	} else if !ok {
+		return admission.Allowed("not a claim of a pool this provider serves")
 	}
 	var refused *field.Error
-	err := g.authorize(ctx, req.UserInfo, key, "remove the release finalizer "+ipamutil.ReleaseAddressFinalizer+" of claims of",
+	err = g.authorize(ctx, req.UserInfo, key, "remove the release finalizer "+ipamutil.ReleaseAddressFinalizer+" of claims of",
 		field.NewPath("metadata", "finalizers"))
 	switch {
 	case errors.As(err, &refused):

@@ -38,10 +38,7 @@ const addressPath = "/validate-ipam-cluster-x-k8s-io-v1beta2-ipaddress"
 // config/ipam/webhook narrows the webhook to IPAddresses of our pool kinds,
 // so the IPAddresses of other providers never wait on this one.
 type addressRecorder struct {
-	client client.Reader
-	// live reads a pool the cache has not seen yet: clusterctl move creates
-	// a pool, then at once its IPAddresses.
-	live     client.Reader
+	pools
 	registry *registry.Registry
 	decoder  admission.Decoder
 	// assigners decides who may write an IPAddress of a pool.
@@ -54,18 +51,11 @@ func (v *addressRecorder) Handle(ctx context.Context, req admission.Request) adm
 	if err := v.decoder.Decode(req, address); err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
-	key, ok := poolref.For(address.Spec.PoolRef, address.Namespace)
-	if !ok {
-		return admission.Allowed("not an address of this provider's pools")
-	}
-	if poolref.Adopted(address.Spec.PoolRef) {
-		// The in-cluster provider's own, until the pool is adopted: only
-		// a companion's IPAddresses are recorded.
-		if _, err := readPool(ctx, v.client, v.live, key); apierrors.IsNotFound(err) {
-			return admission.Allowed("an in-cluster provider's pool this provider has not adopted")
-		} else if err != nil {
-			return admission.Errored(http.StatusInternalServerError, err)
-		}
+	key, ok, err := v.served(ctx, address.Spec.PoolRef, address.Namespace)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	} else if !ok {
+		return admission.Allowed("not an address of a pool this provider serves")
 	}
 	var refused *field.Error
 	if err := v.authorize(ctx, req.UserInfo, key, "create IPAddresses by hand of", field.NewPath("spec", "poolRef")); errors.As(err, &refused) {
@@ -77,7 +67,7 @@ func (v *addressRecorder) Handle(ctx context.Context, req admission.Request) adm
 	if err != nil {
 		return admission.Allowed("Cluster API's own validation refuses an address that does not parse")
 	}
-	pool, err := readPool(ctx, v.client, v.live, key)
+	pool, err := v.read(ctx, key)
 	if apierrors.IsNotFound(err) {
 		// Not even in the API server: refused, and retried by clusterctl
 		// move, rather than let through unrecorded.
@@ -183,15 +173,39 @@ func ownersAllGone(address *ipamv1.IPAddress, pool v1alpha1.Pool, live *ipamv1.I
 		"every owner reference names the claim or the pool under a UID that is not theirs (a backup's): Kubernetes' garbage collector would delete the IPAddress at once, and its binding with it; restore IPAddresses without owner references (Velero's default) and point them at the restored claims (docs/reliability.md, \"Backup and restore\")")
 }
 
-// readPool reads a pool from the cache, else live (clusterctl move creates
-// a pool, then at once its IPAddresses).
-func readPool(ctx context.Context, cached, live client.Reader, key poolref.Key) (v1alpha1.Pool, error) {
+// pools reads pools for the webhooks on Cluster API's kinds.
+type pools struct {
+	client client.Reader
+	// live reads a pool the cache has not seen yet: clusterctl move creates
+	// a pool, then at once its IPAddresses.
+	live client.Reader
+}
+
+// read reads a pool from the cache, else live.
+func (p pools) read(ctx context.Context, key poolref.Key) (v1alpha1.Pool, error) {
 	pool, _ := poolref.New(key.Kind)
-	err := cached.Get(ctx, key.ObjectKey(), pool)
+	err := p.client.Get(ctx, key.ObjectKey(), pool)
 	if apierrors.IsNotFound(err) {
-		err = live.Get(ctx, key.ObjectKey(), pool)
+		err = p.live.Get(ctx, key.ObjectKey(), pool)
 	}
 	return pool, err
+}
+
+// served names the pool of this provider that serves ref (of an object in
+// namespace), or false when none does: another provider's pool, or an
+// in-cluster provider's pool this provider has not adopted (its objects
+// are the in-cluster provider's own until then).
+func (p pools) served(ctx context.Context, ref ipamv1.IPPoolReference, namespace string) (poolref.Key, bool, error) {
+	key, ok := poolref.For(ref, namespace)
+	if !ok || !poolref.Adopted(ref) {
+		return key, ok, nil
+	}
+	if _, err := p.read(ctx, key); apierrors.IsNotFound(err) {
+		return key, false, nil
+	} else if err != nil {
+		return key, false, err
+	}
+	return key, true, nil
 }
 
 // claimOf names the claim the IPAddress is created for: the live claim of

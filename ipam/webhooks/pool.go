@@ -51,11 +51,11 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, reg *registry.Regis
 		return err
 	}
 	mgr.GetWebhookServer().Register(addressPath, &webhook.Admission{Handler: &addressRecorder{
-		client: mgr.GetClient(), live: mgr.GetAPIReader(), registry: reg, decoder: admission.NewDecoder(mgr.GetScheme()),
+		pools: pools{client: mgr.GetClient(), live: mgr.GetAPIReader()}, registry: reg, decoder: admission.NewDecoder(mgr.GetScheme()),
 		assigners: assigners{authorizer: mgr.GetClient(), manager: manager},
 	}})
 	mgr.GetWebhookServer().Register(releasePath, &webhook.Admission{Handler: &releaseGuard{
-		client: mgr.GetClient(), live: mgr.GetAPIReader(), decoder: admission.NewDecoder(mgr.GetScheme()),
+		pools: pools{client: mgr.GetClient(), live: mgr.GetAPIReader()}, decoder: admission.NewDecoder(mgr.GetScheme()),
 		assigners: assigners{authorizer: mgr.GetClient(), manager: manager},
 	}})
 	return nil
