@@ -6,8 +6,9 @@
 // service.
 //
 // Everything here is a pure function of its inputs, split in pieces
-// (Stanzas, VerifyScript, Script, Files, Merge) so tests can hand each piece
-// to the real tool that consumes it: ifupdown for the stanzas, bash and
+// (Script, Files, Merge, and the templates the script embeds: its ifupdown
+// stanzas and its checks) so tests can hand each piece to the real tool
+// that consumes it: ifupdown for the stanzas, bash and
 // shellcheck for the scripts, cloud-init for the user-data, and ip in a
 // network namespace for the addresses and routes.
 package cloudinit

@@ -160,21 +160,6 @@ func execute(name string, v view) string {
 	return b.String()
 }
 
-// Stanzas renders the ifupdown stanzas of networks (the content of
-// StanzasPath): one bringing up each port that is a NIC on its own, then
-// the VLAN sub-interfaces. It names each port's local device with
-// device(port).
-func Stanzas(networks []Network, device func(port string) string) string {
-	return execute("stanzas", newView(networks, device))
-}
-
-// VerifyScript renders a standalone bash script that exits non-zero unless
-// every address and route of networks is in place, naming each port's local
-// device with device(port). The network script runs the same checks.
-func VerifyScript(networks []Network, device func(port string) string) string {
-	return execute("verify-script", newView(networks, device))
-}
-
 // Script renders the node's network configuration script (ScriptPath). It
 // finds each port's local device, takes the ports that are NICs out of the
 // OS bond (at once and in the ifupdown configuration), writes the stanzas,

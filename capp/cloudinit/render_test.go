@@ -103,7 +103,7 @@ func bootstrap(t *testing.T) []byte {
 func TestGolden(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			golden(t, tc.name+".interfaces", Stanzas(tc.networks, identity))
+			golden(t, tc.name+".interfaces", stanzasOf(tc.networks, identity))
 			userData, err := UserData(bootstrap(t), tc.networks, Options{MetadataURL: "http://169.254.169.254/metadata"}, Extra{})
 			if err != nil {
 				t.Fatal(err)
@@ -114,7 +114,7 @@ func TestGolden(t *testing.T) {
 }
 
 func TestStanzasCarryEveryAddressGatewayAndRoute(t *testing.T) {
-	stanzas := Stanzas(cases[1].networks, identity)
+	stanzas := stanzasOf(cases[1].networks, identity)
 	for _, want := range []string{
 		"auto bond0.1000\niface bond0.1000 inet static\n    address 10.60.0.5/24\n    gateway 10.60.0.1\n    metric 1000\n",
 		"    up ip -4 route replace 192.168.0.0/16 via 10.60.0.1 dev bond0.1000\n",
@@ -303,4 +303,19 @@ func TestIsNIC(t *testing.T) {
 			t.Errorf("isNIC(%q) = %v, want %v", port, got, want)
 		}
 	}
+}
+
+// stanzasOf renders the ifupdown stanzas of networks (the content of
+// StanzasPath): one bringing up each port that is a NIC on its own, then
+// the VLAN sub-interfaces. It names each port's local device with
+// device(port).
+func stanzasOf(networks []Network, device func(port string) string) string {
+	return execute("stanzas", newView(networks, device))
+}
+
+// verifyScriptOf renders a standalone bash script that exits non-zero unless
+// every address and route of networks is in place, naming each port's local
+// device with device(port). The network script runs the same checks.
+func verifyScriptOf(networks []Network, device func(port string) string) string {
+	return execute("verify-script", newView(networks, device))
 }

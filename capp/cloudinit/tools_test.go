@@ -66,7 +66,7 @@ func TestScriptsPassBashAndShellcheck(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for name, s := range map[string]string{"network": script, "verify": VerifyScript(tc.networks, identity)} {
+		for name, s := range map[string]string{"network": script, "verify": verifyScriptOf(tc.networks, identity)} {
 			t.Run(tc.name+"/"+name, func(t *testing.T) {
 				nodetools.Run(t, s, "bash", "-n")
 				nodetools.Run(t, s, "shellcheck", "--shell=bash", "--severity=style", "-")
@@ -80,7 +80,7 @@ func TestScriptsPassBashAndShellcheck(t *testing.T) {
 func TestStanzasParseWithIfupdown(t *testing.T) {
 	nodetools.Require(t, false, "ifquery", "ifup")
 	networks := cases[1].networks
-	file := nodetools.WriteTemp(t, "interfaces", Stanzas(networks, identity))
+	file := nodetools.WriteTemp(t, "interfaces", stanzasOf(networks, identity))
 	list := nodetools.Run(t, "", "ifquery", "--interfaces", file, "--list", "--allow", "auto")
 	if got := strings.Fields(list); strings.Join(got, " ") != "lo eth1 bond0.1000 eth1.2000" {
 		t.Errorf("ifquery --list = %q, want eth1 and the two VLAN sub-interfaces (and lo, always listed)", got)
@@ -136,8 +136,8 @@ func TestStanzasApplyInANetworkNamespace(t *testing.T) {
 	nodetools.Require(t, true, "ip", "ifup", "bash")
 	networks := cases[1].networks
 	ns := netns(t, "bond0.1000", "eth1.2000")
-	file := nodetools.WriteTemp(t, "interfaces", Stanzas(networks, identity))
-	verify := VerifyScript(networks, identity)
+	file := nodetools.WriteTemp(t, "interfaces", stanzasOf(networks, identity))
+	verify := verifyScriptOf(networks, identity)
 
 	// Before anything is configured, verification fails: it can tell.
 	if out, err := nodetools.RunErr(verify, "ip", "netns", "exec", ns, "bash"); err == nil {

@@ -153,7 +153,7 @@ func TestUnbondedConfigurationParsesWithIfupdown(t *testing.T) {
 	if err := os.Mkdir(filepath.Dir(stanzas), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(stanzas, []byte(Stanzas(networks, identity)), 0o644); err != nil {
+	if err := os.WriteFile(stanzas, []byte(stanzasOf(networks, identity)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	file := filepath.Join(dir, "interfaces")

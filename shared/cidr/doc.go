@@ -11,8 +11,8 @@
 //
 // The flow is:
 //
-//	ranges, err := cidr.ParseEntries(pool.Spec.Addresses)
-//	space, err := cidr.NewSpace(cidr.SpaceConfig{Ranges: ranges, ...})
+//	r, err := cidr.ParseEntry(entry) // each of pool.Spec.Addresses
+//	space, err := cidr.NewSpace(cidr.SpaceConfig{Ranges: []netipx.IPRange{r, ...}, ...})
 //	alloc := cidr.NewAllocator(space)
 //	outOfRange := alloc.Seed(addressesAlreadyClaimed)
 //	addr, err := alloc.Next()

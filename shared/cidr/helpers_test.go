@@ -21,9 +21,9 @@ func mustRange(tb testing.TB, entry string) netipx.IPRange {
 
 func mustRanges(tb testing.TB, entries ...string) []netipx.IPRange {
 	tb.Helper()
-	ranges, err := ParseEntries(entries)
-	if err != nil {
-		tb.Fatal(err)
+	ranges := make([]netipx.IPRange, 0, len(entries))
+	for _, entry := range entries {
+		ranges = append(ranges, mustRange(tb, entry))
 	}
 	return ranges
 }

@@ -27,26 +27,6 @@ func ParseEntry(s string) (netipx.IPRange, error) {
 	return r, nil
 }
 
-// ParseEntries parses every entry of a pool, returning the ranges in input
-// order. All entries must be of one family, the family of the first entry; the
-// error names the first entry that differs.
-func ParseEntries(entries []string) ([]netipx.IPRange, error) {
-	ranges := make([]netipx.IPRange, 0, len(entries))
-	for _, entry := range entries {
-		r, err := ParseEntry(entry)
-		if err != nil {
-			return nil, err
-		}
-		if len(ranges) > 0 {
-			if got, want := FamilyOf(r.From()), FamilyOf(ranges[0].From()); got != want {
-				return nil, fmt.Errorf("%q: mixed families: %s entry in a pool whose first entry %q is %s", entry, got, entries[0], want)
-			}
-		}
-		ranges = append(ranges, r)
-	}
-	return ranges, nil
-}
-
 // parseEntry tells the three entry forms apart. No IP address contains '-' or
 // '/', so the separator alone decides.
 func parseEntry(s string) (netipx.IPRange, error) {

@@ -1,7 +1,6 @@
 package cidr
 
 import (
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -72,58 +71,5 @@ func TestParseEntryErrorIsExact(t *testing.T) {
 	_, err := ParseEntry("10.0.0.9-10.0.0.1")
 	if want := `"10.0.0.9-10.0.0.1": range start is after its end`; err == nil || err.Error() != want {
 		t.Fatalf("error = %v, want %s", err, want)
-	}
-}
-
-func TestParseEntries(t *testing.T) {
-	tests := []struct {
-		name    string
-		entries []string
-		want    []string
-		wantErr string
-	}{
-		{name: "none", entries: nil, want: []string{}},
-		{
-			name:    "input order kept",
-			entries: []string{"10.0.2.0/24", "10.0.0.1-10.0.0.5", "10.0.1.7"},
-			want:    []string{"10.0.2.0-10.0.2.255", "10.0.0.1-10.0.0.5", "10.0.1.7-10.0.1.7"},
-		},
-		{
-			name:    "IPv6",
-			entries: []string{"fd00::/120", "fd00:1::5"},
-			want:    []string{"fd00::-fd00::ff", "fd00:1::5-fd00:1::5"},
-		},
-		{
-			name:    "IPv6 entry among IPv4",
-			entries: []string{"10.0.0.0/24", "10.0.1.1", "fd00::/64", "10.0.2.1"},
-			wantErr: `"fd00::/64": mixed families: IPv6 entry in a pool whose first entry "10.0.0.0/24" is IPv4`,
-		},
-		{
-			name:    "IPv4 entry among IPv6",
-			entries: []string{"fd00::/64", "10.0.0.1-10.0.0.2"},
-			wantErr: `"10.0.0.1-10.0.0.2": mixed families: IPv4 entry in a pool whose first entry "fd00::/64" is IPv6`,
-		},
-		{
-			name:    "invalid entry",
-			entries: []string{"10.0.0.0/24", "10.0.1.0/33"},
-			wantErr: `"10.0.1.0/33": `,
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := ParseEntries(tt.entries)
-			if tt.wantErr != "" {
-				if err == nil || !strings.HasPrefix(err.Error(), tt.wantErr) {
-					t.Fatalf("ParseEntries(%q) error = %v, want one starting with %s", tt.entries, err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("ParseEntries(%q): %v", tt.entries, err)
-			}
-			if !slices.Equal(rangeStrings(got), tt.want) {
-				t.Fatalf("ParseEntries(%q) = %q, want %q", tt.entries, rangeStrings(got), tt.want)
-			}
-		})
 	}
 }

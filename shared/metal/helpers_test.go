@@ -29,7 +29,7 @@ var fastRetry = metal.RetryPolicy{MaxAttempts: 4, InitialBackoff: time.Milliseco
 
 type env struct {
 	sim    *sim.Server
-	clock  *sim.FakeClock
+	clock  *simtest.FakeClock
 	url    string
 	client *metal.Client
 }
@@ -43,7 +43,7 @@ type envOptions struct {
 // returns a client of its project.
 func newEnv(t *testing.T, o envOptions) *env {
 	t.Helper()
-	clock := sim.NewFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	clock := simtest.NewFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	o.sim.Clock = clock
 	s, err := simtest.Start(o.sim, nil)
 	if err != nil {

@@ -11,7 +11,7 @@
 // VRF range, of an allowed size and not overlapping (422 otherwise); VLAN IDs
 // unique per metro; the port network types and which of them accept VLANs;
 // one VLAN batch at a time per port. Devices and batches move through their
-// states as time passes (Options delays, a FakeClock for deterministic
+// states as time passes (Options delays, simtest.FakeClock for deterministic
 // tests). Answers are the SDK's own model types marshalled to JSON, so their
 // shape matches what the SDK decodes by construction.
 //

@@ -27,14 +27,14 @@ const (
 // tests exercise the wire contract itself, without the metal package.
 type api struct {
 	sim   *sim.Server
-	clock *sim.FakeClock
+	clock *simtest.FakeClock
 	url   string
 	sdk   *metalv1.APIClient
 }
 
 func newAPI(t *testing.T, opts sim.Options) *api {
 	t.Helper()
-	clock := sim.NewFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	clock := simtest.NewFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	opts.Clock = clock
 	s, err := simtest.Start(opts, nil)
 	if err != nil {
