@@ -20,6 +20,7 @@ KUBE_APISERVER := $(ENVTEST_ASSETS)/kube-apiserver
 ETCD := $(ENVTEST_ASSETS)/etcd
 CONTROLLER_GEN := $(TOOLS)/controller-gen
 GOLANGCI_LINT := $(TOOLS)/golangci-lint
+DEADCODE := $(TOOLS)/deadcode
 GOTESTSUM := $(TOOLS)/gotestsum
 INCLUSTER_MANAGER := $(TOOLS)/incluster-manager
 KUSTOMIZE := $(TOOLS)/kustomize
@@ -159,12 +160,13 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code, CRDs, RBAC and webhook ma
 		rbac:roleName=capp-manager-role output:rbac:artifacts:config=config/capp/rbac
 
 .PHONY: verify
-verify: $(GOLANGCI_LINT) ## Check generated files are current, formatting, vet and lint.
+verify: $(GOLANGCI_LINT) $(DEADCODE) ## Check generated files are current, formatting, vet, lint, and that production code has no function only tests reach.
 	$(MAKE) generate
 	@changed=$$(git status --porcelain -- config ipam capp); [ -z "$$changed" ] || { echo "$$changed"; echo "generated files are out of date: run 'make generate' and commit"; exit 1; }
 	@out=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$out" ] || { echo "gofmt needed: $$out"; exit 1; }
 	go vet ./...
 	$(GOLANGCI_LINT) run ./...
+	@out=$$($(DEADCODE) ./capp ./ipam ./ccm ./cmd/...); [ -z "$$out" ] || { echo "$$out"; echo "functions no program of the providers reaches (only tests call them): move them to the tests' own files or simtest"; exit 1; }
 
 .PHONY: envtest
 envtest: $(KUBE_APISERVER) $(ETCD) ## Build kube-apiserver and etcd for envtest.
@@ -197,6 +199,9 @@ $(CONTROLLER_GEN): test/tools/controller-gen/go.mod
 
 $(GOLANGCI_LINT): test/tools/golangci-lint/go.mod
 	$(call tool-build,golangci-lint,github.com/golangci/golangci-lint/v2/cmd/golangci-lint)
+
+$(DEADCODE): test/tools/deadcode/go.mod
+	$(call tool-build,deadcode,golang.org/x/tools/cmd/deadcode)
 
 $(GOTESTSUM): test/tools/gotestsum/go.mod
 	$(call tool-build,gotestsum,gotest.tools/gotestsum)

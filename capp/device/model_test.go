@@ -65,7 +65,7 @@ type model struct {
 	ctx   context.Context
 	rng   *rand.Rand
 	sim   *simtest.Sim
-	clock *sim.FakeClock
+	clock *simtest.FakeClock
 	x     Executor
 	obs   *metal.Client
 	sdk   *metalv1.APIClient
@@ -79,7 +79,7 @@ type model struct {
 
 func newModel(t *testing.T, seed uint64) *model {
 	rng := rand.New(rand.NewPCG(seed, 0x6d6f64656c))
-	clock := sim.NewFakeClock(time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC))
+	clock := simtest.NewFakeClock(time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC))
 	s, err := simtest.Start(sim.Options{
 		Clock:                  clock,
 		DeviceProvisionDelay:   modelProvisionDelay,

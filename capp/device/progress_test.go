@@ -15,7 +15,7 @@ import (
 // nothing once active.
 func TestProvisioningProgress(t *testing.T) {
 	start := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
-	clock := sim.NewFakeClock(start)
+	clock := simtest.NewFakeClock(start)
 	s, err := simtest.Start(sim.Options{Clock: clock, DeviceProvisionDelay: 10 * time.Minute, DeviceQueueDelay: time.Minute}, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -65,7 +65,7 @@ var (
 	metalSim *simtest.Sim
 	// metalClock is metalSim's: its devices provision in an hour of it,
 	// which only a test that advances it sees pass.
-	metalClock = sim.NewFakeClock(time.Now())
+	metalClock = simtest.NewFakeClock(time.Now())
 	// otherSim is a second endpoint the operator allows the IPAM manager,
 	// seeded like metalSim: the same project and VRF IDs.
 	otherSim *simtest.Sim
