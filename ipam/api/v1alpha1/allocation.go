@@ -29,6 +29,20 @@ const (
 	AllocationRecordedByAnnotation = "ipam.cluster.x-k8s.io/metal-vrf-recorded-by"
 )
 
+// The marker of an allocation domain of a VRF: one coordination.k8s.io
+// Lease beside its records, named "<domain hash>.spans", that says which
+// span length the domain's records have, in AllocationSpansAnnotation: "0"
+// (addresses), a prefix length, or "mixed" once writers of two lengths have
+// marked it (see docs/pools.md, "Address and prefix pools of one VRF never
+// overlap"). It carries AllocationDomainAnnotation, and AllocationMarkerLabel
+// instead of AllocationDomainLabel: it is no record.
+const (
+	// AllocationMarkerLabel carries the hash of the domain on its marker.
+	AllocationMarkerLabel = "ipam.cluster.x-k8s.io/metal-vrf-marker"
+	// AllocationSpansAnnotation is what the marker says.
+	AllocationSpansAnnotation = "ipam.cluster.x-k8s.io/metal-vrf-spans"
+)
+
 // The allocation fence (config/ipam/fence): a record that the controllers
 // of a leader create carries AllocationFencedLabel and names in
 // AllocationFenceAnnotation the leader election Lease its writer leads by;

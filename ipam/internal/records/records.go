@@ -1,7 +1,9 @@
 // Package records keeps the registry's records in the API server: one
 // coordination.k8s.io Lease per address in use in an allocation domain, in
 // the manager's own namespace, named after the domain and the address, so
-// the API server itself refuses to record an address twice.
+// the API server itself refuses to record an address twice; and one more
+// per domain of a VRF, its marker (Mark), which says whether its records
+// have spans of more than one length (see the registry's overlap.go).
 //
 // A Lease rather than a resource of our own: it is what a record is (who
 // holds something, never expiring here), it costs the API server half the

@@ -35,7 +35,7 @@ func (r *Registry) acquire(ctx context.Context, pool v1alpha1.Pool, claim Claim,
 			subnet cidr.Subnet
 			holds  bool
 		)
-		var confirmed, mixed bool
+		var confirmed bool
 		err := r.withPool(ctx, pool, func(p *poolState) error {
 			ps = p
 			var err error
@@ -45,7 +45,6 @@ func (r *Registry) acquire(ctx context.Context, pool v1alpha1.Pool, claim Claim,
 				return err
 			}
 			ip, err = p.takeFree(requested, claim)
-			mixed = p.domain.mixed()
 			return err
 		})
 		if err != nil || (holds && confirmed) {
@@ -60,7 +59,7 @@ func (r *Registry) acquire(ctx context.Context, pool v1alpha1.Pool, claim Claim,
 			}
 			continue
 		}
-		subnet, retry, err := r.record(ctx, ps, claim, ip, requested, mixed)
+		subnet, retry, err := r.record(ctx, ps, claim, ip, requested)
 		if !retry {
 			return ip, subnet, err
 		}
@@ -112,14 +111,12 @@ func (ps *poolState) takeFree(requested netip.Addr, claim Claim) (netip.Addr, er
 // The record is created with the domain unlocked (store I/O is slow, and
 // the domain's other claims go on meanwhile): ip is taken in memory, so no
 // claim of this process is served it in between. In a mixed domain the
-// record is checked after it is created (see checkOverlap).
-func (r *Registry) record(ctx context.Context, ps *poolState, claim Claim, ip, requested netip.Addr, mixed bool) (subnet cidr.Subnet, retry bool, err error) {
+// record is checked after it is created (see written).
+func (r *Registry) record(ctx context.Context, ps *poolState, claim Claim, ip, requested netip.Addr) (subnet cidr.Subnet, retry bool, err error) {
 	d := ps.domain
 	holder := ps.holder(claim)
-	created := r.store.Reserve(ctx, d.key, Record{Address: ip, Holder: holder})
-	if created == nil && mixed {
-		created = r.checkOverlap(ctx, d.key, Record{Address: ip, Holder: holder}, false)
-	}
+	rec := Record{Address: ip, Holder: holder}
+	created := r.written(ctx, d, d.key, rec, false, func() error { return r.store.Reserve(ctx, d.key, rec) })
 	var overlap *overlapError
 	owner, mine, err := outcome(holder, created)
 	if errors.As(err, &overlap) {

@@ -39,6 +39,9 @@ type domainGuarded struct {
 	// handedOver says why no pool of the domain hands out addresses here
 	// since one of them was handed over (see Registry.HandOver), or is nil.
 	handedOver error
+	// mixed: the domain's marker said that its records have spans of more
+	// than one length (see overlap.go).
+	mixed bool
 }
 
 func newDomain(key string, allocates bool) *domain {

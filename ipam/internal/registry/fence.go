@@ -60,9 +60,9 @@ func (r *Registry) admitInStore(ctx context.Context, pool v1alpha1.Pool, claim C
 	if err := r.bound(ctx, key, holder.Pool, claim, ip, netip.Addr{}); err != nil {
 		return err
 	}
-	// Not seeded here, it does not know whether the domain is mixed: a VRF's
-	// may be (see checkOverlap); a pool without a VRF is a domain alone.
-	owner, mine, err := r.admitRecord(ctx, key, ip, holder, pool.PoolSpec().VRF != nil)
+	// Not seeded here, it knows nothing of the domain: the marker tells
+	// (see written).
+	owner, mine, err := r.admitRecord(ctx, nil, key, ip, holder)
 	var overlap *overlapError
 	switch {
 	case errors.As(err, &overlap):

@@ -14,15 +14,20 @@ import (
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolref"
 )
 
-// stalledStore holds the first Reserve until released: an allocation in
-// flight, its address taken and its record not written yet.
+// stalledStore holds the first Reserve (of a record only matches, when not
+// nil) until released: an allocation in flight, its address taken and its
+// record not written yet.
 type stalledStore struct {
 	*memStore
 	once             sync.Once
 	entered, release chan struct{}
+	only             func(Record) bool
 }
 
 func (s *stalledStore) Reserve(ctx context.Context, domain string, r Record) error {
+	if s.only != nil && !s.only(r) {
+		return s.memStore.Reserve(ctx, domain, r)
+	}
 	s.once.Do(func() {
 		close(s.entered)
 		<-s.release

@@ -41,6 +41,8 @@ type memStore struct {
 	domainOf  map[poolref.Key]string
 	// now, when set, stamps the records written (Record.Recorded).
 	now func() time.Time
+	// marks are the domains' markers (see Marked).
+	marks map[string]string
 }
 
 type ipAddress struct {
@@ -52,7 +54,15 @@ type ipAddress struct {
 }
 
 func newMemStore() *memStore {
-	return &memStore{records: map[string]map[netip.Addr]Record{}, addresses: map[types.NamespacedName]ipAddress{}, domainOf: map[poolref.Key]string{}}
+	return &memStore{records: map[string]map[netip.Addr]Record{}, addresses: map[types.NamespacedName]ipAddress{}, domainOf: map[poolref.Key]string{}, marks: map[string]string{}}
+}
+
+func (s *memStore) Mark(_ context.Context, domain string, bits int) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	next, mixed := Marked(s.marks[domain], bits)
+	s.marks[domain] = next
+	return mixed, nil
 }
 
 func (s *memStore) Records(_ context.Context, domain string) ([]Record, error) {

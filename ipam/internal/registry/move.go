@@ -42,7 +42,6 @@ func (r *Registry) Admit(ctx context.Context, pool v1alpha1.Pool, claim Claim, i
 		ps    *poolState
 		kept  netip.Addr
 		fresh bool
-		mixed bool
 	)
 	err := r.with(ctx, pool, false, func(p *poolState) error {
 		ps = p
@@ -52,7 +51,6 @@ func (r *Registry) Admit(ctx context.Context, pool v1alpha1.Pool, claim Claim, i
 		// The claim's own address, recorded here lately: the manager's own
 		// IPAddress, where the webhook is called for it too.
 		kept = p.byClaim[claim]
-		mixed = p.domain.mixed()
 		if fresh = kept == ip && p.confirmedRecently(claim, ip, r.now(), r.grace); fresh {
 			return nil
 		}
@@ -69,7 +67,7 @@ func (r *Registry) Admit(ctx context.Context, pool v1alpha1.Pool, claim Claim, i
 		return err
 	}
 	holder := ps.holder(claim)
-	owner, mine, err := r.admitRecord(ctx, d.key, ip, holder, mixed)
+	owner, mine, err := r.admitRecord(ctx, d, d.key, ip, holder)
 	var overlap *overlapError
 	if errors.As(err, &overlap) {
 		d.locked(func() { d.take(overlap.other.Address, overlap.other.Holder) })

@@ -2,20 +2,21 @@ package registry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
-
-	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolspace"
+	"strconv"
+	"strings"
 )
 
 // A record's name is its first address's, so the API server refuses a
 // second record of one address, and of one prefix of one length. It does not
 // refuse an address and a prefix holding it, nor two prefixes of different
-// lengths: their records have different names. In a domain whose pools hold
-// spans of more than one length (a VRF with an address pool and a prefix
-// pool), a process that created a record therefore lists the domain's
-// records live, and backs off, deleting its own, when another claim's
-// record overlaps it.
+// lengths: their records have different names. In a domain whose records
+// have spans of more than one length (a VRF with an address pool and a
+// prefix pool), a process that created a record therefore lists the
+// domain's records live, and backs off, deleting its own, when another
+// claim's record overlaps it.
 //
 // The one who sees backs off. Two writers A and B each create, then list.
 // If A's list does not show B's record, A listed before B created, so B
@@ -28,8 +29,93 @@ import (
 // is needed: a record confirmed (updated) since its creation would make
 // either misleading.
 //
-// A domain with spans of one length (addresses only, or prefixes of one
-// length) keeps its cost: one write per claim, no list.
+// Which domain is mixed is a fact of the API server, not of a process's
+// informer (which may not have shown it the VRF's first prefix pool yet, or
+// never will: managers sharded by --watch-filter with a VRF's address pool
+// in one shard and its prefix pool in another). Each domain of a VRF has a
+// marker, one Lease beside its records, that says the span length of the
+// records written since it exists, or "mixed" (see Marked): it goes from
+// none to one length to mixed, never back. A writer that hands out space
+// in a domain of a VRF (Acquire, Admit), after creating its record, unless
+// the marker said mixed to its process before, marks the domain with its
+// record's length (Store.Mark: one live GET, and a create or a patch when
+// the marker lacks the length); when the marker says mixed, now or before,
+// it lists and backs off as above.
+//
+// Why no overlap is left. Take A's record a of length La and B's record b
+// of length Lb != La, overlapping. A mark that finds no mix leaves the
+// marker saying its own length, and the marker never says La once it said
+// Lb, nor the other way round: so A and B do not both find no mix, and one
+// of them, say B, learned from the marker at some moment m that the domain
+// is mixed. B lists after m, and after creating b. If A lists too, the rule
+// above holds. If not, A's mark after creating a found no mix: it came
+// before the marker turned mixed, so before m. Then a was created before
+// B's list, which shows it: B backs off. Records of one length never
+// overlap but by sharing a name, which the API server refuses. Reads and
+// writes of one object are linearizable: no clock nor informer is needed,
+// nor does it matter what a process's pools say.
+//
+// The doors that record IPAddresses that exist already (Adopt, seeding,
+// Retire) neither mark nor check: they hand out no space.
+//
+// The marker is never deleted: a process that learned the domain is mixed
+// stops reading it, and one created afresh could miss the mix. A marker left
+// mixed after the domain's pools of one length are gone costs its writers
+// one List per claim, what a mixed domain costs.
+//
+// The cost per claim, in a domain of a VRF: with spans of one length, one
+// GET (and one create for the domain's first record); mixed, one List (and
+// one GET and patch when it turns mixed, and one GET per process until it
+// knows). A pool without a VRF is a domain alone, of one length: nothing.
+
+// Mixed is what a domain's marker says once records of two span lengths
+// marked it.
+const Mixed = "mixed"
+
+// Marked is what a domain's marker says once a record of span length bits
+// marked it, when it said mark ("" for no marker), and whether the domain
+// is mixed then.
+func Marked(mark string, bits int) (next string, mixed bool) {
+	if own := strconv.Itoa(bits); mark == "" || mark == own {
+		return own, false
+	}
+	return Mixed, true
+}
+
+// written runs create, which creates rec's record in domain, under the rule
+// of the marker (above): it marks the domain with rec's length unless the
+// marker said mixed to this process before, and in a mixed domain checks
+// the record (see checkOverlap, and keep there). d is this process's state
+// of the domain, or nil when it keeps none (see admitInStore). A record the
+// claim had already (a retry after a failed mark or check) is marked and
+// checked as one created now. It calls the store: the caller holds no lock.
+func (r *Registry) written(ctx context.Context, d *domain, domain string, rec Record, keep bool, create func() error) error {
+	created := create()
+	var taken *TakenError
+	had := errors.As(created, &taken) && taken.Holder.Claim.same(rec.Holder.Claim)
+	if created != nil && !had || !strings.HasPrefix(domain, vrfDomain) {
+		return created // a pool without a VRF is a domain alone, of one length
+	}
+	mixed := false
+	if d != nil {
+		d.locked(func() { mixed = d.mixed })
+	}
+	if !mixed {
+		var err error
+		if mixed, err = r.store.Mark(ctx, domain, rec.Holder.Bits); err != nil {
+			return fmt.Errorf("marking the span length of the domain: %w", err)
+		}
+		if mixed && d != nil {
+			d.locked(func() { d.mixed = true })
+		}
+	}
+	if mixed {
+		if err := r.checkOverlap(ctx, domain, rec, keep); err != nil {
+			return err
+		}
+	}
+	return created
+}
 
 // overlapError says that a record of another claim overlaps the one just
 // created, which was deleted: the claim must take other space.
@@ -73,23 +159,6 @@ func (r *Registry) checkOverlap(ctx context.Context, domain string, mine Record,
 		}
 	}
 	return &overlapError{other: other}
-}
-
-// mixed reports whether the domain's pools hold spans of more than one
-// length, so that records of different names can overlap. The caller holds
-// the domain's lock.
-func (d *domain) mixed() bool {
-	first, seen := 0, false
-	for _, ps := range d.pools {
-		bits := poolspace.PrefixLength((*ps.latest.Load()).PoolSpec())
-		switch {
-		case !seen:
-			first, seen = bits, true
-		case bits != first:
-			return true
-		}
-	}
-	return false
 }
 
 // backOff undoes, in memory, the take of ip by holder and takes the other

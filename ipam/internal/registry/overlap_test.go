@@ -16,12 +16,12 @@ import (
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/cidr"
 )
 
-// overlaps reports two records of the domain whose spans overlap.
-func overlaps(store *memStore, domain string) (string, bool) {
+// overlaps reports two records of mixedVRF's domain whose spans overlap.
+func overlaps(store *memStore) (string, bool) {
 	store.mu.Lock()
 	defer store.mu.Unlock()
 	var spans []netipx.IPRange
-	for ip, rec := range store.records[domain] {
+	for ip, rec := range store.records["vrf/project-1/vrf-1"] {
 		spans = append(spans, rec.Holder.span(ip))
 	}
 	if i, j, found := cidr.Overlap(spans); found {
@@ -67,7 +67,7 @@ func TestTwoProcessesOfAMixedVRFBackOff(t *testing.T) {
 		t.Fatalf("an address of 10.9.0.32/28, held by another process's claim, was handed out: %v", err)
 	}
 	mustAcquire(t, b, prefixPool, claimNamed("a", "prefix2"), "10.9.0.48/28")
-	if pair, found := overlaps(store, "vrf/project-1/vrf-1"); found {
+	if pair, found := overlaps(store); found {
 		t.Fatalf("records %s overlap", pair)
 	}
 	// The address the requesting claim backed off from is free again: only
@@ -76,9 +76,91 @@ func TestTwoProcessesOfAMixedVRFBackOff(t *testing.T) {
 	mustAcquire(t, a, addrPool, claimNamed("a", "after"), "10.9.0.3/26")
 }
 
+// Two processes sharded by --watch-filter, each of which has read only its
+// own pool of the VRF: their pools do not tell them the domain is mixed,
+// its marker does. Whichever records first, the other's record does not
+// overlap it: an address asked for inside the prefix is refused, and the
+// prefix pool skips the /28 holding the address. Without the marker both
+// would be handed out.
+func TestShardedProcessesOfAMixedVRF(t *testing.T) {
+	ctx := context.Background()
+	requested := netip.MustParseAddr("10.9.0.20")
+	for _, prefixFirst := range []bool{true, false} {
+		store := newMemStore()
+		addrPool, prefixPool := mixedVRF()
+		a, b := seeded(t, store, addrPool), seeded(t, store, prefixPool)
+		if prefixFirst {
+			mustAcquire(t, b, prefixPool, claimNamed("a", "prefix"), "10.9.0.16/28")
+			if _, _, err := a.Acquire(ctx, addrPool, claimNamed("a", "address"), requested); !errors.Is(err, ErrRequestedUnavailable) {
+				t.Errorf("an address of 10.9.0.16/28, held by the other shard, was handed out: %v", err)
+			}
+		} else {
+			if _, _, err := a.Acquire(ctx, addrPool, claimNamed("a", "address"), requested); err != nil {
+				t.Fatal(err)
+			}
+			mustAcquire(t, b, prefixPool, claimNamed("a", "prefix"), "10.9.0.32/28")
+		}
+		if pair, found := overlaps(store); found {
+			t.Errorf("prefix first %v: records %s overlap", prefixFirst, pair)
+		}
+		// The webhook's door: an IPAddress of an address in the other
+		// shard's prefix is refused (its record is left, pending, for Reap).
+		inPrefix := map[bool]string{true: "10.9.0.21", false: "10.9.0.40"}[prefixFirst]
+		if err := a.Admit(ctx, addrPool, claimNamed("a", "moved"), netip.MustParseAddr(inPrefix)); !errors.Is(err, ErrConflict) {
+			t.Errorf("an IPAddress of %s, in the other shard's prefix, was admitted: %v", inPrefix, err)
+		}
+	}
+}
+
+// A replica that may not allocate, or has not read the pool's addresses
+// yet, admits an IPAddress from the store alone: it knows nothing of the
+// domain, the marker tells it that it is mixed.
+func TestAdmitInTheStoreReadsTheMarker(t *testing.T) {
+	ctx := context.Background()
+	store := newMemStore()
+	addrPool, prefixPool := mixedVRF()
+	mustAcquire(t, seeded(t, store, prefixPool), prefixPool, claimNamed("a", "prefix"), "10.9.0.16/28")
+	fenced := New(store, func() error { return ErrFenced }, "here")
+	if err := fenced.Admit(ctx, addrPool, claimNamed("a", "moved"), netip.MustParseAddr("10.9.0.20")); !errors.Is(err, ErrConflict) {
+		t.Errorf("an IPAddress of an address of 10.9.0.16/28 was admitted: %v", err)
+	}
+	// The record left for Reap keeps nothing the prefix's claim holds.
+	if err := fenced.Admit(ctx, addrPool, claimNamed("a", "moved2"), netip.MustParseAddr("10.9.0.5")); err != nil {
+		t.Errorf("an IPAddress of a free address was refused: %v", err)
+	}
+}
+
+// The read of the marker after each record: the address process marked the
+// domain (one address), then its next record is created only after the
+// prefix process marked it mixed, recorded 10.9.0.16/28 and listed. The
+// address process's read after its create finds the marker mixed and backs
+// off; without that read the address would sit in the prefix.
+func TestARecordAfterTheOtherWritersListIsChecked(t *testing.T) {
+	ctx := context.Background()
+	store := &stalledStore{memStore: newMemStore(), entered: make(chan struct{}), release: make(chan struct{}),
+		only: func(r Record) bool { return r.Holder.Bits == 0 }}
+	addrPool, prefixPool := mixedVRF()
+	a, b := seeded(t, store, addrPool), seeded(t, store, prefixPool)
+	served := make(chan error, 1)
+	go func() {
+		_, _, err := a.Acquire(ctx, addrPool, claimNamed("a", "address"), netip.MustParseAddr("10.9.0.20"))
+		served <- err
+	}()
+	<-store.entered // marked, its record not created yet
+	mustAcquire(t, b, prefixPool, claimNamed("a", "prefix"), "10.9.0.16/28")
+	close(store.release)
+	if err := <-served; !errors.Is(err, ErrRequestedUnavailable) {
+		t.Errorf("an address of 10.9.0.16/28, recorded after the prefix's writer listed, was handed out: %v", err)
+	}
+	if pair, found := overlaps(store.memStore); found {
+		t.Errorf("records %s overlap", pair)
+	}
+}
+
 // Two processes allocate at once from an address pool and a prefix pool of
 // one VRF, each seeded before either allocates: no two records overlap
-// (20 addresses reach into the /28s whichever comes first).
+// (20 addresses reach into the /28s whichever comes first). In odd rounds
+// each process has read only its own pool (sharded): the marker tells.
 func TestTwoProcessesOfAMixedVRFAtOnce(t *testing.T) {
 	for round := range 20 {
 		t.Run(fmt.Sprint(round), func(t *testing.T) {
@@ -86,6 +168,9 @@ func TestTwoProcessesOfAMixedVRFAtOnce(t *testing.T) {
 			store := newMemStore()
 			addrPool, prefixPool := mixedVRF()
 			regs := []*Registry{seeded(t, store, addrPool, prefixPool), seeded(t, store, addrPool, prefixPool)}
+			if round%2 == 1 {
+				regs = []*Registry{seeded(t, store, addrPool), seeded(t, store, prefixPool)}
+			}
 			var wg sync.WaitGroup
 			for i := range 40 {
 				wg.Go(func() {
@@ -103,22 +188,26 @@ func TestTwoProcessesOfAMixedVRFAtOnce(t *testing.T) {
 				})
 			}
 			wg.Wait()
-			if pair, found := overlaps(store, "vrf/project-1/vrf-1"); found {
+			if pair, found := overlaps(store); found {
 				t.Fatalf("records %s overlap", pair)
 			}
 		})
 	}
 }
 
-// FuzzOverlapRule checks the rule of the check after create against every
-// order its steps can take: writers each create a record (refused when one
-// of the same first address exists), list the records, and then delete
-// their own if the list showed another claim's overlapping it. Whatever the
-// order, no two records left overlap.
+// FuzzOverlapRule checks the rule of the check after create, and of the
+// domain's marker, against every order their steps can take: writers each
+// create a record (refused when one of the same first address exists), mark
+// the domain with their span length unless the marker told their process
+// before that the domain is mixed (some marked it before, for an earlier
+// record), then, knowing it mixed, list the records and delete their own if
+// the list showed another claim's overlapping it. Whatever the order, no
+// two records left overlap.
 func FuzzOverlapRule(f *testing.F) {
 	f.Add([]byte{0, 28, 4, 0, 0, 1, 1, 0, 1})
 	f.Add([]byte{20, 0, 16, 28, 2, 30, 0, 1, 2, 0, 1, 2, 0, 1, 2})
 	f.Add([]byte{1, 0, 0, 26, 8, 30, 9, 0, 1, 1, 0, 0, 1, 2, 2, 2})
+	f.Add([]byte{0, 20, 0, 16, 5, 0, 1, 1, 1, 0, 0, 1, 1, 1})
 	f.Fuzz(checkOverlapRule)
 }
 
@@ -138,7 +227,10 @@ func TestOverlapRuleRandom(t *testing.T) {
 	}
 }
 
-// checkOverlapRule is FuzzOverlapRule's check of one input.
+// checkOverlapRule is FuzzOverlapRule's check of one input: data[0] picks
+// the number of writers, two bytes each their address, their span length
+// and whether their process marked the domain before, and the rest the
+// order of their steps.
 func checkOverlapRule(t *testing.T, data []byte) {
 	if len(data) < 4 {
 		return
@@ -146,9 +238,11 @@ func checkOverlapRule(t *testing.T, data []byte) {
 	lengths := []int{0, 28, 30, 26}
 	n := min(2+int(data[0])%3, (len(data)-1)/2)
 	type writer struct {
-		rec  Record
-		step int
-		seen []Record
+		rec    Record
+		step   int
+		before bool // its process marked the domain before
+		knows  bool // the marker said mixed
+		seen   []Record
 	}
 	writers := make([]*writer, n)
 	for i := range writers {
@@ -157,16 +251,22 @@ func checkOverlapRule(t *testing.T, data []byte) {
 		if bits > 0 {
 			ip = netip.PrefixFrom(ip, bits).Masked().Addr()
 		}
-		writers[i] = &writer{rec: Record{Address: ip, Holder: Holder{Bits: bits, Claim: Claim{
+		writers[i] = &writer{before: data[2+2*i]&4 != 0, rec: Record{Address: ip, Holder: Holder{Bits: bits, Claim: Claim{
 			NamespacedName: types.NamespacedName{Namespace: "a", Name: fmt.Sprint("w", i)}, UID: types.UID(fmt.Sprint("w", i)),
 		}}}}
 	}
 	store := map[netip.Addr]Record{}
+	marker := ""
+	mark := func(w *writer) {
+		next, mixed := Marked(marker, w.rec.Holder.Bits)
+		marker, w.knows = next, w.knows || mixed
+	}
+	const done = 5
 	schedule := data[1+2*n:]
 	for k := 0; ; k++ {
 		var live []*writer
 		for _, w := range writers {
-			if w.step < 3 {
+			if w.step < done {
 				live = append(live, w)
 			}
 		}
@@ -178,17 +278,29 @@ func checkOverlapRule(t *testing.T, data []byte) {
 			w = live[int(schedule[k])%len(live)]
 		}
 		switch w.step {
-		case 0: // create
+		case 0: // its process marks the domain, for an earlier record
+			if w.before {
+				mark(w)
+			}
+		case 1: // create
 			if _, taken := store[w.rec.Address]; taken {
-				w.step = 3
+				w.step = done
 				continue
 			}
 			store[w.rec.Address] = w.rec
-		case 1: // list
+		case 2: // mark, unless the marker said mixed before
+			if !w.knows {
+				mark(w)
+			}
+			if !w.knows {
+				w.step = done
+				continue
+			}
+		case 3: // list
 			for _, r := range store {
 				w.seen = append(w.seen, r)
 			}
-		case 2: // back off
+		case 4: // back off
 			if _, found := overlapping(w.rec, w.seen); found && store[w.rec.Address].Holder.Claim == w.rec.Holder.Claim {
 				delete(store, w.rec.Address)
 			}

@@ -274,6 +274,10 @@ func DomainOf(pool v1alpha1.Pool) string {
 	return key
 }
 
+// vrfDomain begins the key of a VRF's domain: the only one that can hold
+// pools of more than one span length (see overlap.go).
+const vrfDomain = "vrf/"
+
 // domainOf names the domain a pool belongs to, and says whether it may
 // allocate. A VRF pool joins the domain of the VRF only once the VRF was
 // read through the pool's own credentials (status.vrf), so a pool naming a
@@ -284,7 +288,7 @@ func domainOf(pool v1alpha1.Pool) (key string, allocates bool) {
 		return "pool/" + poolref.KeyOf(pool).String(), true
 	}
 	if vrf := pool.PoolStatus().VRF; vrf != nil && vrf.ID == spec.VRF.ID {
-		return "vrf/" + vrf.ProjectID + "/" + vrf.ID, true
+		return vrfDomain + vrf.ProjectID + "/" + vrf.ID, true
 	}
 	return "unresolved/" + poolref.KeyOf(pool).String(), false
 }

@@ -25,19 +25,13 @@ func (r *Registry) confirm(ctx context.Context, domain string, ip netip.Addr, ho
 
 // admitRecord is confirm for Admit: the record of an IPAddress another
 // writer is creating, which any replica may write (see Record.ByAdmission).
-// With check (a mixed domain) the record is checked after it is written
-// (see checkOverlap); one overlapping another claim's is kept, pending, for
-// Reap: the IPAddress is refused, and the record may be one the claim had.
-// err is then an *overlapError.
-func (r *Registry) admitRecord(ctx context.Context, domain string, ip netip.Addr, holder Holder, check bool) (owner Holder, mine bool, err error) {
+// In a mixed domain the record is checked after it is written (see written,
+// d and domain there); one overlapping another claim's is kept, pending,
+// for Reap: the IPAddress is refused, and the record may be one the claim
+// had. err is then an *overlapError.
+func (r *Registry) admitRecord(ctx context.Context, d *domain, domain string, ip netip.Addr, holder Holder) (owner Holder, mine bool, err error) {
 	rec := Record{Address: ip, Holder: holder, ByAdmission: true}
-	err = r.store.Confirm(ctx, domain, rec)
-	if err == nil && check {
-		if err = r.checkOverlap(ctx, domain, rec, true); err != nil {
-			return Holder{}, false, err
-		}
-	}
-	return outcome(holder, err)
+	return outcome(holder, r.written(ctx, d, domain, rec, true, func() error { return r.store.Confirm(ctx, domain, rec) }))
 }
 
 // outcome reads what the store answered to a write of holder's record.

@@ -68,6 +68,10 @@ type Store interface {
 	// now, and does nothing else: the check after create (see
 	// checkOverlap).
 	LiveRecords(ctx context.Context, domain string) ([]Record, error)
+	// Mark makes the domain's marker say what Marked says once a record of
+	// span length bits marked it, reading it live, and reports whether it
+	// says mixed (see overlap.go).
+	Mark(ctx context.Context, domain string, bits int) (mixed bool, err error)
 	// Reserve creates the record of an address. When the address has a
 	// record already it fails with a *TakenError naming its holder.
 	Reserve(ctx context.Context, domain string, r Record) error
