@@ -17,8 +17,12 @@ root="$work/root"
 
 # python3-cffi-backend is listed because debootstrap does not resolve the
 # virtual package python3-cryptography depends on (python3-cffi-backend-api).
+# containerd, runc, iptables and conntrack are the node's runtime and what
+# kubeadm's preflight and kube-proxy look for: Debian's, as on the host's
+# one-node cluster; kubelet, kubeadm and the control plane's images come
+# from this repository's build (kubelayer.sh), a layer of their own.
 debootstrap --variant=minbase \
-  --include=systemd-sysv,udev,cloud-init,ifupdown,vlan,ifenslave,iproute2,curl,jq,ethtool,kmod,linux-image-amd64,ca-certificates,netbase,python3-cffi-backend \
+  --include=systemd-sysv,udev,cloud-init,ifupdown,vlan,ifenslave,iproute2,curl,jq,ethtool,kmod,linux-image-amd64,ca-certificates,netbase,python3-cffi-backend,containerd,runc,iptables,conntrack \
   bookworm "$root" "$mirror"
 
 echo node >"$root/etc/hostname"
