@@ -126,6 +126,9 @@ ExecStart=/usr/local/sbin/node-probe
 WantedBy=cloud-final.service
 UNIT
 chroot "$root" systemctl enable node-probe.service >/dev/null
+# containerd's package enables its unit: the qemu scenarios run no
+# Kubernetes, and the machines of test/nodeagent start it themselves.
+chroot "$root" systemctl disable containerd.service >/dev/null 2>&1
 
 cp "$(readlink -f "$root/vmlinuz")" "$work/vmlinuz"
 cp "$(readlink -f "$root/initrd.img")" "$work/initrd.img"

@@ -36,7 +36,10 @@ const kubeadmPrefix = "kubeadm-"
 // API's kubeadm bootstrap provider writes it (its Jinja header, the config
 // in /run/kubeadm/kubeadm.yaml, its runcmd), with what this host needs:
 // the cgroupfs driver on cgroup v1 (no systemd runs in a machine) and the
-// SystemVerification check ignored (it fails on cgroup v1). %s is the
+// SystemVerification check ignored (it fails on cgroup v1). Images are
+// never pulled: the layer has the control plane's, and the machine reaches
+// no registry (with kubeadm's default policy, its preflight would try to
+// pull the kube-proxy and CoreDNS images, which it has not). %s is the
 // Kubernetes version, kubeadm's own.
 const kubeadmBootstrap = `## template: jinja
 #cloud-config
@@ -62,8 +65,8 @@ write_files:
       ignorePreflightErrors:
       - SystemVerification
     timeouts:
-      controlPlaneComponentHealthCheck: 20m0s
-      kubeletHealthCheck: 20m0s
+      controlPlaneComponentHealthCheck: 10m0s
+      kubeletHealthCheck: 10m0s
       kubernetesAPICall: 5m0s
     ---
     apiVersion: kubelet.config.k8s.io/v1beta1
