@@ -155,8 +155,11 @@ func TestKubeadmInit(t *testing.T) {
 	memory := filepath.Join("/sys/fs/cgroup/memory", m.Netns)
 	peak, _ := os.ReadFile(filepath.Join(memory, "memory.max_usage_in_bytes"))
 	stat, _ := os.ReadFile(filepath.Join(memory, "memory.stat"))
-	rss := regexp.MustCompile(`(?m)^total_rss (\d+)$`).FindStringSubmatch(string(stat))
-	t.Logf("the machine's memory: rss %v, peak with page cache %s bytes", rss, strings.TrimSpace(string(peak)))
+	rss := "?"
+	if found := regexp.MustCompile(`(?m)^total_rss (\d+)$`).FindStringSubmatch(string(stat)); found != nil {
+		rss = found[1]
+	}
+	t.Logf("the machine's memory: rss %s bytes, peak with page cache %s bytes", rss, strings.TrimSpace(string(peak)))
 
 	// Deleting the PacketMachine stops the machine: nothing of it, its
 	// containers' processes and cgroups included, is left.

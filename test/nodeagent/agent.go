@@ -133,6 +133,10 @@ func (a *Agent) setUp() error {
 	return run("ip", "netns", "add", a.Fabric)
 }
 
+// Dir is the agent's directory on this host: the image's mount point and
+// the machines' overlays are under it.
+func (a *Agent) Dir() string { return a.dir }
+
 // Close stops every machine, removes the fabric and unmounts the image.
 func (a *Agent) Close() error {
 	if a.cancel != nil {
