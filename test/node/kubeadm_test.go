@@ -208,7 +208,7 @@ func apiClient(t *testing.T, m *nodeagent.Machine, kubeconfig, addr string) *api
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.TLSClientConfig.ServerName = "kubernetes"
+	cfg.ServerName = "kubernetes"
 	tlsConfig, err := rest.TLSConfigFor(cfg)
 	if err != nil {
 		t.Fatal(err)
