@@ -61,7 +61,7 @@ test: export CAPI_MANAGER := $(CAPI_MANAGER)
 # where a test depends on them (test/e2e/move): the kube-controller-manager
 # test-cluster runs, from the same one build of the node's binaries.
 CLUSTER_BIN := $(BIN)/cluster
-KUBE_NODE := $(addprefix $(CLUSTER_BIN)/,kubelet kube-controller-manager kube-scheduler kube-proxy)
+KUBE_NODE := $(addprefix $(CLUSTER_BIN)/,kubelet kube-controller-manager kube-scheduler kube-proxy kubeadm)
 TEST_DEPS += $(KUBE_NODE)
 test: export KUBE_CONTROLLER_MANAGER := $(CLUSTER_BIN)/kube-controller-manager
 # The operators' alerts (config/monitoring) are checked by promtool's rule
@@ -107,7 +107,7 @@ test: $(TEST_DEPS) $(OLDEST_ENVTEST) ## Run every test: unit, fuzz seed corpora,
 # boots two, one after the other; a third guest would only slow the others)
 # and the devices-as-machines test, which mostly waits.
 .PHONY: test-node
-test-node: envtest $(NODE_IMAGE)/rootfs.img ## Boot the rendered node configuration in Debian VMs under qemu, and devices as machines in namespaces on this host (image built once into bin/node).
+test-node: envtest $(NODE_IMAGE)/rootfs.img $(NODE_IMAGE)/kube ## Boot the rendered node configuration in Debian VMs under qemu, and devices as machines in namespaces on this host (image built once into bin/node).
 	REQUIRE_NODE_BOOT=1 NODE_IMAGE=$(NODE_IMAGE) go test -count=1 -timeout 40m -parallel 4 -v ./test/node/
 
 # The workload cluster test (test/workload, a Go module of its own) runs
@@ -367,11 +367,11 @@ CLUSTER_REGISTRY := 127.0.0.1:5000
 CAPI_VERSION := $(shell sed -n 's/^\tsigs.k8s.io\/cluster-api \(v[0-9.]*\).*/\1/p' go.mod)
 
 $(KUBE_NODE) &: test/tools/kube-node/go.mod
-	@echo "building kubelet, kube-controller-manager, kube-scheduler, kube-proxy from test/tools/kube-node (once; cached in $(CLUSTER_BIN))"
+	@echo "building kubelet, kube-controller-manager, kube-scheduler, kube-proxy, kubeadm from test/tools/kube-node (once; cached in $(CLUSTER_BIN))"
 	@mkdir -p $(CLUSTER_BIN)
 	cd test/tools/kube-node && go build -ldflags '$(call version-ldflags,$(KUBE_VERSION))' -o $(CLUSTER_BIN)/ \
 		k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-controller-manager \
-		k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-proxy
+		k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-proxy k8s.io/kubernetes/cmd/kubeadm
 
 $(CLUSTER_TOOLS):
 	@mkdir -p $(dir $@)
@@ -512,3 +512,17 @@ $(NODE_BOOT_TOOLS):
 $(NODE_IMAGE)/rootfs.img: test/node/image.sh | $(NODE_BOOT_TOOLS)
 	@echo "building the Debian node image with debootstrap (once; cached in $(NODE_IMAGE))"
 	test/node/image.sh $(NODE_IMAGE)
+
+# The layer the node agent lays over the image for each machine: kubelet,
+# kubeadm and the control plane's images from this repository's binaries
+# (test/node/kubelayer.sh; seconds, apart from building the binaries). Its
+# etcd is the version this kubeadm runs (3.6), not envtest's.
+NODE_ETCD := $(NODE_IMAGE)/etcd
+$(NODE_ETCD): test/tools/etcd-node/go.mod
+	$(call tool-build,etcd-node,go.etcd.io/etcd/server/v3)
+
+$(NODE_IMAGE)/kube: test/node/kubelayer.sh test/cluster/pause/main.go $(KUBE_NODE) $(KUBE_APISERVER) $(NODE_ETCD)
+	@mkdir -p $(NODE_IMAGE)
+	CGO_ENABLED=0 go build $(IMAGE_GOFLAGS) -o $(NODE_IMAGE)/pause ./test/cluster/pause
+	test/node/kubelayer.sh $@ $(CLUSTER_BIN)/kubeadm $(CLUSTER_BIN)/kubelet $(KUBE_APISERVER) \
+		$(CLUSTER_BIN)/kube-controller-manager $(CLUSTER_BIN)/kube-scheduler $(NODE_ETCD) $(NODE_IMAGE)/pause

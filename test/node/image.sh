@@ -17,8 +17,12 @@ root="$work/root"
 
 # python3-cffi-backend is listed because debootstrap does not resolve the
 # virtual package python3-cryptography depends on (python3-cffi-backend-api).
+# containerd, runc, iptables and conntrack are the node's runtime and what
+# kubeadm's preflight and kube-proxy look for: Debian's, as on the host's
+# one-node cluster; kubelet, kubeadm and the control plane's images come
+# from this repository's build (kubelayer.sh), a layer of their own.
 debootstrap --variant=minbase \
-  --include=systemd-sysv,udev,cloud-init,ifupdown,vlan,ifenslave,iproute2,curl,jq,ethtool,kmod,linux-image-amd64,ca-certificates,netbase,python3-cffi-backend \
+  --include=systemd-sysv,udev,cloud-init,ifupdown,vlan,ifenslave,iproute2,curl,jq,ethtool,kmod,linux-image-amd64,ca-certificates,netbase,python3-cffi-backend,containerd,runc,iptables,conntrack \
   bookworm "$root" "$mirror"
 
 echo node >"$root/etc/hostname"
@@ -122,6 +126,9 @@ ExecStart=/usr/local/sbin/node-probe
 WantedBy=cloud-final.service
 UNIT
 chroot "$root" systemctl enable node-probe.service >/dev/null
+# containerd's package enables its unit: the qemu scenarios run no
+# Kubernetes, and the machines of test/nodeagent start it themselves.
+chroot "$root" systemctl disable containerd.service >/dev/null 2>&1
 
 cp "$(readlink -f "$root/vmlinuz")" "$work/vmlinuz"
 cp "$(readlink -f "$root/initrd.img")" "$work/initrd.img"

@@ -147,12 +147,14 @@ func TestDevicesAreMachines(t *testing.T) {
 		g.Expect(string(mountinfo)).NotTo(ContainSubstring(filepath.Dir(m.Upper)))
 	}
 
-	// Closing the agent removes the fabric and the image's mount.
+	// Closing the agent removes the fabric and the image's mount (another
+	// test's agent may have its own meanwhile).
 	g.Expect(agent.Close()).To(Succeed())
 	g.Expect(filepath.Join("/run/netns", agent.Fabric)).NotTo(BeAnExistingFile())
 	mountinfo, err = os.ReadFile("/proc/self/mountinfo")
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(string(mountinfo)).NotTo(ContainSubstring("/nodeagent-"))
+	g.Expect(string(mountinfo)).NotTo(ContainSubstring(agent.Dir() + "/"))
+	g.Expect(string(mountinfo)).NotTo(ContainSubstring("/run/netns/" + agent.Fabric + " "))
 }
 
 // failedModules finds the cloud-init modules that failed in a console.

@@ -256,10 +256,16 @@ func newCluster(t *testing.T, name string, pool v1alpha1.MetalVRFIPPoolSpec) str
 // with the rendered user-data and attached its VLANs.
 func newMachine(t *testing.T, ns, name string, ports []infrav1.Port) *node {
 	t.Helper()
+	return newBootstrappedMachine(t, ns, name, bootstrapData, ports)
+}
+
+// newBootstrappedMachine is newMachine with the bootstrap data data.
+func newBootstrappedMachine(t *testing.T, ns, name, data string, ports []infrav1.Port) *node {
+	t.Helper()
 	g := NewWithT(t)
 	ctx := t.Context()
 	k8s := env.Client
-	bootstrap, machine := testenv.BootstrappedMachine(ns, "cluster", name, bootstrapData)
+	bootstrap, machine := testenv.BootstrappedMachine(ns, "cluster", name, data)
 	g.Expect(k8s.Create(ctx, bootstrap)).To(Succeed())
 	g.Expect(k8s.Create(ctx, machine)).To(Succeed())
 	pm := &infrav1.PacketMachine{

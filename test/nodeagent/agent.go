@@ -31,6 +31,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	metalv1 "github.com/equinix/equinix-sdk-go/services/metalv1"
@@ -45,6 +46,12 @@ type Options struct {
 	Metro string
 	// Image is the node image, an ext4 file system (rootfs.img).
 	Image string
+	// Layers are folders laid over the image, read-only, in every
+	// machine's root, the first one on top (test/node/kubelayer.sh's
+	// Kubernetes layer). Before cloud-init, the machine runs the
+	// executables of /usr/local/lib/nodeagent/boot.d in its root, in
+	// order: the services a node's systemd would start.
+	Layers []string
 	// Metadata is the host:port of the simulator's metadata service on this
 	// host: a machine reaches it at MetadataListen.
 	Metadata string
@@ -76,9 +83,13 @@ type Agent struct {
 
 	mu       sync.Mutex
 	machines map[string]*Machine
-	next     int
 	err      error
 }
+
+// machineIndex numbers the machines of all agents of the process: each
+// machine's metadata connections come from a loopback address of its own
+// (127.0.77.<index>), which the simulator binds to its device.
+var machineIndex atomic.Int32
 
 // imageMount is where, under the agent's directory, the image is mounted
 // read-only: the lower layer all machines share.
@@ -121,6 +132,10 @@ func (a *Agent) setUp() error {
 	}
 	return run("ip", "netns", "add", a.Fabric)
 }
+
+// Dir is the agent's directory on this host: the image's mount point and
+// the machines' overlays are under it.
+func (a *Agent) Dir() string { return a.dir }
 
 // Close stops every machine, removes the fabric and unmounts the image.
 func (a *Agent) Close() error {
@@ -245,11 +260,7 @@ func (a *Agent) ensure(ctx context.Context, d *metalv1.Device, vxlans map[string
 		if err != nil {
 			return err
 		}
-		a.mu.Lock()
-		a.next++
-		index := a.next
-		a.mu.Unlock()
-		m, err = a.start(full, index, vxlans)
+		m, err = a.start(full, int(machineIndex.Add(1)), vxlans)
 		if err != nil {
 			return err
 		}

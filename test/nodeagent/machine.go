@@ -18,10 +18,27 @@ import (
 	metalv1 "github.com/equinix/equinix-sdk-go/services/metalv1"
 )
 
-// cgroupControllers are the cgroup v1 hierarchies each machine gets a group
-// in: its processes are found (and killed) through pids, and a test can
-// read what it used from memory and cpu.
-var cgroupControllers = []string{"pids", "memory", "cpu"}
+// hierarchies are the cgroup v1 hierarchies of this host each machine gets
+// a group in (the folders of /sys/fs/cgroup: cpu,cpuacct and not its
+// symlinks): its processes are found
+// (and killed) through pids, a test reads what it used from memory and
+// cpu, and a kubelet in it finds every controller it checks for, its
+// groups under the machine's.
+func hierarchies() ([]string, error) {
+	entries, err := os.ReadDir("/sys/fs/cgroup")
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, e := range entries {
+		// unified is the v2 hierarchy of the hybrid layout and systemd a
+		// named one: neither has controllers.
+		if e.IsDir() && e.Name() != "unified" && e.Name() != "systemd" {
+			names = append(names, e.Name())
+		}
+	}
+	return names, nil
+}
 
 // BootDone is the file, in a machine's root, the boot writes the exit
 // status of each cloud-init stage to once cloud-init is done.
@@ -35,7 +52,7 @@ type Machine struct {
 	// Upper is the overlay's upper directory: what the machine wrote to its
 	// root, readable from the host.
 	Upper string
-	// Cgroups are its groups, one per controller.
+	// Cgroups are its groups, one per hierarchy.
 	Cgroups []string
 
 	agent *Agent
@@ -234,10 +251,19 @@ root="$DIR/root"
 mount -t overlay overlay -o "lowerdir=$LOWER,upperdir=$DIR/upper,workdir=$DIR/work" "$root"
 mount -t proc proc "$root/proc"
 mount -t sysfs sysfs "$root/sys"
+# The cgroup namespace's roots are the machine's groups.
+mount -t tmpfs -o mode=755 cgroup "$root/sys/fs/cgroup"
+for h in $HIERARCHIES; do
+  mkdir "$root/sys/fs/cgroup/$h"
+  mount -t cgroup -o "$h" cgroup "$root/sys/fs/cgroup/$h"
+  case $h in *,*)
+    for c in $(echo "$h" | tr , ' '); do ln -s "$h" "$root/sys/fs/cgroup/$c"; done ;;
+  esac
+done
 mount -t tmpfs -o mode=755 tmpfs "$root/run"
 mount -t tmpfs -o mode=1777 tmpfs "$root/tmp"
 mount -t tmpfs -o mode=755 tmpfs "$root/dev"
-for d in null zero full random urandom tty; do
+for d in null zero full random urandom tty kmsg; do
   touch "$root/dev/$d"
   mount --bind "/dev/$d" "$root/dev/$d"
 done
@@ -245,6 +271,12 @@ mkdir "$root/dev/pts" "$root/dev/shm"
 ln -s /proc/self/fd "$root/dev/fd"
 hostname "$HOSTNAME"
 exec chroot "$root" /bin/bash -c '
+  for service in /usr/local/lib/nodeagent/boot.d/*; do
+    if [ -x "$service" ]; then
+      echo "nodeagent: starting $service"
+      "$service" || echo "nodeagent: $service failed: $?"
+    fi
+  done
   stages=
   cloud-init init --local; stages="init-local=$?"
   cloud-init init; stages="$stages init=$?"
@@ -257,13 +289,26 @@ exec chroot "$root" /bin/bash -c '
 
 // boot starts the machine's first process in its cgroups and namespaces.
 func (m *Machine) boot() error {
+	names, err := hierarchies()
+	if err != nil {
+		return err
+	}
 	var join []string
-	for _, c := range cgroupControllers {
-		dir := filepath.Join("/sys/fs/cgroup", c, m.Netns)
+	for _, h := range names {
+		dir := filepath.Join("/sys/fs/cgroup", h, m.Netns)
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			return err
 		}
 		m.Cgroups = append(m.Cgroups, dir)
+		// A new cpuset group has no CPUs and no memory nodes: no process
+		// could join it.
+		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+			if data, err := os.ReadFile(filepath.Join(filepath.Dir(dir), f)); err == nil {
+				if err := os.WriteFile(filepath.Join(dir, f), data, 0o644); err != nil {
+					return err
+				}
+			}
+		}
 		join = append(join, fmt.Sprintf("echo $$ >%s/cgroup.procs", dir))
 	}
 	// The shell joins the groups, then becomes nsenter, which enters the
@@ -273,7 +318,8 @@ func (m *Machine) boot() error {
 		`unshare --mount --pid --uts --cgroup --fork --kill-child -- /bin/sh -c "$BOOT"`
 	cmd := exec.Command("/bin/sh", "-c", script)
 	cmd.Env = append(os.Environ(), "NETNS="+m.Netns, "BOOT="+bootScript, "DIR="+m.dir,
-		"LOWER="+filepath.Join(m.agent.dir, imageMount), "HOSTNAME="+m.Hostname, "DONE="+BootDone)
+		"LOWER="+strings.Join(append(slices.Clone(m.agent.opts.Layers), filepath.Join(m.agent.dir, imageMount)), ":"),
+		"HOSTNAME="+m.Hostname, "DONE="+BootDone, "HIERARCHIES="+strings.Join(names, " "))
 	log, err := os.Create(filepath.Join(m.dir, "console.log"))
 	if err != nil {
 		return err
@@ -340,18 +386,26 @@ func (m *Machine) stop() error {
 	return os.RemoveAll(m.dir)
 }
 
-// killAll kills the group's processes until none is left.
+// killAll kills the processes of the group and of the groups under it (a
+// kubelet's Pods) until none is left.
 func killAll(dir string) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		data, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+		var pids []string
+		err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+			if err != nil || !d.IsDir() {
+				return err
+			}
+			data, err := os.ReadFile(filepath.Join(path, "cgroup.procs"))
+			pids = append(pids, strings.Fields(string(data))...)
+			return err
+		})
 		if err != nil {
-			if os.IsNotExist(err) {
+			if errors.Is(err, os.ErrNotExist) {
 				return nil
 			}
 			return err
 		}
-		pids := strings.Fields(string(data))
 		if len(pids) == 0 {
 			return nil
 		}
@@ -368,9 +422,22 @@ func killAll(dir string) error {
 	}
 }
 
-// rmdirRetry removes an emptied cgroup; the kernel may take a moment to let
-// go of the group of processes just killed.
+// rmdirRetry removes an emptied cgroup and the groups under it, deepest
+// first; the kernel may take a moment to let go of the group of processes
+// just killed.
 func rmdirRetry(dir string) error {
+	var subs []string
+	_ = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() && path != dir {
+			subs = append(subs, path)
+		}
+		return nil
+	})
+	for i := len(subs) - 1; i >= 0; i-- {
+		if err := rmdirRetry(subs[i]); err != nil {
+			return err
+		}
+	}
 	var err error
 	for range 100 {
 		if err = os.Remove(dir); err == nil || os.IsNotExist(err) {

@@ -1,8 +1,10 @@
 package nodeagent
 
 import (
+	"context"
 	"net"
 	"os"
+	"path/filepath"
 	"runtime"
 
 	"golang.org/x/sys/unix"
@@ -17,35 +19,53 @@ import (
 // in the machine's namespace, keeping it and its veths alive (seen: the
 // test found its own process in a deleted machine's namespace).
 func listenIn(path, addr string) (net.Listener, error) {
-	type result struct {
-		ln  net.Listener
-		err error
-	}
-	ch := make(chan result, 1)
+	var ln net.Listener
+	err := in(path, func() (err error) {
+		ln, err = net.Listen("tcp", addr)
+		return err
+	})
+	return ln, err
+}
+
+// Dial connects to addr from inside the machine's network namespace, as a
+// process of the machine would: what a test uses to reach the machine's
+// services on its VLAN addresses.
+func (m *Machine) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	var conn net.Conn
+	err := in(filepath.Join("/run/netns", m.Netns), func() (err error) {
+		conn, err = (&net.Dialer{}).DialContext(ctx, network, addr)
+		return err
+	})
+	return conn, err
+}
+
+// in runs fn on a thread inside the network namespace at path; a socket fn
+// opens stays in that namespace.
+func in(path string, fn func() error) error {
+	ch := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
 		own, err := os.Open("/proc/thread-self/ns/net")
 		if err != nil {
-			ch <- result{err: err}
+			ch <- err
 			return
 		}
 		defer own.Close()
 		f, err := os.Open(path)
 		if err != nil {
-			ch <- result{err: err}
+			ch <- err
 			return
 		}
 		defer f.Close()
 		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-			ch <- result{err: os.NewSyscallError("setns", err)}
+			ch <- os.NewSyscallError("setns", err)
 			return
 		}
-		ln, err := net.Listen("tcp", addr)
+		err = fn()
 		if err := unix.Setns(int(own.Fd()), unix.CLONE_NEWNET); err == nil {
 			runtime.UnlockOSThread()
 		}
-		ch <- result{ln, err}
+		ch <- err
 	}()
-	r := <-ch
-	return r.ln, r.err
+	return <-ch
 }

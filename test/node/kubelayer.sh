@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Builds the node's Kubernetes layer: the folder the node agent
+# (test/nodeagent) lays over the node image (image.sh) for every machine,
+# with what a node's packages would install besides Debian's containerd and
+# runc: kubelet and kubeadm, containerd's configuration, the boot scripts
+# that start containerd and the kubelet as their systemd units would, and
+# the images kubeadm's static Pods run, named as this kubeadm expects, so
+# that nothing is pulled. Everything comes from this repository's build:
+#
+#   kubelayer.sh OUTDIR KUBEADM KUBELET KUBE-APISERVER KUBE-CONTROLLER-MANAGER KUBE-SCHEDULER ETCD PAUSE
+#
+# Each image is one uncompressed layer (a compressed one only costs time
+# here): the binary in /usr/local/bin, the C library it is linked against,
+# in the docker-archive form `ctr images import` reads. The build takes
+# seconds.
+set -euo pipefail
+
+out=${1:?usage: kubelayer.sh OUTDIR KUBEADM KUBELET KUBE-APISERVER KUBE-CONTROLLER-MANAGER KUBE-SCHEDULER ETCD PAUSE}
+kubeadm=$2 kubelet=$3
+declare -A binary=([kube-apiserver]=$4 [kube-controller-manager]=$5 [kube-scheduler]=$6 [etcd]=$7 [pause]=$8)
+
+work="$(mktemp -d "${out%/}.build.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+root="$work/root"
+mkdir -p "$root/usr/local/bin" "$root/usr/local/lib/nodeagent/boot.d" "$root/usr/local/lib/nodeagent/images" "$root/etc/containerd"
+cp "$kubeadm" "$kubelet" "$root/usr/local/bin/"
+
+# The version kubeadm deploys is its own; its image list names the tags.
+version="$("$kubeadm" version -o short)"
+sandbox=
+while read -r ref; do
+  repo=${ref%:*} name=${repo##*/}
+  bin=${binary[$name]:-}
+  if [ -z "$bin" ]; then
+    continue # kube-proxy and CoreDNS: addons, not the control plane
+  fi
+  [ "$name" = pause ] && sandbox=$ref
+  if [ "$name" = etcd ]; then
+    # kubeadm passes etcd the flags of the version it names.
+    want=${ref##*:} want=${want%-*} got="$("$bin" --version | sed -n 's/^etcd Version: //p')"
+    [ "$got" = "$want" ] || { echo "$bin is etcd $got; kubeadm $version runs etcd $want" >&2; exit 1; }
+  fi
+  img="$work/img-$name"
+  mkdir -p "$img/layer/usr/local/bin"
+  if [ "$name" = pause ]; then
+    cp "$bin" "$img/layer/pause"
+    entrypoint='["/pause"]'
+  else
+    cp "$bin" "$img/layer/usr/local/bin/$name"
+    entrypoint="[\"/usr/local/bin/$name\"]"
+  fi
+  # The dynamic loader and libraries the binary needs (cgo: the C library).
+  for lib in $(ldd "$bin" 2>/dev/null | grep -o '/[^ ]*'); do
+    mkdir -p "$img/layer$(dirname "$lib")"
+    cp -L "$lib" "$img/layer$lib"
+  done
+  tar -C "$img/layer" --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -cf "$img/layer.tar" .
+  diff="$(sha256sum "$img/layer.tar" | cut -d' ' -f1)"
+  jq -cn --argjson ep "$entrypoint" --arg diff "sha256:$diff" '{architecture: "amd64", os: "linux",
+    config: {Env: ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"], Entrypoint: $ep, WorkingDir: "/"},
+    rootfs: {type: "layers", diff_ids: [$diff]}}' >"$img/config.json"
+  config="$(sha256sum "$img/config.json" | cut -d' ' -f1)"
+  mkdir -p "$img/archive/$diff"
+  mv "$img/layer.tar" "$img/archive/$diff/layer.tar"
+  mv "$img/config.json" "$img/archive/$config.json"
+  jq -cn --arg config "$config.json" --arg ref "$ref" --arg layer "$diff/layer.tar" \
+    '[{Config: $config, RepoTags: [$ref], Layers: [$layer]}]' >"$img/archive/manifest.json"
+  tar -C "$img/archive" --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 \
+    -cf "$root/usr/local/lib/nodeagent/images/$name.tar" .
+  rm -rf "$img"
+done < <("$kubeadm" config images list --kubernetes-version "$version")
+for name in "${!binary[@]}"; do
+  [ -f "$root/usr/local/lib/nodeagent/images/$name.tar" ] || { echo "kubeadm $version lists no image for $name" >&2; exit 1; }
+done
+
+# Only what differs from containerd 1.6's defaults, as test/cluster's node:
+# kubeadm's sandbox image, no oom_score_adj below containerd's own (no
+# CAP_SYS_RESOURCE here) and the native snapshotter (the machine's root is
+# an overlay, which overlayfs cannot take as an upper layer).
+cat >"$root/etc/containerd/config.toml" <<TOML
+version = 2
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "$sandbox"
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "native"
+TOML
+
+# The node agent runs these, in order, before cloud-init: what the
+# containerd and kubelet units (the latter with kubeadm's drop-in) do.
+cat >"$root/usr/local/lib/nodeagent/boot.d/10-containerd" <<'SH'
+#!/bin/sh
+# containerd.service, then the images imported (a node's would be pulled).
+set -eu
+sysctl -qw net.ipv4.ip_forward=1
+containerd >>/var/log/containerd.log 2>&1 &
+for _ in $(seq 600); do
+  ctr version >/dev/null 2>&1 && break
+  sleep 0.1
+done
+for image in /usr/local/lib/nodeagent/images/*.tar; do
+  ctr -n k8s.io images import --no-unpack "$image" >/dev/null
+done
+SH
+cat >"$root/usr/local/lib/nodeagent/boot.d/20-kubelet" <<'SH'
+#!/bin/sh
+# kubelet.service with kubeadm's drop-in (10-kubeadm.conf): once kubeadm
+# wrote its configuration, the kubelet runs, with kubeadm's flags and the
+# node's own (/etc/default/kubelet: CAPP's --node-ip), restarted when it
+# exits.
+(
+  while :; do
+    if [ -f /var/lib/kubelet/config.yaml ]; then
+      KUBELET_KUBEADM_ARGS= KUBELET_EXTRA_ARGS=
+      [ -f /var/lib/kubelet/kubeadm-flags.env ] && . /var/lib/kubelet/kubeadm-flags.env
+      [ -f /etc/default/kubelet ] && . /etc/default/kubelet
+      # shellcheck disable=SC2086 # the variables hold several flags
+      kubelet --bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf \
+        --kubeconfig=/etc/kubernetes/kubelet.conf --config=/var/lib/kubelet/config.yaml \
+        $KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS
+    fi
+    sleep 1
+  done
+) >>/var/log/kubelet.log 2>&1 &
+SH
+chmod 0755 "$root/usr/local/lib/nodeagent/boot.d"/*
+
+rm -rf "$out"
+mv "$root" "$out"
