@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	metalv1 "github.com/equinix/equinix-sdk-go/services/metalv1"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,7 +23,6 @@ import (
 
 	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
-	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal/sim/simtest"
 	"github.com/metal-vrf/cluster-api-metal-vrf/test/nodeagent"
 )
 
@@ -99,22 +96,7 @@ func TestKubeadmInit(t *testing.T) {
 	layer := filepath.Join(imageDir, "kube")
 	version, err := exec.Command(filepath.Join(layer, "usr/local/bin/kubeadm"), "version", "-o", "short").Output()
 	g.Expect(err).NotTo(HaveOccurred(), "the Kubernetes layer (make test-node builds it) has no kubeadm")
-	simURL, err := url.Parse(metalSim.URL)
-	g.Expect(err).NotTo(HaveOccurred())
-	agent, err := nodeagent.Start(nodeagent.Options{
-		API: simtest.SDK(metalSim.URL, simtest.APIKey), Project: simtest.Project, Metro: simtest.Metro,
-		Image: filepath.Join(imageDir, "rootfs.img"), Layers: []string{layer}, Metadata: simURL.Host,
-		MetadataListen: guestfwdAddr + ":80", Bind: metalSim.BindNode,
-		Select: func(d *metalv1.Device) bool { return strings.HasPrefix(d.GetHostname(), kubeadmPrefix) },
-		Poll:   500 * time.Millisecond,
-		Logf:   t.Logf,
-	})
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() {
-		if err := agent.Close(); err != nil {
-			t.Error(err)
-		}
-	})
+	agent := startAgent(t, kubeadmPrefix, layer)
 
 	ns := newCluster(t, "kubeadm", v1alpha1.MetalVRFIPPoolSpec{
 		Addresses: []string{"10.60.1.2-10.60.1.4"}, Prefix: ptr.To[int32](29), Gateway: "10.60.1.1",

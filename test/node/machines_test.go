@@ -44,22 +44,7 @@ func TestDevicesAreMachines(t *testing.T) {
 	}
 	g := NewWithT(t)
 	ctx := t.Context()
-	simURL, err := url.Parse(metalSim.URL)
-	g.Expect(err).NotTo(HaveOccurred())
-	agent, err := nodeagent.Start(nodeagent.Options{
-		API: simtest.SDK(metalSim.URL, simtest.APIKey), Project: simtest.Project, Metro: simtest.Metro,
-		Image: filepath.Join(imageDir, "rootfs.img"), Metadata: simURL.Host,
-		MetadataListen: guestfwdAddr + ":80", Bind: metalSim.BindNode,
-		Select: func(d *metalv1.Device) bool { return strings.HasPrefix(d.GetHostname(), machinePrefix) },
-		Poll:   500 * time.Millisecond,
-		Logf:   t.Logf,
-	})
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() {
-		if err := agent.Close(); err != nil {
-			t.Error(err)
-		}
-	})
+	agent := startAgent(t, machinePrefix)
 
 	ns := newCluster(t, "machines", v1alpha1.MetalVRFIPPoolSpec{
 		Addresses: []string{"10.60.1.2-10.60.1.4"}, Prefix: ptr.To[int32](29), Gateway: "10.60.1.1",
@@ -161,6 +146,34 @@ func TestDevicesAreMachines(t *testing.T) {
 var failedModules = regexp.MustCompile(`Running module (\w+) \(`)
 
 // claimedAddress is the address IPAM gave the node's first network.
+// startAgent starts a node agent that runs the devices whose host names
+// start with prefix as machines of the node image with layers over it; the
+// test's cleanup closes it.
+func startAgent(t *testing.T, prefix string, layers ...string) *nodeagent.Agent {
+	t.Helper()
+	simURL, err := url.Parse(metalSim.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent, err := nodeagent.Start(nodeagent.Options{
+		API: simtest.SDK(metalSim.URL, simtest.APIKey), Project: simtest.Project, Metro: simtest.Metro,
+		Image: filepath.Join(imageDir, "rootfs.img"), Layers: layers, Metadata: simURL.Host,
+		MetadataListen: guestfwdAddr + ":80", Bind: metalSim.BindNode,
+		Select: func(d *metalv1.Device) bool { return strings.HasPrefix(d.GetHostname(), prefix) },
+		Poll:   500 * time.Millisecond,
+		Logf:   t.Logf,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := agent.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return agent
+}
+
 func claimedAddress(t *testing.T, n *node) string {
 	t.Helper()
 	g := NewWithT(t)
