@@ -71,6 +71,7 @@ image() {
 # kube-proxy programs the node's iptables through the iptables commands:
 # its image has this host's (the nftables backend, which the node image's
 # Debian defaults to too) with their extensions.
+[ -x /usr/sbin/xtables-nft-multi ] || { echo "kube-proxy's image needs this host's iptables (apt-get install iptables)" >&2; exit 1; }
 iptables=(/usr/sbin/xtables-nft-multi=/usr/sbin/xtables-nft-multi
   /usr/lib/x86_64-linux-gnu/xtables=/usr/lib/x86_64-linux-gnu/xtables)
 for cmd in iptables iptables-save iptables-restore ip6tables ip6tables-save ip6tables-restore; do
