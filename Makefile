@@ -501,11 +501,11 @@ run-cluster: $(CLUSTER_PARTS) ## The demo of test-cluster, kept running with its
 # over the VLAN bridges.
 $(NODE_BOOT_TOOLS):
 	@mkdir -p $(dir $@)
-	@missing=; for tool in qemu-system-x86_64 socat debootstrap mkfs.ext4 debugfs ping; do command -v $$tool >/dev/null || missing=1; done; \
+	@missing=; for tool in qemu-system-x86_64 socat debootstrap mkfs.ext4 debugfs ping xtables-nft-multi; do command -v $$tool >/dev/null || missing=1; done; \
 	if [ -n "$$missing" ]; then \
-		echo "installing qemu-system-x86 socat debootstrap e2fsprogs iputils-ping with apt-get (once)"; \
+		echo "installing qemu-system-x86 socat debootstrap e2fsprogs iputils-ping iptables with apt-get (once)"; \
 		apt-get update -qq; \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends qemu-system-x86 socat debootstrap e2fsprogs iputils-ping >/dev/null; \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends qemu-system-x86 socat debootstrap e2fsprogs iputils-ping iptables >/dev/null; \
 	fi
 	@touch $@
 
@@ -521,8 +521,21 @@ NODE_ETCD := $(NODE_IMAGE)/etcd
 $(NODE_ETCD): test/tools/etcd-node/go.mod
 	$(call tool-build,etcd-node,go.etcd.io/etcd/server/v3)
 
-$(NODE_IMAGE)/kube: test/node/kubelayer.sh test/cluster/pause/main.go $(KUBE_NODE) $(KUBE_APISERVER) $(NODE_ETCD)
+# The pod network: the reference CNI plugins (test/tools/cni-plugins) and
+# the route agent's DaemonSet (test/tools/routeagent).
+NODE_CNI := $(NODE_IMAGE)/cni
+NODE_ROUTEAGENT := $(NODE_IMAGE)/routeagent
+$(NODE_CNI): test/tools/cni-plugins/go.mod
+	@mkdir -p $@
+	cd test/tools/cni-plugins && CGO_ENABLED=0 go build -o $@/ github.com/containernetworking/plugins/plugins/ipam/host-local \
+		github.com/containernetworking/plugins/plugins/main/bridge github.com/containernetworking/plugins/plugins/main/loopback \
+		github.com/containernetworking/plugins/plugins/meta/portmap
+$(NODE_ROUTEAGENT): test/tools/routeagent/go.mod test/tools/routeagent/main.go
+	cd test/tools/routeagent && CGO_ENABLED=0 go build -o $@ .
+
+$(NODE_IMAGE)/kube: test/node/kubelayer.sh test/cluster/pause/main.go $(KUBE_NODE) $(KUBE_APISERVER) $(NODE_ETCD) $(NODE_CNI) $(NODE_ROUTEAGENT) | $(NODE_BOOT_TOOLS)
 	@mkdir -p $(NODE_IMAGE)
 	CGO_ENABLED=0 go build $(IMAGE_GOFLAGS) -o $(NODE_IMAGE)/pause ./test/cluster/pause
 	test/node/kubelayer.sh $@ $(CLUSTER_BIN)/kubeadm $(CLUSTER_BIN)/kubelet $(KUBE_APISERVER) \
-		$(CLUSTER_BIN)/kube-controller-manager $(CLUSTER_BIN)/kube-scheduler $(NODE_ETCD) $(NODE_IMAGE)/pause
+		$(CLUSTER_BIN)/kube-controller-manager $(CLUSTER_BIN)/kube-scheduler $(NODE_ETCD) $(NODE_IMAGE)/pause \
+		$(CLUSTER_BIN)/kube-proxy $(NODE_CNI) $(NODE_ROUTEAGENT)

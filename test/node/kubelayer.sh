@@ -2,12 +2,14 @@
 # Builds the node's Kubernetes layer: the folder the node agent
 # (test/nodeagent) lays over the node image (image.sh) for every machine,
 # with what a node's packages would install besides Debian's containerd and
-# runc: kubelet and kubeadm, containerd's configuration, the boot scripts
-# that start containerd and the kubelet as their systemd units would, and
-# the images kubeadm's static Pods run, named as this kubeadm expects, so
-# that nothing is pulled. Everything comes from this repository's build:
+# runc: kubelet and kubeadm, the CNI plugins in /opt/cni/bin, containerd's
+# configuration, the boot scripts that start containerd and the kubelet as
+# their systemd units would, and the images kubeadm's static Pods and its
+# kube-proxy addon run, named as this kubeadm expects, plus the route
+# agent's (test/tools/routeagent: the pod network's DaemonSet), so that
+# nothing is pulled. Everything comes from this repository's build:
 #
-#   kubelayer.sh OUTDIR KUBEADM KUBELET KUBE-APISERVER KUBE-CONTROLLER-MANAGER KUBE-SCHEDULER ETCD PAUSE
+#   kubelayer.sh OUTDIR KUBEADM KUBELET KUBE-APISERVER KUBE-CONTROLLER-MANAGER KUBE-SCHEDULER ETCD PAUSE KUBE-PROXY CNI-BIN-DIR ROUTEAGENT
 #
 # Each image is one uncompressed layer (a compressed one only costs time
 # here): the binary in /usr/local/bin, the C library it is linked against,
@@ -15,9 +17,11 @@
 # seconds.
 set -euo pipefail
 
-out=${1:?usage: kubelayer.sh OUTDIR KUBEADM KUBELET KUBE-APISERVER KUBE-CONTROLLER-MANAGER KUBE-SCHEDULER ETCD PAUSE}
-kubeadm=$2 kubelet=$3
-declare -A binary=([kube-apiserver]=$4 [kube-controller-manager]=$5 [kube-scheduler]=$6 [etcd]=$7 [pause]=$8)
+usage='usage: kubelayer.sh OUTDIR KUBEADM KUBELET KUBE-APISERVER KUBE-CONTROLLER-MANAGER KUBE-SCHEDULER ETCD PAUSE KUBE-PROXY CNI-BIN-DIR ROUTEAGENT'
+out=${1:?$usage} kubeadm=$2 kubelet=$3 cni=${10:?$usage} routeagent=${11:?$usage}
+declare -A binary=([kube-apiserver]=$4 [kube-controller-manager]=$5 [kube-scheduler]=$6 [etcd]=$7 [pause]=$8 [kube-proxy]=$9)
+# The route agent's image: the test's DaemonSet names it, never pulled.
+routeagent_ref=localhost/routeagent:test
 
 work="$(mktemp -d "${out%/}.build.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
@@ -25,34 +29,28 @@ root="$work/root"
 mkdir -p "$root/usr/local/bin" "$root/usr/local/lib/nodeagent/boot.d" "$root/usr/local/lib/nodeagent/images" "$root/etc/containerd"
 cp "$kubeadm" "$kubelet" "$root/usr/local/bin/"
 
-# The version kubeadm deploys is its own; its image list names the tags.
-version="$("$kubeadm" version -o short)"
-sandbox=
-while read -r ref; do
-  repo=${ref%:*} name=${repo##*/}
-  bin=${binary[$name]:-}
-  if [ -z "$bin" ]; then
-    continue # kube-proxy and CoreDNS: addons, not the control plane
-  fi
-  [ "$name" = pause ] && sandbox=$ref
-  if [ "$name" = etcd ]; then
-    # kubeadm passes etcd the flags of the version it names.
-    want=${ref##*:} want=${want%-*} got="$("$bin" --version | sed -n 's/^etcd Version: //p')"
-    [ "$got" = "$want" ] || { echo "$bin is etcd $got; kubeadm $version runs etcd $want" >&2; exit 1; }
-  fi
-  img="$work/img-$name"
-  mkdir -p "$img/layer/usr/local/bin"
-  if [ "$name" = pause ]; then
-    cp "$bin" "$img/layer/pause"
-    entrypoint='["/pause"]'
-  else
-    cp "$bin" "$img/layer/usr/local/bin/$name"
-    entrypoint="[\"/usr/local/bin/$name\"]"
-  fi
-  # The dynamic loader and libraries the binary needs (cgo: the C library).
-  for lib in $(ldd "$bin" 2>/dev/null | grep -o '/[^ ]*'); do
-    mkdir -p "$img/layer$(dirname "$lib")"
-    cp -L "$lib" "$img/layer$lib"
+mkdir -p "$root/opt/cni/bin"
+for plugin in bridge host-local loopback portmap; do
+  cp "$cni/$plugin" "$root/opt/cni/bin/"
+done
+
+# image NAME REF ENTRYPOINT SRC=DST... writes the image REF, with each
+# host file (or folder, or symbolic link) SRC at DST and the libraries the
+# binaries are linked against, to the layer's images/NAME.tar.
+image() {
+  local name=$1 ref=$2 entrypoint=$3 img="$work/img-$1" spec src dst lib diff config
+  shift 3
+  mkdir -p "$img/layer"
+  for spec in "$@"; do
+    src=${spec%%=*} dst=${spec#*=}
+    mkdir -p "$img/layer$(dirname "$dst")"
+    cp -a "$src" "$img/layer$dst"
+    # The dynamic loader and libraries a binary needs (cgo: the C library).
+    if [ ! -f "$src" ] || [ -L "$src" ]; then continue; fi
+    for lib in $(ldd "$src" 2>/dev/null | grep -o '/[^ ]*'); do
+      mkdir -p "$img/layer$(dirname "$lib")"
+      cp -L "$lib" "$img/layer$lib"
+    done
   done
   tar -C "$img/layer" --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -cf "$img/layer.tar" .
   diff="$(sha256sum "$img/layer.tar" | cut -d' ' -f1)"
@@ -68,10 +66,45 @@ while read -r ref; do
   tar -C "$img/archive" --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 \
     -cf "$root/usr/local/lib/nodeagent/images/$name.tar" .
   rm -rf "$img"
+}
+
+# kube-proxy programs the node's iptables through the iptables commands:
+# its image has this host's (the nftables backend, which the node image's
+# Debian defaults to too) with their extensions.
+[ -x /usr/sbin/xtables-nft-multi ] || { echo "kube-proxy's image needs this host's iptables (apt-get install iptables)" >&2; exit 1; }
+iptables=(/usr/sbin/xtables-nft-multi=/usr/sbin/xtables-nft-multi
+  /usr/lib/x86_64-linux-gnu/xtables=/usr/lib/x86_64-linux-gnu/xtables)
+for cmd in iptables iptables-save iptables-restore ip6tables ip6tables-save ip6tables-restore; do
+  ln -s xtables-nft-multi "$work/$cmd"
+  iptables+=("$work/$cmd=/usr/sbin/$cmd")
+done
+
+# The version kubeadm deploys is its own; its image list names the tags.
+version="$("$kubeadm" version -o short)"
+sandbox=
+while read -r ref; do
+  repo=${ref%:*} name=${repo##*/}
+  bin=${binary[$name]:-}
+  if [ -z "$bin" ]; then
+    continue # CoreDNS: not built (the tests skip kubeadm's addon/coredns phase)
+  fi
+  dst=/usr/local/bin/$name extra=()
+  case $name in
+  pause)
+    sandbox=$ref dst=/pause ;;
+  etcd)
+    # kubeadm passes etcd the flags of the version it names.
+    want=${ref##*:} want=${want%-*} got="$("$bin" --version | sed -n 's/^etcd Version: //p')"
+    [ "$got" = "$want" ] || { echo "$bin is etcd $got; kubeadm $version runs etcd $want" >&2; exit 1; } ;;
+  kube-proxy)
+    extra=("${iptables[@]}") ;;
+  esac
+  image "$name" "$ref" "[\"$dst\"]" "$bin=$dst" "${extra[@]}"
 done < <("$kubeadm" config images list --kubernetes-version "$version")
 for name in "${!binary[@]}"; do
   [ -f "$root/usr/local/lib/nodeagent/images/$name.tar" ] || { echo "kubeadm $version lists no image for $name" >&2; exit 1; }
 done
+image routeagent "$routeagent_ref" '["/usr/local/bin/routeagent"]' "$routeagent=/usr/local/bin/routeagent"
 
 # Only what differs from containerd 1.6's defaults, as test/cluster's node:
 # kubeadm's sandbox image, no oom_score_adj below containerd's own (no
