@@ -193,6 +193,19 @@ func TestRealControlPlane(t *testing.T) {
 		g.Expect(got.Status.NodeRef.Name).To(Equal(node.Name))
 	}).WithTimeout(5*time.Minute).Should(Succeed(), func() string { return kubeletLog(m) })
 
+	// Not asserted (no CNI is built, and the CCM's image is not in the
+	// layer): what the addons left of the Node, for docs/capp.md.
+	node := &corev1.Node{}
+	if err := workload.Get(ctx, client.ObjectKey{Name: m.Hostname}, node); err == nil {
+		t.Logf("the Node's taints: %v; Ready: %v", node.Spec.Taints, nodeReady(node))
+	}
+	pods := &corev1.PodList{}
+	if err := workload.List(ctx, pods, client.InNamespace("kube-system")); err == nil {
+		for _, p := range pods.Items {
+			t.Logf("workload pod %s: %s", p.Name, p.Status.Phase)
+		}
+	}
+
 	// What the machine has on this host, to check it is gone after.
 	var st syscall.Stat_t
 	g.Expect(syscall.Stat(filepath.Join("/run/netns", m.Netns), &st)).To(Succeed())
@@ -324,4 +337,14 @@ func processesIn(inode uint64) []string {
 		}
 	}
 	return found
+}
+
+// nodeReady is the message of the Node's Ready condition.
+func nodeReady(node *corev1.Node) string {
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return fmt.Sprintf("%s (%s)", c.Status, c.Message)
+		}
+	}
+	return "unknown"
 }
