@@ -120,13 +120,16 @@ CAPI_KUBEADM_CONTROL_PLANE_MANAGER := $(TOOLS)/capi-kubeadm-control-plane-manage
 # repository (kustomize) and run Kubernetes' garbage collector beside
 # envtest, and the incluster flavor's pools need the in-cluster provider.
 # Its clusters come up side by side: they wait on Cluster API's managers
-# rather than compute (-parallel: see test-node).
+# rather than compute (-parallel: see test-node). TestRealControlPlane boots
+# its control plane as a machine of this host from the node image (the one
+# test-node uses, built once): it runs here, where the management cluster,
+# Cluster API's managers and root's network namespace already are.
 .PHONY: test-workload
-test-workload: envtest $(CAPI_MANAGER) $(CAPI_KUBEADM_BOOTSTRAP_MANAGER) $(CAPI_KUBEADM_CONTROL_PLANE_MANAGER) $(CLUSTERCTL) $(KUSTOMIZE) $(INCLUSTER_MANAGER) $(CLUSTER_BIN)/kube-controller-manager ## Run Cluster API's e2e specs (QuickStart, MachineDeployment and KubeadmControlPlane scale, rollout, clusterctl move) on clusters of every flavor, on emulated nodes (in-memory workload clusters; root, own network namespace; docs/workload.md).
+test-workload: envtest $(CAPI_MANAGER) $(CAPI_KUBEADM_BOOTSTRAP_MANAGER) $(CAPI_KUBEADM_CONTROL_PLANE_MANAGER) $(CLUSTERCTL) $(KUSTOMIZE) $(INCLUSTER_MANAGER) $(CLUSTER_BIN)/kube-controller-manager $(NODE_IMAGE)/rootfs.img $(NODE_IMAGE)/kube ## Run Cluster API's e2e specs (QuickStart, MachineDeployment and KubeadmControlPlane scale, rollout, clusterctl move) on clusters of every flavor, on emulated nodes (in-memory workload clusters; root, own network namespace; docs/workload.md).
 	cd test/workload && REQUIRE_WORKLOAD=1 CAPI_MANAGER=$(CAPI_MANAGER) CLUSTERCTL=$(CLUSTERCTL) KUSTOMIZE=$(KUSTOMIZE) \
 		CAPI_KUBEADM_BOOTSTRAP_MANAGER=$(CAPI_KUBEADM_BOOTSTRAP_MANAGER) CAPI_KUBEADM_CONTROL_PLANE_MANAGER=$(CAPI_KUBEADM_CONTROL_PLANE_MANAGER) \
-		INCLUSTER_MANAGER=$(INCLUSTER_MANAGER) KUBE_CONTROLLER_MANAGER=$(CLUSTER_BIN)/kube-controller-manager \
-		go test -count=1 -timeout 20m -parallel 4 -v ./...
+		INCLUSTER_MANAGER=$(INCLUSTER_MANAGER) KUBE_CONTROLLER_MANAGER=$(CLUSTER_BIN)/kube-controller-manager NODE_IMAGE=$(NODE_IMAGE) \
+		go test -count=1 -timeout 25m -parallel 5 -v ./...
 
 .PHONY: test-chaos
 test-chaos: envtest ## Run two replicas of the IPAM manager while their leader is killed or frozen, and without leader election (minutes; docs/reliability.md).

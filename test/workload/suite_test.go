@@ -9,11 +9,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	"sigs.k8s.io/cluster-api/test/framework"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -34,6 +36,7 @@ import (
 // seconds each would take to start, per test.
 var suite struct {
 	metalAPI *metal.Client
+	sim      *simtest.Sim
 	simURL   string
 	// clusterctl is the binary, config the configuration naming the local
 	// repository, and ctlEnv the environment it runs in (a HOME of its own).
@@ -67,7 +70,7 @@ func runSuite(m interface{ Run() int }) (code int, err error) {
 		return 0, err
 	}
 	stops = append(stops, s.Close)
-	suite.simURL = s.URL
+	suite.sim, suite.simURL = s, s.URL
 	if suite.metalAPI, err = metal.NewClient(metal.Config{APIKey: simtest.APIKey, BaseURL: s.URL, ProjectID: simtest.Project}); err != nil {
 		return 0, err
 	}
@@ -106,7 +109,9 @@ func runSuite(m interface{ Run() int }) (code int, err error) {
 				return (*amend)(d)
 			}
 			return d
-		}}
+		},
+		// TestRealControlPlane's devices boot as machines (test/nodeagent).
+		Ignore: func(d emulator.Device) bool { return strings.HasPrefix(d.Hostname, realPrefix) }}
 	suite.runDone = make(chan error, 1)
 	runCtx, stopRunner := context.WithCancel(ctx)
 	go func() { suite.runDone <- suite.runner.Run(runCtx) }()
@@ -185,7 +190,7 @@ func startManagement(ctx context.Context, name string, inCluster bool) (m *manag
 		return nil, stop, err
 	}
 	stops = append(stops, stopIPAM)
-	cappOpts := m.env.CAPPOptions(4, "")
+	cappOpts := m.env.CAPPOptions(4, metadataURL)
 	cappOpts.Getenv = func(name string) string {
 		return map[string]string{metal.EnvAPIKey: simtest.APIKey, metal.EnvBaseURL: suite.simURL}[name]
 	}
@@ -215,7 +220,7 @@ func startManagement(ctx context.Context, name string, inCluster bool) (m *manag
 	if m.scheme, err = testenv.Scheme(); err != nil {
 		return nil, stop, err
 	}
-	if err := controlplanev1.AddToScheme(m.scheme); err != nil {
+	if err := errors.Join(controlplanev1.AddToScheme(m.scheme), bootstrapv1.AddToScheme(m.scheme)); err != nil {
 		return nil, stop, err
 	}
 	if m.k8s, err = client.New(m.env.Config, client.Options{Scheme: m.scheme}); err != nil {

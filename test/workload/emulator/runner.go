@@ -48,6 +48,9 @@ type Runner struct {
 	// providers do not produce (e.g. a fault), or to add what they do not
 	// produce yet.
 	Amend func(Device) Device
+	// Ignore, when set, names the devices the runner leaves alone: those
+	// another runs as real machines (test/nodeagent).
+	Ignore func(Device) bool
 
 	manager  inmemoryruntime.Manager
 	clusters map[types.NamespacedName]*workloadCluster
@@ -117,6 +120,9 @@ func (r *Runner) poll(ctx context.Context) error {
 			continue
 		}
 		dev := Device{ID: d.GetId(), Hostname: d.GetHostname(), UserData: []byte(d.GetUserdata())}
+		if r.Ignore != nil && r.Ignore(dev) {
+			continue
+		}
 		if r.Amend != nil {
 			dev = r.Amend(dev)
 		}
