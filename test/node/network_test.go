@@ -25,6 +25,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
 	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
@@ -44,8 +46,15 @@ const bootstrapToken = "abcdef.0123456789abcdef"
 // Node a /24 of it, which the route agent routes.
 const podSubnet = "10.244.0.0/16"
 
-// initBootstrap is kubeadmBootstrap for a control plane others join: its
-// endpoint and advertised address are its VLAN address (%[2]s, the pool's
+// initBootstrap is a control plane's bootstrap data in the shape Cluster
+// API's kubeadm bootstrap provider (CABPK) writes it (its Jinja header, the
+// config in /run/kubeadm/kubeadm.yaml, its runcmd), with what this host
+// needs: the cgroupfs driver on cgroup v1 (no systemd runs in a machine)
+// and the SystemVerification check ignored (it fails on cgroup v1). Images
+// are never pulled: the layer has the control plane's, and the machine
+// reaches no registry. %[1]s is the Kubernetes version, kubeadm's own.
+// Others join this control plane: its endpoint and advertised address are
+// its VLAN address (%[2]s, the pool's
 // first: the pool is the test's own and the control plane's claim its first;
 // the test checks it), since bond0's address is the same on every machine
 // (as the platform's public address is not, but nothing is routed to it
@@ -147,14 +156,20 @@ runcmd:
   - 'kubeadm join --config /run/kubeadm/kubeadm-join-config.yaml && mkdir -p /var/lib/cluster-api && echo success > /var/lib/cluster-api/bootstrap-success.complete'
 `
 
-// TestPodNetwork boots a control plane and a worker as TestKubeadmInit
-// boots its control plane, both with bond0 on VLAN 1001 and an address
-// from IPAM: the worker joins the control plane at its VLAN address with
+// TestPodNetwork boots two devices CAPP created, a control plane and a
+// worker, as machines on this host (test/nodeagent) with the Kubernetes
+// layer (kubelayer.sh) over the node image, both with bond0 on VLAN 1001
+// and an address from IPAM. On the control plane cloud-init runs kubeadm
+// init, which runs etcd and the control plane as static Pods from the
+// images built here, on containerd and runc; its API server answers on its
+// IPAM address. The worker joins the control plane at its VLAN address with
 // a bootstrap token, the route agent (test/tools/routeagent, a hostNetwork
 // DaemonSet of an image the layer imports) gives each node its CNI
 // configuration from the podCIDR kube-controller-manager allocated and
 // routes the other's podCIDR via its InternalIP, and kube-proxy runs. Both
-// Nodes become Ready with their IPAM addresses, and a Pod on the worker
+// Nodes become Ready with their IPAM addresses (CAPP's kubelet --node-ip:
+// without it the kubelet would take the default route's address, bond0's),
+// and a Pod on the worker
 // reaches a Pod on the control plane at the Pod's own address: the
 // worker's only route to it is via the control plane's VLAN address,
 // across the VLAN's bridge. A third device, on VLAN 1003 only, reaches
@@ -185,6 +200,7 @@ func TestPodNetwork(t *testing.T) {
 	kubeconfig, err := cpm.File("/etc/kubernetes/admin.conf")
 	g.Expect(err).NotTo(HaveOccurred())
 	api := apiClient(t, cpm, kubeconfig, cpAddr)
+	g.Expect(api.get("/readyz")).To(Equal("ok"), "the API server on the control plane's IPAM address")
 	createRouteAgent(t, api)
 
 	// The worker pins the CA kubeadm init made.
@@ -331,6 +347,15 @@ func bootedMachine(t *testing.T, agent *nodeagent.Agent, n *node, timeout time.D
 	return m
 }
 
+// kubeletLog is the end of the kubelet's log in the machine.
+func kubeletLog(m *nodeagent.Machine) string {
+	log, _ := m.File("/var/log/kubelet.log")
+	if len(log) > 8000 {
+		log = log[len(log)-8000:]
+	}
+	return "\nkubelet log (end):\n" + log
+}
+
 // machineMemory is what a machine costs this host (docs/benchmarks.md): its
 // processes' resident memory, and the peak with the page cache it filled.
 func machineMemory(m *nodeagent.Machine) string {
@@ -419,6 +444,53 @@ func podsOf(a *api, ns string) string {
 		}
 	}
 	return b.String()
+}
+
+// api reaches a machine's API server at one of its addresses.
+type api struct {
+	client *http.Client
+	base   string
+}
+
+// apiClient talks to the API server of kubeconfig (kubeadm's admin.conf)
+// at addr:6443 from inside the machine's network namespace. The client
+// checks the server's certificate for the name "kubernetes", which
+// kubeadm's certificate carries whatever address it advertises.
+// Connections are not kept: an open one would keep the namespace alive.
+func apiClient(t *testing.T, m *nodeagent.Machine, kubeconfig, addr string) *api {
+	t.Helper()
+	cfg, err := clientcmd.RESTConfigFromKubeConfig([]byte(kubeconfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ServerName = "kubernetes"
+	tlsConfig, err := rest.TLSConfigFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &api{
+		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+			DialContext: m.Dial, TLSClientConfig: tlsConfig, DisableKeepAlives: true,
+			TLSHandshakeTimeout: 10 * time.Second, Proxy: nil,
+		}},
+		base: "https://" + addr + ":6443",
+	}
+}
+
+func (a *api) get(path string) (string, error) {
+	resp, err := a.client.Get(a.base + path)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET %s: %s: %s", path, resp.Status, body)
+	}
+	return string(body), nil
 }
 
 func (a *api) getJSON(path string, into any) error {
