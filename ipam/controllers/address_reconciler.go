@@ -41,9 +41,10 @@ const orphanRetiredReason = "AddressRetired"
 //     (move rebuilds owner references from the UIDs it created, and a global
 //     pool that existed already on the target is not one of them) is
 //     pointed at the pool it names.
-//   - An IPAddress whose claim is gone (move deletes the claims of a global
-//     pool's IPAddresses and leaves the IPAddresses; whoever may edit a
-//     claim may strip its finalizer) is deleted. The address of a global
+//   - An IPAddress whose claim is gone (a claim has no finalizer of ours:
+//     this is how every claim's address is released; move deletes the
+//     claims of a global pool's IPAddresses and leaves the IPAddresses) is
+//     deleted. The address of a global
 //     pool whose Cluster move took lives on in another management cluster,
 //     so it stays out of use here (registry.Retire, see clusterMoved); any
 //     other, as one of a namespaced pool, which moves whole, is freed.
@@ -160,7 +161,7 @@ func (r *addressReconciler) dropOrphan(ctx context.Context, address *ipamv1.IPAd
 	}
 	moved := false
 	if poolref.KindOf(pool) == v1alpha1.GlobalMetalVRFIPPoolKind {
-		if moved, err = r.clusterMoved(ctx, address); err != nil {
+		if moved, err = r.clusterMoved(ctx, address, claim); err != nil {
 			return err
 		}
 	}
@@ -243,19 +244,23 @@ func (r *addressReconciler) ownedByPool(ctx context.Context, address *ipamv1.IPA
 	return client.IgnoreNotFound(r.client.Patch(ctx, address, patch))
 }
 
-// clusterMoved reports whether the Cluster the IPAddress is labelled with
-// is gone: clusterctl move pauses the Cluster, deletes its claims (a
-// global pool's IPAddresses stay, without them) and deletes the Cluster
-// last, while Reconcile waits on the paused Cluster. It holds after a
-// restart and whatever the garbage collector did to owner references,
-// unlike the claims' delete-for-move annotation, gone with the claims. The
-// claim of a running Cluster that lost its finalizer (a tenant may remove
-// its own claims' finalizers and delete them) is not a move: its address
-// is freed, and no one retires a shared pool's addresses for good but by
-// deleting their own Cluster with them. The cache may not have seen a
-// Cluster just created: one missing from it is looked up in the API
-// server.
-func (r *addressReconciler) clusterMoved(ctx context.Context, address *ipamv1.IPAddress) (bool, error) {
+// clusterMoved reports whether clusterctl move took the IPAddress's claim
+// and its Cluster: the claim's webhook marked the IPAddress
+// (v1alpha1.MovedAnnotation, which only the manager and users with the
+// assign verb can write) as move deleted the claim, and the Cluster the
+// IPAddress is labelled with is gone (move deletes it last, while Reconcile
+// waits on the paused Cluster). Both hold after a restart and whatever the
+// garbage collector did to owner references. Any other claim that went (a
+// tenant's, however it was deleted) is not a move: its address is freed, and
+// no one retires a shared pool's addresses for good without the verb. A mark
+// left by a deletion that another admission then refused retires nothing
+// while the Cluster lives. The cache may not have seen a Cluster just
+// created: one missing from it is looked up in the API server.
+func (r *addressReconciler) clusterMoved(ctx context.Context, address *ipamv1.IPAddress, claim registry.Claim) (bool, error) {
+	mark, marked := address.Annotations[v1alpha1.MovedAnnotation]
+	if !marked || (claim.UID != "" && mark != string(claim.UID)) {
+		return false, nil
+	}
 	name := address.Labels[clusterv1.ClusterNameLabel]
 	if name == "" {
 		return false, nil // move takes a claim with its Cluster only (docs/install.md)
