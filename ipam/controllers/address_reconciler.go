@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -116,7 +117,8 @@ func (r *addressReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{}, err
 	}
 	if address.DeletionTimestamp.IsZero() || controllerutil.ContainsFinalizer(address, ipamutil.ProtectAddressFinalizer) {
-		return ctrl.Result{}, r.dropOrphan(ctx, address, pool, claim)
+		hold, err := r.dropOrphan(ctx, address, pool, claim)
+		return ctrl.Result{RequeueAfter: hold}, err
 	}
 	return ctrl.Result{}, nil
 }
@@ -149,10 +151,10 @@ func (r *addressReconciler) orphaned(ctx context.Context, address *ipamv1.IPAddr
 // here while the IPAddress is gone; any other is freed once the API server
 // confirms the IPAddress gone: another controller's finalizer may keep it a
 // while.
-func (r *addressReconciler) dropOrphan(ctx context.Context, address *ipamv1.IPAddress, pool v1alpha1.Pool, claim registry.Claim) error {
+func (r *addressReconciler) dropOrphan(ctx context.Context, address *ipamv1.IPAddress, pool v1alpha1.Pool, claim registry.Claim) (hold time.Duration, err error) {
 	ip, err := netip.ParseAddr(address.Spec.Address)
 	if err != nil {
-		return nil // CAPI's webhook validates addresses: not one of ours
+		return 0, nil // CAPI's webhook validates addresses: not one of ours
 	}
 	if _, named := records.ClaimUID(address); !named {
 		// The garbage collector stripped the owner reference to the
@@ -162,7 +164,7 @@ func (r *addressReconciler) dropOrphan(ctx context.Context, address *ipamv1.IPAd
 	moved := false
 	if poolref.KindOf(pool) == v1alpha1.GlobalMetalVRFIPPoolKind {
 		if moved, err = r.clusterMoved(ctx, address, claim); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	if !moved {
@@ -170,60 +172,65 @@ func (r *addressReconciler) dropOrphan(ctx context.Context, address *ipamv1.IPAd
 	}
 	retired, err := r.registry.Retire(ctx, pool, claim, ip)
 	if err != nil {
-		return err // retried with backoff: a VRF pool's records come once its VRF is read
+		return 0, err // retried with backoff: a VRF pool's records come once its VRF is read
 	}
 	patch := client.MergeFrom(address.DeepCopy())
 	if controllerutil.RemoveFinalizer(address, ipamutil.ProtectAddressFinalizer) {
 		if err := r.client.Patch(ctx, address, patch); err != nil {
-			return client.IgnoreNotFound(err)
+			return 0, client.IgnoreNotFound(err)
 		}
 	}
 	if err := r.client.Delete(ctx, address, client.Preconditions{UID: &address.UID}); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("deleting IPAddress %s: %w", address.Name, err)
+		return 0, fmt.Errorf("deleting IPAddress %s: %w", address.Name, err)
 	}
 	if retired {
 		r.recorder.Eventf(pool, address, corev1.EventTypeNormal, orphanRetiredReason, "Retire",
 			"IPAddress %s/%s lost its claim and its Cluster (clusterctl move); deleted it and keep %s out of use", address.Namespace, address.Name, ip)
 	}
 	r.releases.counted(ctx, poolref.KeyOf(pool))
-	return nil
+	return 0, nil
 }
 
-// dropAndRelease deletes the IPAddress of a namespaced pool and keeps the
-// provider's finalizer on it until it is the last one: only then is it
-// removed, and the address freed once a live read shows the IPAddress
-// gone. Each change of the IPAddress (its deletion, another finalizer
-// removed) brings the next step.
-func (r *addressReconciler) dropAndRelease(ctx context.Context, address *ipamv1.IPAddress, pool v1alpha1.Pool, claim registry.Claim) error {
+// dropAndRelease deletes the IPAddress and keeps the provider's finalizer on
+// it until it is the last one and the pool's reuse grace period has passed
+// since the deletion (hold: when to look again): only then is it removed,
+// and the address freed once a live read shows the IPAddress gone. Each
+// change of the IPAddress (its deletion, another finalizer removed) brings
+// the next step.
+func (r *addressReconciler) dropAndRelease(ctx context.Context, address *ipamv1.IPAddress, pool v1alpha1.Pool, claim registry.Claim) (hold time.Duration, err error) {
 	if address.DeletionTimestamp.IsZero() {
 		err := r.client.Delete(ctx, address, client.Preconditions{UID: &address.UID})
 		if client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("deleting IPAddress %s: %w", address.Name, err)
+			return 0, fmt.Errorf("deleting IPAddress %s: %w", address.Name, err)
 		}
-		return nil
+		return 0, nil
 	}
 	if len(address.Finalizers) > 1 {
-		return nil // another controller's finalizer holds it
+		return 0, nil // another controller's finalizer holds it
+	}
+	if hold := reuseHold(pool, address.DeletionTimestamp); hold > 0 {
+		ctrl.LoggerFrom(ctx).Info("Holding the address for the pool's reuse grace period", "remaining", hold.Round(time.Second))
+		return hold, nil
 	}
 	// The optimistic lock fails the patch if a finalizer was added meanwhile.
 	patch := client.MergeFromWithOptions(address.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	controllerutil.RemoveFinalizer(address, ipamutil.ProtectAddressFinalizer)
 	if err := r.client.Patch(ctx, address, patch); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("removing the finalizer of IPAddress %s: %w", address.Name, err)
+		return 0, fmt.Errorf("removing the finalizer of IPAddress %s: %w", address.Name, err)
 	}
-	err := r.reader.Get(ctx, client.ObjectKeyFromObject(address), &ipamv1.IPAddress{})
+	err = r.reader.Get(ctx, client.ObjectKeyFromObject(address), &ipamv1.IPAddress{})
 	switch {
 	case err == nil:
-		return fmt.Errorf("IPAddress %s still exists after its last finalizer was removed", address.Name)
+		return 0, fmt.Errorf("IPAddress %s still exists after its last finalizer was removed", address.Name)
 	case !apierrors.IsNotFound(err):
-		return fmt.Errorf("reading IPAddress %s: %w", address.Name, err)
+		return 0, fmt.Errorf("reading IPAddress %s: %w", address.Name, err)
 	}
 	gained, err := r.registry.Release(ctx, poolref.KeyOf(pool), claim)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	r.releases.releasedAll(ctx, poolref.KeyOf(pool), gained)
-	return nil
+	return 0, nil
 }
 
 // ownedByPool points the IPAddress's owner reference to its pool at the

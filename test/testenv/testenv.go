@@ -1,7 +1,6 @@
 // Package testenv starts a real kube-apiserver and etcd (controller-runtime's
 // envtest) with Cluster API's CRDs, taken from the pinned CAPI module, and the
-// project's own CRDs, webhook configuration and opt-in admission policy
-// (where the API server serves it). The e2e suites, the benchmarks and the
+// project's own CRDs and webhook configuration. The e2e suites, the benchmarks and the
 // local environment behind `make run` all stand on it.
 package testenv
 
@@ -135,9 +134,11 @@ func Start(opts Options) (*Environment, error) {
 	env.ControlPlane.GetAPIServer().Path = filepath.Join(assets, "kube-apiserver")
 	env.ControlPlane.Etcd = &envtest.Etcd{Path: filepath.Join(assets, "etcd")}
 	if opts.Webhooks && !opts.Empty {
-		env.WebhookInstallOptions = envtest.WebhookInstallOptions{
-			Paths: []string{filepath.Join(root, "config", "ipam", "webhook")},
+		hooks, err := installedWebhooks(root)
+		if err != nil {
+			return nil, err
 		}
+		env.WebhookInstallOptions = envtest.WebhookInstallOptions{ValidatingWebhooks: hooks}
 	}
 	cfg, err := env.Start()
 	if err != nil {

@@ -157,7 +157,7 @@ var _ = Describe("What clusterctl move leaves", func() {
 		By("another controller's finalizer holds the IPAddress, and its claim goes without a release")
 		Expect(k8s.Patch(ctx, address, client.RawPatch(types.JSONPatchType, []byte(`[{"op":"add","path":"/metadata/finalizers/-","value":"`+keep+`"}]`)))).To(Succeed())
 		Expect(k8s.Delete(ctx, claim)).To(Succeed())
-		Expect(k8s.Patch(ctx, claim, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":[]}}`)))).To(Succeed())
+		Expect(client.IgnoreNotFound(k8s.Patch(ctx, claim, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":[]}}`))))).To(Succeed())
 		Eventually(func(g Gomega) {
 			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(address), address)).To(Succeed())
 			g.Expect(address.DeletionTimestamp).NotTo(BeNil())
@@ -193,7 +193,7 @@ var _ = Describe("What clusterctl move leaves", func() {
 			Expect(k8s.Update(ctx, cluster)).To(Succeed())
 			Expect(k8s.Patch(ctx, claim, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+clusterctlv1.DeleteForMoveAnnotation+`":""}}}`)))).To(Succeed())
 			Expect(k8s.Delete(ctx, claim)).To(Succeed())
-			Expect(k8s.Patch(ctx, claim, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":[]}}`)))).To(Succeed())
+			Expect(client.IgnoreNotFound(k8s.Patch(ctx, claim, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":[]}}`))))).To(Succeed())
 			if collectorFirst {
 				By("the garbage collector strips the IPAddress's owner reference to the deleted claim first (the pool's keeps the IPAddress)")
 				Expect(k8s.Get(ctx, client.ObjectKeyFromObject(address), address)).To(Succeed())
