@@ -324,14 +324,11 @@ default-image = sed 's|$${$(1):=[^}]*}|$${$(1):=$(2)}|'
 # either provider, so the two share metadata.yaml. The cluster templates are
 # the infrastructure provider's (clusterctl looks for them beside its
 # components), naming the cloud controller manager's image of this release;
-# the IPAM admission policy is an opt-in file of its own, and
-# so are the operators' alerts and dashboard.
-release: $(KUSTOMIZE) ## Write the release assets into out/: both providers' components (naming $(REGISTRY)/...:$(TAG)), metadata.yaml, the cluster templates (naming $(REGISTRY)/metal-vrf-ccm:$(TAG)), ipam-admission-policy.yaml, metal-vrf-alerts.yaml, metal-vrf-dashboard.json.
+# the operators' alerts and dashboard are opt-in files of their own.
+release: $(KUSTOMIZE) ## Write the release assets into out/: both providers' components (naming $(REGISTRY)/...:$(TAG)), metadata.yaml, the cluster templates (naming $(REGISTRY)/metal-vrf-ccm:$(TAG)), metal-vrf-alerts.yaml, metal-vrf-dashboard.json.
 	@mkdir -p $(RELEASE_DIR)
 	$(KUSTOMIZE) build config/ipam/default | $(call default-image,IPAM_METAL_VRF_IMAGE,$(IPAM_IMAGE)) > $(RELEASE_DIR)/ipam-components.yaml.tmp
 	mv $(RELEASE_DIR)/ipam-components.yaml.tmp $(RELEASE_DIR)/ipam-components.yaml
-	$(KUSTOMIZE) build config/ipam/admission > $(RELEASE_DIR)/ipam-admission-policy.yaml.tmp
-	mv $(RELEASE_DIR)/ipam-admission-policy.yaml.tmp $(RELEASE_DIR)/ipam-admission-policy.yaml
 	$(KUSTOMIZE) build config/capp/default | $(call default-image,CAPP_METAL_VRF_IMAGE,$(CAPP_IMAGE)) > $(RELEASE_DIR)/infrastructure-components.yaml.tmp
 	mv $(RELEASE_DIR)/infrastructure-components.yaml.tmp $(RELEASE_DIR)/infrastructure-components.yaml
 	cp metadata.yaml $(RELEASE_DIR)/metadata.yaml

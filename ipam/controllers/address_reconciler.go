@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -41,9 +42,10 @@ const orphanRetiredReason = "AddressRetired"
 //     (move rebuilds owner references from the UIDs it created, and a global
 //     pool that existed already on the target is not one of them) is
 //     pointed at the pool it names.
-//   - An IPAddress whose claim is gone (move deletes the claims of a global
-//     pool's IPAddresses and leaves the IPAddresses; whoever may edit a
-//     claim may strip its finalizer) is deleted. The address of a global
+//   - An IPAddress whose claim is gone (a claim has no finalizer of ours:
+//     this is how every claim's address is released; move deletes the
+//     claims of a global pool's IPAddresses and leaves the IPAddresses) is
+//     deleted. The address of a global
 //     pool whose Cluster move took lives on in another management cluster,
 //     so it stays out of use here (registry.Retire, see clusterMoved); any
 //     other, as one of a namespaced pool, which moves whole, is freed.
@@ -115,7 +117,8 @@ func (r *addressReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{}, err
 	}
 	if address.DeletionTimestamp.IsZero() || controllerutil.ContainsFinalizer(address, ipamutil.ProtectAddressFinalizer) {
-		return ctrl.Result{}, r.dropOrphan(ctx, address, pool, claim)
+		hold, err := r.dropOrphan(ctx, address, pool, claim)
+		return ctrl.Result{RequeueAfter: hold}, err
 	}
 	return ctrl.Result{}, nil
 }
@@ -148,10 +151,10 @@ func (r *addressReconciler) orphaned(ctx context.Context, address *ipamv1.IPAddr
 // here while the IPAddress is gone; any other is freed once the API server
 // confirms the IPAddress gone: another controller's finalizer may keep it a
 // while.
-func (r *addressReconciler) dropOrphan(ctx context.Context, address *ipamv1.IPAddress, pool v1alpha1.Pool, claim registry.Claim) error {
+func (r *addressReconciler) dropOrphan(ctx context.Context, address *ipamv1.IPAddress, pool v1alpha1.Pool, claim registry.Claim) (hold time.Duration, err error) {
 	ip, err := netip.ParseAddr(address.Spec.Address)
 	if err != nil {
-		return nil // CAPI's webhook validates addresses: not one of ours
+		return 0, nil // CAPI's webhook validates addresses: not one of ours
 	}
 	if _, named := records.ClaimUID(address); !named {
 		// The garbage collector stripped the owner reference to the
@@ -160,8 +163,8 @@ func (r *addressReconciler) dropOrphan(ctx context.Context, address *ipamv1.IPAd
 	}
 	moved := false
 	if poolref.KindOf(pool) == v1alpha1.GlobalMetalVRFIPPoolKind {
-		if moved, err = r.clusterMoved(ctx, address); err != nil {
-			return err
+		if moved, err = r.clusterMoved(ctx, address, claim); err != nil {
+			return 0, err
 		}
 	}
 	if !moved {
@@ -169,60 +172,65 @@ func (r *addressReconciler) dropOrphan(ctx context.Context, address *ipamv1.IPAd
 	}
 	retired, err := r.registry.Retire(ctx, pool, claim, ip)
 	if err != nil {
-		return err // retried with backoff: a VRF pool's records come once its VRF is read
+		return 0, err // retried with backoff: a VRF pool's records come once its VRF is read
 	}
 	patch := client.MergeFrom(address.DeepCopy())
 	if controllerutil.RemoveFinalizer(address, ipamutil.ProtectAddressFinalizer) {
 		if err := r.client.Patch(ctx, address, patch); err != nil {
-			return client.IgnoreNotFound(err)
+			return 0, client.IgnoreNotFound(err)
 		}
 	}
 	if err := r.client.Delete(ctx, address, client.Preconditions{UID: &address.UID}); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("deleting IPAddress %s: %w", address.Name, err)
+		return 0, fmt.Errorf("deleting IPAddress %s: %w", address.Name, err)
 	}
 	if retired {
 		r.recorder.Eventf(pool, address, corev1.EventTypeNormal, orphanRetiredReason, "Retire",
 			"IPAddress %s/%s lost its claim and its Cluster (clusterctl move); deleted it and keep %s out of use", address.Namespace, address.Name, ip)
 	}
 	r.releases.counted(ctx, poolref.KeyOf(pool))
-	return nil
+	return 0, nil
 }
 
-// dropAndRelease deletes the IPAddress of a namespaced pool and keeps the
-// provider's finalizer on it until it is the last one: only then is it
-// removed, and the address freed once a live read shows the IPAddress
-// gone. Each change of the IPAddress (its deletion, another finalizer
-// removed) brings the next step.
-func (r *addressReconciler) dropAndRelease(ctx context.Context, address *ipamv1.IPAddress, pool v1alpha1.Pool, claim registry.Claim) error {
+// dropAndRelease deletes the IPAddress and keeps the provider's finalizer on
+// it until it is the last one and the pool's reuse grace period has passed
+// since the deletion (hold: when to look again): only then is it removed,
+// and the address freed once a live read shows the IPAddress gone. Each
+// change of the IPAddress (its deletion, another finalizer removed) brings
+// the next step.
+func (r *addressReconciler) dropAndRelease(ctx context.Context, address *ipamv1.IPAddress, pool v1alpha1.Pool, claim registry.Claim) (hold time.Duration, err error) {
 	if address.DeletionTimestamp.IsZero() {
 		err := r.client.Delete(ctx, address, client.Preconditions{UID: &address.UID})
 		if client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("deleting IPAddress %s: %w", address.Name, err)
+			return 0, fmt.Errorf("deleting IPAddress %s: %w", address.Name, err)
 		}
-		return nil
+		return 0, nil
 	}
 	if len(address.Finalizers) > 1 {
-		return nil // another controller's finalizer holds it
+		return 0, nil // another controller's finalizer holds it
+	}
+	if hold := reuseHold(pool, address.DeletionTimestamp); hold > 0 {
+		ctrl.LoggerFrom(ctx).Info("Holding the address for the pool's reuse grace period", "remaining", hold.Round(time.Second))
+		return hold, nil
 	}
 	// The optimistic lock fails the patch if a finalizer was added meanwhile.
 	patch := client.MergeFromWithOptions(address.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	controllerutil.RemoveFinalizer(address, ipamutil.ProtectAddressFinalizer)
 	if err := r.client.Patch(ctx, address, patch); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("removing the finalizer of IPAddress %s: %w", address.Name, err)
+		return 0, fmt.Errorf("removing the finalizer of IPAddress %s: %w", address.Name, err)
 	}
-	err := r.reader.Get(ctx, client.ObjectKeyFromObject(address), &ipamv1.IPAddress{})
+	err = r.reader.Get(ctx, client.ObjectKeyFromObject(address), &ipamv1.IPAddress{})
 	switch {
 	case err == nil:
-		return fmt.Errorf("IPAddress %s still exists after its last finalizer was removed", address.Name)
+		return 0, fmt.Errorf("IPAddress %s still exists after its last finalizer was removed", address.Name)
 	case !apierrors.IsNotFound(err):
-		return fmt.Errorf("reading IPAddress %s: %w", address.Name, err)
+		return 0, fmt.Errorf("reading IPAddress %s: %w", address.Name, err)
 	}
 	gained, err := r.registry.Release(ctx, poolref.KeyOf(pool), claim)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	r.releases.releasedAll(ctx, poolref.KeyOf(pool), gained)
-	return nil
+	return 0, nil
 }
 
 // ownedByPool points the IPAddress's owner reference to its pool at the
@@ -243,19 +251,23 @@ func (r *addressReconciler) ownedByPool(ctx context.Context, address *ipamv1.IPA
 	return client.IgnoreNotFound(r.client.Patch(ctx, address, patch))
 }
 
-// clusterMoved reports whether the Cluster the IPAddress is labelled with
-// is gone: clusterctl move pauses the Cluster, deletes its claims (a
-// global pool's IPAddresses stay, without them) and deletes the Cluster
-// last, while Reconcile waits on the paused Cluster. It holds after a
-// restart and whatever the garbage collector did to owner references,
-// unlike the claims' delete-for-move annotation, gone with the claims. The
-// claim of a running Cluster that lost its finalizer (a tenant may remove
-// its own claims' finalizers and delete them) is not a move: its address
-// is freed, and no one retires a shared pool's addresses for good but by
-// deleting their own Cluster with them. The cache may not have seen a
-// Cluster just created: one missing from it is looked up in the API
-// server.
-func (r *addressReconciler) clusterMoved(ctx context.Context, address *ipamv1.IPAddress) (bool, error) {
+// clusterMoved reports whether clusterctl move took the IPAddress's claim
+// and its Cluster: the claim's webhook marked the IPAddress
+// (v1alpha1.MovedAnnotation, which only the manager and users with the
+// assign verb can write) as move deleted the claim, and the Cluster the
+// IPAddress is labelled with is gone (move deletes it last, while Reconcile
+// waits on the paused Cluster). Both hold after a restart and whatever the
+// garbage collector did to owner references. Any other claim that went (a
+// tenant's, however it was deleted) is not a move: its address is freed, and
+// no one retires a shared pool's addresses for good without the verb. A mark
+// left by a deletion that another admission then refused retires nothing
+// while the Cluster lives. The cache may not have seen a Cluster just
+// created: one missing from it is looked up in the API server.
+func (r *addressReconciler) clusterMoved(ctx context.Context, address *ipamv1.IPAddress, claim registry.Claim) (bool, error) {
+	mark, marked := address.Annotations[v1alpha1.MovedAnnotation]
+	if !marked || (claim.UID != "" && mark != string(claim.UID)) {
+		return false, nil
+	}
 	name := address.Labels[clusterv1.ClusterNameLabel]
 	if name == "" {
 		return false, nil // move takes a claim with its Cluster only (docs/install.md)

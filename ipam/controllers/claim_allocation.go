@@ -265,9 +265,11 @@ func (s *claimScope) requestedAddress() (netip.Addr, error) {
 // only once the API server confirms it is gone, so an address never has two
 // IPAddresses at once. The reconciler then only drops the claim's finalizer.
 //
-// With a reuse grace period the claim, and so its IPAddress, stays until the
-// period has passed since the claim's deletion: the hold lives in the API
-// server and survives restarts.
+// With a reuse grace period a deleting claim, and so its IPAddress, stays
+// until the period has passed since the claim's deletion: the hold lives in
+// the API server and survives restarts. (A claim that is gone at once, as
+// one without other finalizers is, leaves its IPAddress to the address
+// reconciler, which holds that instead.)
 func (r *claimReconciler) releaseAddress(ctx context.Context, s *claimScope) (*ctrl.Result, error) {
 	key, ok := poolref.For(s.claim.Spec.PoolRef, s.claim.Namespace)
 	if !ok {
@@ -339,17 +341,27 @@ func (r *claimReconciler) deleteAddress(ctx context.Context, claim *ipamv1.IPAdd
 }
 
 // remainingGracePeriod is how much longer the claim's address must stay out
-// of use. There is none when the pool is gone or going: nothing can reuse
-// its addresses then.
+// of use.
 func (s *claimScope) remainingGracePeriod() time.Duration {
-	if s.pool == nil || !s.pool.GetDeletionTimestamp().IsZero() || s.claim.DeletionTimestamp.IsZero() {
+	if s.pool == nil {
 		return 0
 	}
-	seconds := ptr.Deref(s.pool.PoolSpec().AddressReuseGracePeriodSeconds, 0)
+	return reuseHold(s.pool, s.claim.DeletionTimestamp)
+}
+
+// reuseHold is how much longer an address released at deleted (the
+// deletion of its claim, or of its IPAddress once the claim was gone) stays
+// out of use under the pool's reuse grace period. There is none when the
+// pool is going: nothing can reuse its addresses then.
+func reuseHold(pool v1alpha1.Pool, deleted *metav1.Time) time.Duration {
+	if deleted.IsZero() || !pool.GetDeletionTimestamp().IsZero() {
+		return 0
+	}
+	seconds := ptr.Deref(pool.PoolSpec().AddressReuseGracePeriodSeconds, 0)
 	if seconds == 0 {
 		return 0
 	}
-	// The deletion timestamp is truncated to the second: count from the end
+	// Deletion timestamps are truncated to the second: count from the end
 	// of that second, so the hold lasts at least the whole period.
-	return time.Until(s.claim.DeletionTimestamp.Add(time.Duration(seconds+1) * time.Second))
+	return time.Until(deleted.Add(time.Duration(seconds+1) * time.Second))
 }

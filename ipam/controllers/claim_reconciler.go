@@ -35,8 +35,7 @@ import (
 const addressVisibleTimeout = 5 * time.Second
 
 // claimReconciler drives the CAPI IPAM contract for the claims of our pools:
-// finalizer, IPAddress, status.addressRef and the Ready condition, release on
-// deletion. What is particular to our pools (finding the pool, handing out
+// IPAddress, status.addressRef and the Ready condition, release on deletion. What is particular to our pools (finding the pool, handing out
 // and taking back addresses through the registry) is in claim_allocation.go,
 // called directly: reconcileNormal shows where an address is allocated
 // (docs/contributing.md says why this is not ipamutil.ClaimReconciler
@@ -44,8 +43,8 @@ const addressVisibleTimeout = 5 * time.Second
 // claimScope; the deferred status write derives the Ready condition from
 // it (claim_status.go).
 //
-// It keeps ipamutil.ClaimReconciler's contract: the same finalizers, the
-// IPAddress of ipamutil.NewIPAddress owned by its claim (controller) and its
+// It keeps ipamutil.ClaimReconciler's contract: the IPAddress of
+// ipamutil.NewIPAddress owned by its claim (controller) and its
 // pool, the cluster-name label carried over, claims of a paused Cluster or a
 // paused pool left alone, claims of a missing Cluster skipped but released
 // on deletion. It differs in the writes a claim costs, because every write
@@ -57,13 +56,17 @@ const addressVisibleTimeout = 5 * time.Second
 //     of the status: two writes. The one write is guarded by the
 //     resourceVersion the reconcile read, as the patch helper guards its
 //     conditions, so it never overwrites a change it did not see.
-//   - A claim created without the release finalizer (see
-//     config/ipam/admission) gets it in a write of its own, after which the
-//     reconcile goes on to allocate instead of waiting for the watch to bring
-//     the claim back.
-//
-// releaseAddress removes the IPAddress itself before it frees the address,
-// so a deleted claim only has its finalizer left to drop.
+//   - A claim gets no finalizer: its release hangs on its IPAddress's
+//     (ipamutil.ProtectAddressFinalizer), which the claim owns. A claim
+//     that is gone leaves its IPAddress without a claim, which the address
+//     reconciler deletes, freeing the address once a live read shows the
+//     IPAddress gone; a record is never freed before that, so nothing is
+//     handed out twice. The finalizer write ipamutil's reconciler makes
+//     per claim, and its removal on deletion, are saved (docs/benchmarks.md).
+//     A deleting claim that only the garbage collector's finalizers keep
+//     (a foreground deletion waits for the IPAddress) is released here.
+//     Claims that carry the release finalizer from an earlier version
+//     have it removed once released.
 type claimReconciler struct {
 	client client.Client
 	// reader reads through the API server where the cache could be stale.
@@ -90,11 +93,6 @@ func (r *claimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ct
 		return ctrl.Result{}, err
 	}
 	deleting := !claim.DeletionTimestamp.IsZero()
-	if !deleting {
-		if err := r.ensureFinalizer(ctx, claim); err != nil {
-			return ctrl.Result{}, err
-		}
-	}
 
 	before := claim.DeepCopy()
 	s := &claimScope{claim: claim}
@@ -207,14 +205,15 @@ func (r *claimReconciler) awaitCached(ctx context.Context, address *ipamv1.IPAdd
 	return nil
 }
 
-// reconcileDelete releases the claim's address and lets the claim go, once
-// ours is the claim's last finalizer: another controller's finalizer (a
-// PacketMachine's ip-claim-protection) says its consumer still uses the
-// address, which must not go to another claim until it lets go. Its removal
-// is an update of the claim, which brings the claim back here. The garbage
+// reconcileDelete releases the address of a deleting claim that no other
+// controller's finalizer keeps: one (a PacketMachine's ip-claim-protection)
+// says its consumer still uses the address, which must not go to another
+// claim until it lets go; the claim is then gone once it does, and the
+// address reconciler releases the address it leaves. The garbage
 // collector's finalizers of a foreground or orphaning deletion are not
 // waited for: the collector removes them only once the claim's IPAddress,
-// which this release deletes, is gone or let go.
+// which this release deletes, is gone or let go. The release finalizer of
+// earlier versions goes last.
 func (r *claimReconciler) reconcileDelete(ctx context.Context, s *claimScope) (ctrl.Result, error) {
 	claim := s.claim
 	if others := slices.DeleteFunc(slices.Clone(claim.Finalizers), func(f string) bool {
@@ -237,20 +236,6 @@ func (r *claimReconciler) reconcileDelete(ctx context.Context, s *claimScope) (c
 		}
 	}
 	return ctrl.Result{}, nil
-}
-
-// ensureFinalizer adds the release finalizer if the claim lacks it. The write
-// must land before an address is handed out: a claim deleted without it
-// would leave its address held.
-func (r *claimReconciler) ensureFinalizer(ctx context.Context, claim *ipamv1.IPAddressClaim) error {
-	patch := client.MergeFromWithOptions(claim.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	if !controllerutil.AddFinalizer(claim, ipamutil.ReleaseAddressFinalizer) {
-		return nil
-	}
-	if err := r.client.Patch(ctx, claim, patch); err != nil {
-		return fmt.Errorf("adding finalizer %s: %w", ipamutil.ReleaseAddressFinalizer, err)
-	}
-	return nil
 }
 
 // patchStatus writes what the reconcile changed in the claim's status,

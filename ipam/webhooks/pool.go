@@ -34,7 +34,8 @@ const maxListed = 5
 
 // SetupWithManager registers the validating webhooks of both pool kinds,
 // the one that records the addresses of IPAddresses others create through
-// reg, and the one that keeps a claim's release finalizer.
+// reg, and the two that tell clusterctl move's deletion of a claim apart
+// from any other (moveMarker, markGuard).
 func SetupWithManager(ctx context.Context, mgr ctrl.Manager, reg *registry.Registry) error {
 	manager, err := whoAmI(ctx, mgr.GetClient())
 	if err != nil {
@@ -54,7 +55,11 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, reg *registry.Regis
 		pools: pools{client: mgr.GetClient(), live: mgr.GetAPIReader()}, registry: reg, decoder: admission.NewDecoder(mgr.GetScheme()),
 		assigners: assigners{authorizer: mgr.GetClient(), manager: manager},
 	}})
-	mgr.GetWebhookServer().Register(releasePath, &webhook.Admission{Handler: &releaseGuard{
+	mgr.GetWebhookServer().Register(movePath, &webhook.Admission{Handler: &moveMarker{
+		pools: pools{client: mgr.GetClient(), live: mgr.GetAPIReader()}, decoder: admission.NewDecoder(mgr.GetScheme()),
+		assigners: assigners{authorizer: mgr.GetClient(), manager: manager}, writer: mgr.GetClient(),
+	}})
+	mgr.GetWebhookServer().Register(markPath, &webhook.Admission{Handler: &markGuard{
 		pools: pools{client: mgr.GetClient(), live: mgr.GetAPIReader()}, decoder: admission.NewDecoder(mgr.GetScheme()),
 		assigners: assigners{authorizer: mgr.GetClient(), manager: manager},
 	}})

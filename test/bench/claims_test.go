@@ -126,45 +126,29 @@ func (p provider) poolRef() ipamv1.IPPoolReference {
 	return ipamv1.IPPoolReference{APIGroup: p.group, Kind: p.kind, Name: poolName}
 }
 
-// installs are the two ways a management cluster runs our provider: as the
-// components install it, where the provider writes each claim's release
-// finalizer itself, and with the opt-in admission policy
-// (ipam-admission-policy.yaml), which adds it when the claim is created.
-var installs = []struct {
-	name     string
-	noPolicy bool
-}{
-	{name: "default", noPolicy: true},
-	{name: "admission-policy"},
-}
-
 // BenchmarkBindClaims measures throughput: bindClaims claims created at once,
-// by creators goroutines, on an empty pool, for each provider in turn, in
-// each install (a sub-benchmark each). It reports each provider's claims/s,
+// by creators goroutines, on an empty pool, for each provider in turn. It
+// reports each provider's claims/s,
 // p50 and p99, the CPU time the whole environment spent per claim, the write
 // requests per claim, and ours as a multiple of the in-cluster provider's
 // claims/s (x-in-cluster), and each provider's claims/s as a multiple of the
 // floor's (<provider>-x-floor), which does only the contract's writes.
 func BenchmarkBindClaims(b *testing.B) {
 	setup(b)
-	for _, install := range installs {
-		b.Run("install="+install.name, func(b *testing.B) {
-			rates := make(map[string]float64, len(providers))
-			for _, p := range providers {
-				r := measure(b, p, wave{name: "claim", n: bindClaims, creators: creators}, install.noPolicy)
-				rates[p.name] = r.rate()
-				b.ReportMetric(r.rate(), p.name+"-claims/s")
-				b.ReportMetric(float64(r.percentile(50))/float64(time.Millisecond), p.name+"-p50-ms")
-				b.ReportMetric(float64(r.percentile(99))/float64(time.Millisecond), p.name+"-p99-ms")
-				r.reportCPU(b, p.name, "claim")
-				b.ReportMetric(r.writesPerClaim(), p.name+"-writes/claim")
-				b.ReportMetric(r.readsPerClaim(), p.name+"-reads/claim")
-			}
-			b.ReportMetric(rates[ourName]/rates[inCluster], "x-in-cluster")
-			b.ReportMetric(rates[ourName]/rates[floorName], ourName+"-x-floor")
-			b.ReportMetric(rates[inCluster]/rates[floorName], inCluster+"-x-floor")
-		})
+	rates := make(map[string]float64, len(providers))
+	for _, p := range providers {
+		r := measure(b, p, wave{name: "claim", n: bindClaims, creators: creators})
+		rates[p.name] = r.rate()
+		b.ReportMetric(r.rate(), p.name+"-claims/s")
+		b.ReportMetric(float64(r.percentile(50))/float64(time.Millisecond), p.name+"-p50-ms")
+		b.ReportMetric(float64(r.percentile(99))/float64(time.Millisecond), p.name+"-p99-ms")
+		r.reportCPU(b, p.name, "claim")
+		b.ReportMetric(r.writesPerClaim(), p.name+"-writes/claim")
+		b.ReportMetric(r.readsPerClaim(), p.name+"-reads/claim")
 	}
+	b.ReportMetric(rates[ourName]/rates[inCluster], "x-in-cluster")
+	b.ReportMetric(rates[ourName]/rates[floorName], ourName+"-x-floor")
+	b.ReportMetric(rates[inCluster]/rates[floorName], inCluster+"-x-floor")
 }
 
 // scaleWaves are the claims BenchmarkClaimLatencyAtScale binds in each pool:
@@ -219,7 +203,7 @@ func BenchmarkClaimLatencyAtScale(b *testing.B) {
 // in the empty pool then in the full one, verifies both, and reads this
 // process's memory while the manager still runs.
 func measureScale(ctx context.Context, b *testing.B, p provider) (empty, full []result, mem memory, err error) {
-	env, err := startAlone(p, false)
+	env, err := startAlone(p)
 	if err != nil {
 		return nil, nil, mem, err
 	}
@@ -258,17 +242,16 @@ type wave struct {
 }
 
 // measure binds the wave's claims b.N times, each time on a fresh
-// environment running only p's manager (and the admission policy unless
-// noPolicy), in an empty pool of p (see scenario.measureWave). Only the
+// environment running only p's manager, in an empty pool of p (see scenario.measureWave). Only the
 // claims are timed; every run is verified.
-func measure(b *testing.B, p provider, w wave, noPolicy bool) result {
+func measure(b *testing.B, p provider, w wave) result {
 	ctx, cancel := context.WithTimeout(b.Context(), scenarioTimeout)
 	defer cancel()
 	var all result
 	b.StopTimer()
 	defer b.StartTimer()
 	for range b.N {
-		r, err := measureOnce(ctx, b, p, w, noPolicy)
+		r, err := measureOnce(ctx, b, p, w)
 		if err != nil {
 			b.Fatalf("%s: %v (manager logs are in %s)", p.name, err, logDir)
 		}
@@ -277,8 +260,8 @@ func measure(b *testing.B, p provider, w wave, noPolicy bool) result {
 	return all
 }
 
-func measureOnce(ctx context.Context, b *testing.B, p provider, w wave, noPolicy bool) (result, error) {
-	env, err := startAlone(p, noPolicy)
+func measureOnce(ctx context.Context, b *testing.B, p provider, w wave) (result, error) {
+	env, err := startAlone(p)
 	if err != nil {
 		return result{}, err
 	}

@@ -3,9 +3,8 @@
 // in the same run, for the reference in-cluster provider's InClusterIPPool
 // served by its real manager binary, built from its pinned module.
 //
-// Every measurement starts from a fresh API server and etcd, with or without
-// the provider's admission policy (BenchmarkBindClaims measures both
-// installs), and only the measured provider's manager running, so neither
+// Every measurement starts from a fresh API server and etcd, with only the
+// measured provider's manager running, so neither
 // provider pays for the other's watches or for objects an earlier
 // measurement left behind.
 //
@@ -16,10 +15,7 @@
 // the provider's claim reconciler makes per claim, not only the allocation.
 //
 //   - BenchmarkBindClaims: 1,000 claims created at once on an empty /16
-//     pool, for each provider in turn, in each install (a sub-benchmark
-//     each: install=default, where the provider writes each claim's
-//     release finalizer, and install=admission-policy); reports each
-//     provider's claims/s (1,000 / (last bound - first created)), p50/p99
+//     pool, for each provider in turn; reports each provider's claims/s (1,000 / (last bound - first created)), p50/p99
 //     claim-to-bound latency and cpu-ms/claim (the CPU time of the API
 //     server, etcd, the manager and the client while binding, per claim:
 //     what a claim costs, which moves less than claims/s when the machine
@@ -128,10 +124,9 @@ type environment struct {
 	stop func()
 }
 
-// startAlone starts a fresh environment running only p's manager, with the
-// admission policy unless noPolicy.
-func startAlone(p provider, noPolicy bool) (*environment, error) {
-	env, err := testenv.Start(testenv.Options{InClusterCRDs: true, NoAdmissionPolicy: noPolicy})
+// startAlone starts a fresh environment running only p's manager.
+func startAlone(p provider) (*environment, error) {
+	env, err := testenv.Start(testenv.Options{InClusterCRDs: true})
 	if err != nil {
 		return nil, err
 	}

@@ -96,7 +96,7 @@ func reportExtrapolation(b *testing.B, first, last float64) {
 // addresses in use each, runs the manager binary on it until every pool
 // counts them, and reads the manager's memory.
 func measureMemory(ctx context.Context, binary string, pools, perPool int) (processMemory, error) {
-	env, err := testenv.Start(testenv.Options{NoAdmissionPolicy: true})
+	env, err := testenv.Start(testenv.Options{})
 	if err != nil {
 		return processMemory{}, err
 	}

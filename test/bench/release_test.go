@@ -60,7 +60,7 @@ func BenchmarkReleaseClaims(b *testing.B) {
 // only p's manager, then measures their release once the environment is
 // idle, and checks that nothing of them is left.
 func measureRelease(ctx context.Context, b *testing.B, p provider) (result, error) {
-	env, err := startAlone(p, true)
+	env, err := startAlone(p)
 	if err != nil {
 		return result{}, err
 	}

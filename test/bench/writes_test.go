@@ -66,7 +66,7 @@ type writeCost struct {
 }
 
 func priceWrites(ctx context.Context) ([]writeCost, error) {
-	env, err := testenv.Start(testenv.Options{InClusterCRDs: true, NoAdmissionPolicy: true})
+	env, err := testenv.Start(testenv.Options{InClusterCRDs: true})
 	if err != nil {
 		return nil, err
 	}

@@ -36,6 +36,7 @@ import (
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	ipamv1alpha1 "github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/test/testenv"
 )
 
@@ -582,11 +583,11 @@ func checkWebhooks(ctx context.Context, t *testing.T, k8s client.Client, cfg *re
 	expectRefused(t, k8s.Create(ctx, dup), `admission webhook "record.ipaddress.metal-vrf.ipam.cluster.x-k8s.io" denied the request`,
 		fmt.Sprintf(`spec.address: Invalid value: %q`, addresses["first"]))
 
-	// A user with every ordinary verb on claims, but not verb assign on the
-	// pool, removing a claim's release finalizer (docs/install.md, "Sharing
-	// a management cluster"): the overlay's match conditions send it to the
-	// webhook.
-	checkReleaseGuard(ctx, t, k8s, cfg, "second")
+	// A user with every ordinary verb on claims and IPAddresses, but not
+	// verb assign on the pool, marking an IPAddress as moved (docs/install.md,
+	// "Sharing a management cluster"): the overlay's match conditions send
+	// it to the webhook.
+	checkMarkGuard(ctx, t, k8s, cfg, "second")
 
 	// The PacketCluster's rules are the CRD's (CAPP serves no webhook).
 	pc := &unstructured.Unstructured{Object: map[string]any{
@@ -607,14 +608,14 @@ func checkWebhooks(ctx context.Context, t *testing.T, k8s client.Client, cfg *re
 	expectRefused(t, k8s.Create(ctx, cluster), `admission webhook "validation.cluster.cluster.x-k8s.io" denied the request`)
 }
 
-// checkReleaseGuard has a user who may edit the claims of namespace default
-// remove the release finalizer of one.
-func checkReleaseGuard(ctx context.Context, t *testing.T, k8s client.Client, cfg *rest.Config, claim string) {
+// checkMarkGuard has a user who may edit the claims and IPAddresses of
+// namespace default mark the IPAddress of claim as moved by clusterctl.
+func checkMarkGuard(ctx context.Context, t *testing.T, k8s client.Client, cfg *rest.Config, claim string) {
 	const user = "claims-editor"
 	for _, obj := range []client.Object{
 		&rbacv1.Role{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: user},
-			Rules:      []rbacv1.PolicyRule{{APIGroups: []string{ipamv1.GroupVersion.Group}, Resources: []string{"ipaddressclaims"}, Verbs: []string{"*"}}},
+			Rules:      []rbacv1.PolicyRule{{APIGroups: []string{ipamv1.GroupVersion.Group}, Resources: []string{"ipaddressclaims", "ipaddresses"}, Verbs: []string{"*"}}},
 		},
 		&rbacv1.RoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: user},
@@ -632,20 +633,21 @@ func checkReleaseGuard(ctx context.Context, t *testing.T, k8s client.Client, cfg
 	if err != nil {
 		t.Fatal(err)
 	}
-	target := &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: claim}}
+	target := &ipamv1.IPAddress{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: claim}}
+	mark := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+ipamv1alpha1.MovedAnnotation+`":"x"}}}`))
 	var refused error
-	waitFor(ctx, t, time.Minute, "RBAC lets "+user+" edit claims", func() error {
-		refused = editor.Patch(ctx, target, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
+	waitFor(ctx, t, time.Minute, "RBAC lets "+user+" edit IPAddresses", func() error {
+		refused = editor.Patch(ctx, target, mark)
 		if refused == nil {
-			t.Fatalf("%s removed the finalizers of claim %s, want it refused", user, claim)
+			t.Fatalf("%s marked IPAddress %s as moved, want it refused", user, claim)
 		}
 		if !strings.Contains(refused.Error(), "denied the request") {
 			return refused
 		}
 		return nil
 	})
-	expectRefused(t, refused, `admission webhook "release.ipaddressclaim.metal-vrf.ipam.cluster.x-k8s.io" denied the request`,
-		"metadata.finalizers", `verb "assign"`)
+	expectRefused(t, refused, `admission webhook "mark.ipaddress.metal-vrf.ipam.cluster.x-k8s.io" denied the request`,
+		"metadata.annotations["+ipamv1alpha1.MovedAnnotation+"]", `verb "assign"`)
 }
 
 func ptrInt32(v int32) *int32 { return &v }

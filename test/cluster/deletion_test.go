@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/metal-vrf/cluster-api-metal-vrf/capp/api/v1beta1"
@@ -102,7 +103,9 @@ func (f *flow) addressOf(ctx context.Context, t *testing.T, claim *ipamv1.IPAddr
 
 // retirement is what clusterctl move leaves of a global pool's claim on the
 // source, with the garbage collector of a real cluster at work: the claim
-// is deleted with its finalizers dropped while its Cluster is paused, the
+// is deleted as move deletes it while its Cluster is paused (the claim's
+// webhook, through the match conditions of the installed configuration,
+// marks its IPAddress moved), the
 // collector strips the IPAddress's owner reference to it (the pool's keeps
 // the IPAddress), and only then, the Cluster deleted the same way, does the
 // IPAM manager see the orphan. Its address must be retired, not held by
@@ -203,9 +206,14 @@ func (f *flow) claimOf(ctx context.Context, t *testing.T, pool *v1alpha1.GlobalM
 }
 
 // deleteAsMove deletes obj the way clusterctl move deletes what it moved
-// from the source: deleted, then its finalizers dropped.
+// from the source: annotated delete-for-move, deleted, then its finalizers
+// dropped.
 func deleteAsMove(ctx context.Context, t *testing.T, k8s client.Client, obj client.Object) {
 	t.Helper()
+	forMove := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+clusterctlv1.DeleteForMoveAnnotation+`":""}}}`))
+	if err := k8s.Patch(ctx, obj, forMove); err != nil {
+		t.Fatal(err)
+	}
 	if err := k8s.Delete(ctx, obj); err != nil {
 		t.Fatal(err)
 	}

@@ -2,27 +2,16 @@ package testenv
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"time"
+	"path/filepath"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-
-	"sigs.k8s.io/cluster-api-ipam-provider-in-cluster/pkg/ipamutil"
-
-	ipamv1alpha1 "github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
 )
 
 // DecodeObjects decodes the documents of a multi-document YAML (or JSON)
@@ -56,47 +45,44 @@ func ReadObjects(path string) ([]*unstructured.Unstructured, error) {
 	return objects, nil
 }
 
-// ServesMutatingAdmissionPolicy tells whether the API server serves
-// admissionregistration.k8s.io/v1 MutatingAdmissionPolicy (Kubernetes 1.36
-// and later), which the release-finalizer policy is written in.
-func (e *Environment) ServesMutatingAdmissionPolicy() (bool, error) {
-	_, err := e.Client.RESTMapper().RESTMapping(
-		schema.GroupKind{Group: admissionregistrationv1.GroupName, Kind: "MutatingAdmissionPolicy"}, "v1")
-	if apimeta.IsNoMatchError(err) {
-		return false, nil
-	}
-	return err == nil, err
-}
-
-// InstallAdmissionPolicy creates the objects of the release-finalizer
-// admission policy (config/ipam/admission, as written or as released) and
-// waits until the API server applies it: a claim of our pools comes out of a
-// dry-run create with ipamutil's release finalizer.
-func (e *Environment) InstallAdmissionPolicy(ctx context.Context, objects []*unstructured.Unstructured) error {
-	c := e.Client
-	for _, obj := range objects {
-		if err := c.Create(ctx, obj); err != nil {
-			return fmt.Errorf("creating %s %s: %w", obj.GetKind(), obj.GetName(), err)
+// installedWebhooks is the IPAM provider's validating webhook configuration
+// as the components install it: config/ipam/webhook with the match
+// conditions of config/ipam/default's overlay, which decide which requests
+// reach the webhooks at all (a manager stopped by a test must not fail
+// updates the installed configuration never sends it).
+func installedWebhooks(root string) ([]*admissionregistrationv1.ValidatingWebhookConfiguration, error) {
+	read := func(path string) (*admissionregistrationv1.ValidatingWebhookConfiguration, error) {
+		objects, err := ReadObjects(filepath.Join(root, path))
+		if err != nil {
+			return nil, err
 		}
-	}
-	// Until the claim CRD is served and the policy loaded, the probe fails
-	// or comes back without the finalizer: both are retried.
-	var lastErr error
-	probe := func(ctx context.Context) (bool, error) {
-		claim := &ipamv1.IPAddressClaim{
-			ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, GenerateName: "admission-probe-"},
-			Spec: ipamv1.IPAddressClaimSpec{PoolRef: ipamv1.IPPoolReference{
-				APIGroup: ipamv1alpha1.GroupVersion.Group, Kind: ipamv1alpha1.MetalVRFIPPoolKind, Name: "probe",
-			}},
+		if len(objects) != 1 {
+			return nil, fmt.Errorf("%s: %d objects, want one ValidatingWebhookConfiguration", path, len(objects))
 		}
-		if lastErr = c.Create(ctx, claim, client.DryRunAll); lastErr != nil {
-			return false, nil
+		config := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(objects[0].Object, config); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
 		}
-		return controllerutil.ContainsFinalizer(claim, ipamutil.ReleaseAddressFinalizer), nil
+		return config, nil
 	}
-	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, probe); err != nil {
-		return fmt.Errorf("the release-finalizer admission policy did not take effect: %w", errors.Join(err, lastErr))
+	config, err := read("config/ipam/webhook/manifests.yaml")
+	if err != nil {
+		return nil, err
 	}
-	e.AdmissionPolicy = true
-	return nil
+	overlay, err := read("config/ipam/default/webhook-match-conditions.yaml")
+	if err != nil {
+		return nil, err
+	}
+	conditions := map[string][]admissionregistrationv1.MatchCondition{}
+	for _, hook := range overlay.Webhooks {
+		conditions[hook.Name] = hook.MatchConditions
+	}
+	for i := range config.Webhooks {
+		config.Webhooks[i].MatchConditions = conditions[config.Webhooks[i].Name]
+		delete(conditions, config.Webhooks[i].Name)
+	}
+	for name := range conditions {
+		return nil, fmt.Errorf("config/ipam/default/webhook-match-conditions.yaml names webhook %s, which config/ipam/webhook does not have", name)
+	}
+	return []*admissionregistrationv1.ValidatingWebhookConfiguration{config}, nil
 }

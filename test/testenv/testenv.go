@@ -1,7 +1,6 @@
 // Package testenv starts a real kube-apiserver and etcd (controller-runtime's
 // envtest) with Cluster API's CRDs, taken from the pinned CAPI module, and the
-// project's own CRDs, webhook configuration and opt-in admission policy
-// (where the API server serves it). The e2e suites, the benchmarks and the
+// project's own CRDs and webhook configuration. The e2e suites, the benchmarks and the
 // local environment behind `make run` all stand on it.
 package testenv
 
@@ -56,11 +55,6 @@ type Options struct {
 	// test/tools/capp-upstream) instead of ours, as on a management cluster
 	// that runs the retired provider; UpgradeCAPPCRDs then replaces them.
 	UpstreamCAPPCRDs bool
-	// NoAdmissionPolicy leaves out the release-finalizer admission policy,
-	// which is otherwise installed wherever the API server serves
-	// MutatingAdmissionPolicy: claims then take the path of a management
-	// cluster where it was not applied.
-	NoAdmissionPolicy bool
 	// Empty installs nothing at all (no CRDs, policies or webhooks) but,
 	// with InClusterCRDs, the in-cluster provider's CRDs, which the local
 	// clusterctl repository does not carry: a management cluster for
@@ -80,9 +74,6 @@ type Environment struct {
 	Client client.Client
 	// Root is the repository's root directory.
 	Root string
-	// AdmissionPolicy tells whether the release-finalizer admission policy
-	// was installed.
-	AdmissionPolicy bool
 }
 
 // Start starts the API server. It needs kube-apiserver and etcd in
@@ -143,9 +134,11 @@ func Start(opts Options) (*Environment, error) {
 	env.ControlPlane.GetAPIServer().Path = filepath.Join(assets, "kube-apiserver")
 	env.ControlPlane.Etcd = &envtest.Etcd{Path: filepath.Join(assets, "etcd")}
 	if opts.Webhooks && !opts.Empty {
-		env.WebhookInstallOptions = envtest.WebhookInstallOptions{
-			Paths: []string{filepath.Join(root, "config", "ipam", "webhook")},
+		hooks, err := installedWebhooks(root)
+		if err != nil {
+			return nil, err
 		}
+		env.WebhookInstallOptions = envtest.WebhookInstallOptions{ValidatingWebhooks: hooks}
 	}
 	cfg, err := env.Start()
 	if err != nil {
@@ -168,22 +161,6 @@ func Start(opts Options) (*Environment, error) {
 	}
 	if err := e.installFence(context.Background()); err != nil {
 		return nil, errors.Join(err, env.Stop())
-	}
-	if opts.NoAdmissionPolicy {
-		return e, nil
-	}
-	served, err := e.ServesMutatingAdmissionPolicy()
-	if err != nil {
-		return nil, errors.Join(err, env.Stop())
-	}
-	if served {
-		policy, err := ReadObjects(filepath.Join(root, "config", "ipam", "admission", "release-finalizer.yaml"))
-		if err == nil {
-			err = e.InstallAdmissionPolicy(context.Background(), policy)
-		}
-		if err != nil {
-			return nil, errors.Join(err, env.Stop())
-		}
 	}
 	return e, nil
 }

@@ -85,6 +85,14 @@ const (
 	// asks it to stop allocating once no claim of this cluster holds an
 	// address of the pool.
 	HandOverAnnotation = "metal-vrf.ipam.cluster.x-k8s.io/hand-over"
+	// MovedAnnotation marks an IPAddress of a global pool whose claim
+	// clusterctl move took: the claim carried clusterctl's delete-for-move
+	// annotation and was deleted by a user with AssignVerb on the pool. Its
+	// value is the claim's UID. Once the IPAddress's Cluster is gone too,
+	// the address is retired here, never freed: the target management
+	// cluster holds it. The manager writes it (the claim's validating
+	// webhook, as the claim is deleted); anyone else needs AssignVerb.
+	MovedAnnotation = "metal-vrf.ipam.cluster.x-k8s.io/moved"
 	// HandoverHashAnnotation is the SHA-256 (hex) of the pool's hand-over
 	// token. The allocating cluster stamps it with AllocatingClusterAnnotation,
 	// before any copy is made, and keeps the token in a Secret of its own

@@ -275,8 +275,9 @@ type MetalVRFIPPoolSpec struct {
 	// AddressReuseGracePeriodSeconds keeps a released address out of use for
 	// this long after its claim was deleted, so ARP caches and switches forget
 	// the old holder before a new machine gets the address. The claim's
-	// deletion waits out the period (skipped when the pool itself is being
-	// deleted), which keeps the hold across restarts. 0 or unset: reuse at once.
+	// IPAddress, being deleted, stays for the period (skipped when the pool
+	// itself is being deleted), which keeps the hold across restarts. 0 or
+	// unset: reuse at once.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=86400

@@ -42,7 +42,7 @@ func TestClusterctlInstallsTheProvider(t *testing.T) {
 	ctx := context.Background()
 	kustomize, clusterctl := tool(t, "KUSTOMIZE", "kustomize"), tool(t, "CLUSTERCTL", "clusterctl")
 	// The policy comes from the released file below, not from testenv.
-	env, err := testenv.Start(testenv.Options{NoAdmissionPolicy: true})
+	env, err := testenv.Start(testenv.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,21 +110,6 @@ func TestClusterctlInstallsTheProvider(t *testing.T) {
 		if err := env.Client.Create(ctx, obj); err != nil {
 			t.Errorf("the API server rejected %s: %v", id(obj), err)
 		}
-	}
-
-	// The opt-in admission policy, as `make release` publishes it beside the
-	// components: labelled like them (clusterctl delete removes it with the
-	// provider), its binding naming it, and in effect once applied.
-	policy := decode(t, run(t, root, nil, kustomize, "build", "config/ipam/admission"))
-	for _, obj := range policy {
-		if got := obj.GetLabels()["cluster.x-k8s.io/provider"]; got != providerLabel {
-			t.Errorf("%s: label cluster.x-k8s.io/provider is %q in ipam-admission-policy.yaml, want %q", id(obj), got, providerLabel)
-		}
-	}
-	binding := find(t, policy, "MutatingAdmissionPolicyBinding", "ipam-metal-vrf-release-address-finalizer")
-	find(t, policy, "MutatingAdmissionPolicy", field(binding.Object, "spec", "policyName"))
-	if err := env.InstallAdmissionPolicy(ctx, policy); err != nil {
-		t.Error(err)
 	}
 }
 

@@ -46,7 +46,7 @@ var _ = Describe("Allocating addresses from a MetalVRFIPPool", func() {
 				HaveField("Controller", HaveValue(BeFalse())), HaveField("BlockOwnerDeletion", HaveValue(BeTrue())),
 			)), "the pool owns its IPAddresses too")
 			Expect(controllerutil.ContainsFinalizer(address, "ipam.cluster.x-k8s.io/ProtectAddress")).To(BeTrue())
-			Expect(controllerutil.ContainsFinalizer(claim, "ipam.cluster.x-k8s.io/ReleaseAddress")).To(BeTrue())
+			Expect(claim.Finalizers).To(BeEmpty(), "a claim's release hangs on its IPAddress's finalizer")
 			cond := readyCondition(claim)
 			Expect(cond).NotTo(BeNil())
 			Expect(cond.Status).To(Equal(metav1.ConditionTrue))
@@ -421,22 +421,18 @@ var _ = Describe("Allocating addresses from a MetalVRFIPPool", func() {
 		Expect(boundAddress(owner).Spec.Address).To(Equal("10.0.15.3"), "the owner's claim is bound to its pinned address")
 	})
 
-	It("serves a claim once its Cluster appears, adding the release finalizer if the claim lacks it", func() {
+	It("serves a claim once its Cluster appears, and gives it no finalizer", func() {
 		createPool(ns, "pool", poolSpec(24, "", "10.0.10.0/24"))
 		claim := newClaim(ns, "claim", poolKind, "pool")
 		claim.Spec.ClusterName = "later"
 		Expect(k8s.Create(ctx, claim)).To(Succeed())
-		// As on a management cluster without the admission policy.
-		patch := client.MergeFrom(claim.DeepCopy())
-		claim.Finalizers = nil
-		Expect(k8s.Patch(ctx, claim, patch)).To(Succeed())
 
 		Expect(k8s.Create(ctx, &clusterv1.Cluster{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "later"},
 			Spec:       clusterv1.ClusterSpec{Paused: ptr.To(false)},
 		})).To(Succeed())
 		Expect(boundAddress(claim).Spec.Address).To(Equal("10.0.10.1"))
-		Expect(controllerutil.ContainsFinalizer(claim, ipamutil.ReleaseAddressFinalizer)).To(BeTrue())
+		Expect(claim.Finalizers).To(BeEmpty(), "the release hangs on the IPAddress's finalizer")
 	})
 
 	It("binds a claim in one write that carries both its address and its Ready condition, and writes nothing more", func() {

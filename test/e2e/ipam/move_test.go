@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
@@ -156,7 +157,7 @@ var _ = Describe("What clusterctl move leaves", func() {
 		By("another controller's finalizer holds the IPAddress, and its claim goes without a release")
 		Expect(k8s.Patch(ctx, address, client.RawPatch(types.JSONPatchType, []byte(`[{"op":"add","path":"/metadata/finalizers/-","value":"`+keep+`"}]`)))).To(Succeed())
 		Expect(k8s.Delete(ctx, claim)).To(Succeed())
-		Expect(k8s.Patch(ctx, claim, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":[]}}`)))).To(Succeed())
+		Expect(client.IgnoreNotFound(k8s.Patch(ctx, claim, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":[]}}`))))).To(Succeed())
 		Eventually(func(g Gomega) {
 			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(address), address)).To(Succeed())
 			g.Expect(address.DeletionTimestamp).NotTo(BeNil())
@@ -187,11 +188,12 @@ var _ = Describe("What clusterctl move leaves", func() {
 			Expect(k8s.Create(ctx, claim)).To(Succeed())
 			address := boundAddress(claim)
 
-			By("moving the claim away the way clusterctl does: Cluster paused, claim deleted with its finalizers dropped, Cluster deleted")
+			By("moving the claim away the way clusterctl does: Cluster paused, claim annotated delete-for-move, deleted with its finalizers dropped, Cluster deleted")
 			cluster.Spec.Paused = ptr.To(true)
 			Expect(k8s.Update(ctx, cluster)).To(Succeed())
+			Expect(k8s.Patch(ctx, claim, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+clusterctlv1.DeleteForMoveAnnotation+`":""}}}`)))).To(Succeed())
 			Expect(k8s.Delete(ctx, claim)).To(Succeed())
-			Expect(k8s.Patch(ctx, claim, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":[]}}`)))).To(Succeed())
+			Expect(client.IgnoreNotFound(k8s.Patch(ctx, claim, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":[]}}`))))).To(Succeed())
 			if collectorFirst {
 				By("the garbage collector strips the IPAddress's owner reference to the deleted claim first (the pool's keeps the IPAddress)")
 				Expect(k8s.Get(ctx, client.ObjectKeyFromObject(address), address)).To(Succeed())

@@ -82,10 +82,12 @@ var _ = Describe("A reuse grace period", func() {
 		deleted := time.Now()
 		Expect(boundAddress(createClaim(ns, "during", poolKind, "pool")).Spec.Address).To(Equal("10.6.1.2"),
 			"the released address is not handed out during the period")
-		Consistently(func() error { return k8s.Get(ctx, client.ObjectKeyFromObject(first), first) }, "1s", "100ms").
-			Should(Succeed(), "the claim's deletion waits out the period")
+		held := client.ObjectKeyFromObject(first) // the IPAddress is named after its claim
+		Consistently(func() error { return k8s.Get(ctx, held, &ipamv1.IPAddress{}) }, "1s", "100ms").
+			Should(Succeed(), "the IPAddress's deletion waits out the period")
 
-		Eventually(func() error { return k8s.Get(ctx, client.ObjectKeyFromObject(first), first) }, "15s").ShouldNot(Succeed())
+		Eventually(func() error { return k8s.Get(ctx, held, &ipamv1.IPAddress{}) }, "15s").ShouldNot(Succeed())
+		Eventually(func() (map[string]string, error) { return env.AllocationRecords(ctx, ns) }).ShouldNot(HaveKey("10.6.1.1"))
 		Expect(time.Since(deleted)).To(BeNumerically(">=", 6*time.Second))
 		Expect(boundAddress(createClaim(ns, "after", poolKind, "pool")).Spec.Address).To(Equal("10.6.1.1"))
 	})

@@ -184,6 +184,25 @@ func deleteAndWait(obj client.Object) {
 		err := k8s.Get(ctx, client.ObjectKeyFromObject(obj), obj)
 		return client.IgnoreNotFound(err) == nil && err != nil
 	}).Should(BeTrue(), "%s was not deleted", obj.GetName())
+	if _, claim := obj.(*ipamv1.IPAddressClaim); claim {
+		// A claim goes at once; the manager then deletes the IPAddress
+		// named after it and, once that is gone, releases the address: its
+		// record goes, and the address is free an instant later.
+		Eventually(func() bool {
+			err := k8s.Get(ctx, client.ObjectKeyFromObject(obj), &ipamv1.IPAddress{})
+			return client.IgnoreNotFound(err) == nil && err != nil
+		}).Should(BeTrue(), "the IPAddress of claim %s was not deleted", obj.GetName())
+		Eventually(func() ([]string, error) {
+			held, err := env.AllocationRecords(ctx, obj.GetNamespace())
+			var mine []string
+			for address, name := range held {
+				if name == obj.GetName() {
+					mine = append(mine, address)
+				}
+			}
+			return mine, err
+		}).Should(BeEmpty(), "the address of claim %s was not released", obj.GetName())
+	}
 }
 
 // allocationOutcomes reads the provider's allocation counter for an outcome,

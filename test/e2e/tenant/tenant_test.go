@@ -35,6 +35,7 @@ import (
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -981,16 +982,17 @@ func TestEntrustedWriterCannotBindAClaimToAReservedAddress(t *testing.T) {
 // TestTenantCannotRetireASharedPoolsAddresses is the attack of a tenant who
 // takes every address of a shared GlobalMetalVRFIPPool of five with claims
 // of its Cluster, then does to its own objects what clusterctl move does on
-// the source: removes the claims' finalizers and deletes them, labels the
-// IPAddresses left behind with a Cluster that does not exist, and deletes
-// its Cluster with its finalizers removed. An IPAddress of a global pool
-// left without its claim, whose Cluster is gone, is what move leaves: the
-// manager retires its address for good (kept out of use until every pool
-// of the VRF is deleted), and the pool stayed exhausted for every team,
-// with no IPAddress left. The release finalizer of a claim is now removed
-// only by the manager or by whoever may assign the pool's addresses (move
-// runs as an administrator): the tenant's removals are refused, its
-// claims are released, and the other team's five claims are served, with
+// the source: labels the IPAddresses with a Cluster that does not exist,
+// marks them as moved (metal-vrf.ipam.cluster.x-k8s.io/moved, the claim's
+// UID), annotates its claims delete-for-move, deletes its Cluster with its
+// finalizers removed, then deletes its claims. An IPAddress of a global
+// pool left without its claim, marked moved, whose Cluster is gone, is what
+// move leaves: the manager retires its address for good (kept out of use
+// until every pool of the VRF is deleted), and the pool would stay
+// exhausted for every team. Only the manager and whoever may assign the
+// pool's addresses (move runs as an administrator) may write the mark: the
+// tenant's marks are refused, its deletions mark nothing, its claims'
+// addresses are freed, and the other team's five claims are served, with
 // no record of the tenant's claims, held or retired, left.
 func TestTenantCannotRetireASharedPoolsAddresses(t *testing.T) {
 	requireEnv(t)
@@ -1030,10 +1032,20 @@ func TestTenantCannotRetireASharedPoolsAddresses(t *testing.T) {
 	if err := c.List(ctx, &left, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
+	refused := 0
 	for i := range left.Items {
-		patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"`+clusterv1.ClusterNameLabel+`":"gone"}}}`))
-		if err := c.Patch(ctx, &left.Items[i], patch); err != nil {
+		label := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"`+clusterv1.ClusterNameLabel+`":"gone"}}}`))
+		if err := c.Patch(ctx, &left.Items[i], label); err != nil {
 			t.Fatal(err)
+		}
+		mark := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+v1alpha1.MovedAnnotation+`":"`+
+			string(left.Items[i].OwnerReferences[0].UID)+`"}}}`))
+		err := c.Patch(ctx, &left.Items[i], mark)
+		switch {
+		case apierrors.IsForbidden(err) && strings.Contains(err.Error(), v1alpha1.MovedAnnotation) && strings.Contains(err.Error(), `"`+v1alpha1.AssignVerb+`"`):
+			refused++
+		case err != nil:
+			t.Fatalf("marking %s moved: %v; want it done or refused naming the annotation and verb %q", left.Items[i].Name, err, v1alpha1.AssignVerb)
 		}
 	}
 	stripFinalizers := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))
@@ -1043,14 +1055,10 @@ func TestTenantCannotRetireASharedPoolsAddresses(t *testing.T) {
 	if err := c.Delete(ctx, running); err != nil {
 		t.Fatal(err)
 	}
-	refused := 0
+	forMove := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+clusterctlv1.DeleteForMoveAnnotation+`":""}}}`))
 	for _, claim := range claims {
-		err := c.Patch(ctx, claim, stripFinalizers)
-		switch {
-		case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "metadata.finalizers") && strings.Contains(err.Error(), `"`+v1alpha1.AssignVerb+`"`):
-			refused++
-		case err != nil:
-			t.Fatalf("removing the finalizers of %s: %v; want it done or refused naming metadata.finalizers and verb %q", claim.Name, err, v1alpha1.AssignVerb)
+		if err := c.Patch(ctx, claim, forMove); err != nil {
+			t.Fatal(err)
 		}
 		if err := c.Delete(ctx, claim); client.IgnoreNotFound(err) != nil {
 			t.Fatal(err)
@@ -1066,7 +1074,7 @@ func TestTenantCannotRetireASharedPoolsAddresses(t *testing.T) {
 		return nil
 	})
 	if refused != len(claims) {
-		t.Errorf("the tenant removed the release finalizer of %d of its %d claims; want every removal refused", len(claims)-refused, len(claims))
+		t.Errorf("the tenant marked %d of its %d IPAddresses moved; want every mark refused", len(claims)-refused, len(claims))
 	}
 
 	other, err := env.NewNamespace(ctx, "team-a")
