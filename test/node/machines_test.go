@@ -121,10 +121,10 @@ func TestDevicesAreMachines(t *testing.T) {
 	// would keep it, and its veths, alive), the fabric's bridges have no
 	// ports left, and the fabric has no veth of a machine.
 	g.Expect(processesIn(netnsInodes)).To(BeEmpty())
-	g.Eventually(func() (string, error) { return ipOut("-n", agent.Fabric, "-o", "link", "show", "type", "veth") }).
+	g.Eventually(func() (string, error) { return nodeagent.IP("-n", agent.Fabric, "-o", "link", "show", "type", "veth") }).
 		WithTimeout(30 * time.Second).Should(BeEmpty())
 	for _, br := range []string{"br1001", "br1003"} {
-		g.Expect(ipOut("-n", agent.Fabric, "-o", "link", "show", "master", br)).To(BeEmpty(), "ports left on %s", br)
+		g.Expect(nodeagent.IP("-n", agent.Fabric, "-o", "link", "show", "master", br)).To(BeEmpty(), "ports left on %s", br)
 	}
 	mountinfo, err := os.ReadFile("/proc/self/mountinfo")
 	g.Expect(err).NotTo(HaveOccurred())
@@ -188,7 +188,7 @@ func claimedAddress(t *testing.T, n *node) string {
 // ipAddr lists the addresses of dev in the machine's network namespace.
 func ipAddr(t *testing.T, m *nodeagent.Machine, dev string) []string {
 	t.Helper()
-	out, err := ipOut("-n", m.Netns, "-o", "addr", "show", "dev", dev)
+	out, err := nodeagent.IP("-n", m.Netns, "-o", "addr", "show", "dev", dev)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,16 +205,8 @@ func ipAddr(t *testing.T, m *nodeagent.Machine, dev string) []string {
 }
 
 func ipIn(m *nodeagent.Machine, args ...string) error {
-	_, err := ipOut(append([]string{"-n", m.Netns}, args...)...)
+	_, err := nodeagent.IP(append([]string{"-n", m.Netns}, args...)...)
 	return err
-}
-
-func ipOut(args ...string) (string, error) {
-	out, err := exec.Command("ip", args...).CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, out)
-	}
-	return strings.TrimSpace(string(out)), nil
 }
 
 // ping sends three pings from the machine's network namespace, with ping's

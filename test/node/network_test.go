@@ -244,7 +244,7 @@ func TestPodNetwork(t *testing.T) {
 	g.Expect(podCIDRs[cpName]).NotTo(Equal(podCIDRs[workerName]))
 	// The worker's route to the control plane's Pods is the route agent's,
 	// via the control plane's VLAN address.
-	g.Expect(ipOut("-n", wm.Netns, "route", "show", podCIDRs[cpName])).
+	g.Expect(nodeagent.IP("-n", wm.Netns, "route", "show", podCIDRs[cpName])).
 		To(ContainSubstring("via "+cpAddr+" dev bond0.1001"), "the worker's route to %s", podCIDRs[cpName])
 
 	// A Pod on the worker reaches a Pod on the control plane at its own
@@ -253,32 +253,17 @@ func TestPodNetwork(t *testing.T) {
 	web := testPod("web", cpName, corev1.RestartPolicyAlways, "serve", ":8080")
 	web.Spec.Tolerations = toleratesAll
 	g.Expect(api.post("/api/v1/namespaces/default/pods", web)).To(Succeed())
-	var webIP string
-	g.Eventually(func(g Gomega) {
-		pod := &corev1.Pod{}
-		g.Expect(api.getJSON("/api/v1/namespaces/default/pods/web", pod)).To(Succeed())
-		if pod.Status.Phase == corev1.PodFailed {
-			StopTrying("the web Pod failed: " + pod.Status.Message).Now()
-		}
-		g.Expect(pod.Status.Phase).To(Equal(corev1.PodRunning))
-		webIP = pod.Status.PodIP
-	}).WithTimeout(3*time.Minute).WithPolling(time.Second).Should(Succeed(), func() string { return kubeletLog(cpm) })
+	webIP := awaitPod(g, api, "web", corev1.PodRunning, func() string { return kubeletLog(cpm) })
 	g.Expect(netip.MustParsePrefix(podCIDRs[cpName]).Contains(netip.MustParseAddr(webIP))).To(BeTrue(),
 		"the web Pod's address %s is not of its node's podCIDR %s", webIP, podCIDRs[cpName])
 	g.Expect(api.post("/api/v1/namespaces/default/pods",
 		testPod("client", workerName, corev1.RestartPolicyNever, "get", "http://"+webIP+":8080/"))).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		pod := &corev1.Pod{}
-		g.Expect(api.getJSON("/api/v1/namespaces/default/pods/client", pod)).To(Succeed())
-		if pod.Status.Phase == corev1.PodFailed {
-			StopTrying("the client Pod failed: " + pod.Status.Message).Now()
-		}
-		g.Expect(pod.Status.Phase).To(Equal(corev1.PodSucceeded))
-		g.Expect(netip.MustParsePrefix(podCIDRs[workerName]).Contains(netip.MustParseAddr(pod.Status.PodIP))).To(BeTrue())
-	}).WithTimeout(3*time.Minute).WithPolling(time.Second).Should(Succeed(), func() string {
+	clientIP := awaitPod(g, api, "client", corev1.PodSucceeded, func() string {
 		log, _ := api.get("/api/v1/namespaces/default/pods/client/log")
 		return "client's log: " + log + kubeletLog(wm)
 	})
+	g.Expect(netip.MustParsePrefix(podCIDRs[workerName]).Contains(netip.MustParseAddr(clientIP))).To(BeTrue(),
+		"the client Pod's address %s is not of its node's podCIDR %s", clientIP, podCIDRs[workerName])
 	g.Expect(api.get("/api/v1/namespaces/default/pods/client/log")).To(Equal("web\n"), "the client's answer is not the web Pod's")
 
 	// The device not on VLAN 1001 reaches neither node.
@@ -311,7 +296,7 @@ func TestPodNetwork(t *testing.T) {
 		}
 	}
 	g.Expect(processesIn(netnsInodes)).To(BeEmpty())
-	g.Eventually(func() (string, error) { return ipOut("-n", agent.Fabric, "-o", "link", "show", "type", "veth") }).
+	g.Eventually(func() (string, error) { return nodeagent.IP("-n", agent.Fabric, "-o", "link", "show", "type", "veth") }).
 		WithTimeout(30 * time.Second).Should(BeEmpty())
 	mountinfo, err := os.ReadFile("/proc/self/mountinfo")
 	g.Expect(err).NotTo(HaveOccurred())
@@ -427,6 +412,22 @@ func testPod(name, node string, restart corev1.RestartPolicy, args ...string) *c
 			Containers: []corev1.Container{{Name: name, Image: routeAgentImage, ImagePullPolicy: corev1.PullNever, Args: args}},
 		},
 	}
+}
+
+// awaitPod waits until the Pod name of namespace default is in phase,
+// stopping at once if it failed, and returns its address.
+func awaitPod(g Gomega, a *api, name string, phase corev1.PodPhase, describe func() string) string {
+	var ip string
+	g.Eventually(func(g Gomega) {
+		pod := &corev1.Pod{}
+		g.Expect(a.getJSON("/api/v1/namespaces/default/pods/"+name, pod)).To(Succeed())
+		if pod.Status.Phase == corev1.PodFailed {
+			StopTrying("the " + name + " Pod failed: " + pod.Status.Message).Now()
+		}
+		g.Expect(pod.Status.Phase).To(Equal(phase))
+		ip = pod.Status.PodIP
+	}).WithTimeout(3*time.Minute).WithPolling(time.Second).Should(Succeed(), describe)
+	return ip
 }
 
 // podsOf lists a namespace's Pods with their phase and node, for failures.

@@ -297,6 +297,17 @@ func run(name string, args ...string) error {
 	return nil
 }
 
+// IP runs ip(8) with args on this host and returns its output, trimmed;
+// the output is in the error when it fails. Tests read and wire the
+// fabric and the machines' namespaces with it.
+func IP(args ...string) (string, error) {
+	out, err := exec.Command("ip", args...).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
 // mounted reports whether something is mounted on dir, as this process's
 // mount namespace sees it.
 func mounted(dir string) bool {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -220,7 +219,7 @@ func TestRealControlPlane(t *testing.T) {
 		g.Expect(cg).NotTo(BeAnExistingFile())
 	}
 	g.Expect(processesIn(st.Ino)).To(BeEmpty())
-	g.Eventually(func() (string, error) { return ipOut("-n", agent.Fabric, "-o", "link", "show", "type", "veth") }).
+	g.Eventually(func() (string, error) { return nodeagent.IP("-n", agent.Fabric, "-o", "link", "show", "type", "veth") }).
 		WithTimeout(30*time.Second).Should(MatchRegexp(`^\d+: gw@[^\n]*$`), "veths left in the fabric but the gateway's")
 	for _, list := range []client.ObjectList{&clusterv1.MachineList{}, &infrav1.PacketMachineList{}, &bootstrapv1.KubeadmConfigList{},
 		&controlplanev1.KubeadmControlPlaneList{}, &infrav1.PacketClusterList{}} {
@@ -286,16 +285,8 @@ func gatewayToVLAN(t *testing.T, agent *nodeagent.Agent) {
 }
 
 func ip(args ...string) error {
-	_, err := ipOut(args...)
+	_, err := nodeagent.IP(args...)
 	return err
-}
-
-func ipOut(args ...string) (string, error) {
-	out, err := exec.Command("ip", args...).CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, out)
-	}
-	return strings.TrimSpace(string(out)), nil
 }
 
 // machineFile reads a file of the machine as its processes see it (/run is
