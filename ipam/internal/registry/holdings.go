@@ -17,7 +17,11 @@ import (
 // (a domain not seeded yet) reads as empty.
 type holdings struct {
 	byAddress map[netip.Addr]Holder
-	byClaim   map[Claim]map[netip.Addr]struct{}
+	// byClaim is a slice, not a set: a claim holds one address but for the
+	// moment a move or a retirement overlaps, and a map per claim cost
+	// about 300 bytes per address in use (docs/benchmarks.md, "The
+	// manager's memory, out of process") where a one-address slice costs 24.
+	byClaim map[Claim][]netip.Addr
 	// ordered is the addresses of byAddress in order, for a prefix pool to
 	// find what else is held inside a prefix (see within).
 	ordered *btree.BTreeG[netip.Addr]
@@ -25,7 +29,7 @@ type holdings struct {
 
 func newHoldings() *holdings {
 	return &holdings{
-		byAddress: map[netip.Addr]Holder{}, byClaim: map[Claim]map[netip.Addr]struct{}{},
+		byAddress: map[netip.Addr]Holder{}, byClaim: map[Claim][]netip.Addr{},
 		ordered: btree.NewG(32, netip.Addr.Less),
 	}
 }
@@ -59,12 +63,7 @@ func (h *holdings) set(ip netip.Addr, holder Holder) {
 	h.remove(ip)
 	h.byAddress[ip] = holder
 	h.ordered.ReplaceOrInsert(ip)
-	addrs := h.byClaim[holder.Claim]
-	if addrs == nil {
-		addrs = map[netip.Addr]struct{}{}
-		h.byClaim[holder.Claim] = addrs
-	}
-	addrs[ip] = struct{}{}
+	h.byClaim[holder.Claim] = append(h.byClaim[holder.Claim], ip) // remove took ip out of any
 }
 
 // remove forgets ip's holder.
@@ -75,10 +74,11 @@ func (h *holdings) remove(ip netip.Addr) {
 	}
 	delete(h.byAddress, ip)
 	h.ordered.Delete(ip)
-	addrs := h.byClaim[old.Claim]
-	delete(addrs, ip)
+	addrs := slices.DeleteFunc(h.byClaim[old.Claim], func(held netip.Addr) bool { return held == ip })
 	if len(addrs) == 0 {
 		delete(h.byClaim, old.Claim)
+	} else {
+		h.byClaim[old.Claim] = addrs
 	}
 }
 
@@ -97,5 +97,5 @@ func (h *holdings) of(claim Claim) []netip.Addr {
 	if h == nil {
 		return nil
 	}
-	return slices.Collect(maps.Keys(h.byClaim[claim]))
+	return slices.Clone(h.byClaim[claim])
 }
