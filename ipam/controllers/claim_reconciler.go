@@ -290,6 +290,13 @@ func (r *claimReconciler) ownAddress(address *ipamv1.IPAddress, claim *ipamv1.IP
 // manager says the pool is missing. A claim of an in-cluster pool is
 // served only once the pool is adopted (adoptionServes).
 func (r *claimReconciler) inShard(ctx context.Context, claim *ipamv1.IPAddressClaim) (bool, error) {
+	// Another provider's claim is never served nor written, even if a
+	// request names it: the cache keeps only its identity and its pool
+	// reference (manager.compactClaimsAndAddresses).
+	key, ok := poolref.For(claim.Spec.PoolRef, claim.Namespace)
+	if !ok {
+		return false, nil
+	}
 	if poolref.Adopted(claim.Spec.PoolRef) {
 		// An in-cluster pool's claim is the in-cluster provider's until
 		// its pool is adopted: not even a finalizer is written before.
@@ -299,10 +306,6 @@ func (r *claimReconciler) inShard(ctx context.Context, claim *ipamv1.IPAddressCl
 	}
 	if r.watchFilterValue == "" {
 		return true, nil
-	}
-	key, ok := poolref.For(claim.Spec.PoolRef, claim.Namespace)
-	if !ok {
-		return false, nil
 	}
 	pool, _ := poolref.New(key.Kind)
 	err := r.client.Get(ctx, key.ObjectKey(), pool)

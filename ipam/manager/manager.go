@@ -86,6 +86,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 	if err != nil {
 		return nil, err
 	}
+	compactClaimsAndAddresses(&mgrOpts.Cache)
 	if opts.WebhookPort != 0 {
 		mgrOpts.WebhookServer = webhook.NewServer(webhook.Options{
 			Host: opts.WebhookHost, Port: opts.WebhookPort, CertDir: opts.WebhookCertDir, TLSOpts: tlsOpts,
