@@ -120,12 +120,12 @@ CAPI_KUBEADM_CONTROL_PLANE_MANAGER := $(TOOLS)/capi-kubeadm-control-plane-manage
 # repository (kustomize) and run Kubernetes' garbage collector beside
 # envtest, and the incluster flavor's pools need the in-cluster provider.
 # Its clusters come up side by side: they wait on Cluster API's managers
-# rather than compute (-parallel: see test-node). TestRealControlPlane boots
-# its control plane as a machine of this host from the node image (the one
+# rather than compute (-parallel: see test-node). TestRealNodes boots
+# its control plane and worker as machines of this host from the node image (the one
 # test-node uses, built once): it runs here, where the management cluster,
 # Cluster API's managers and root's network namespace already are.
 .PHONY: test-workload
-test-workload: envtest $(CAPI_MANAGER) $(CAPI_KUBEADM_BOOTSTRAP_MANAGER) $(CAPI_KUBEADM_CONTROL_PLANE_MANAGER) $(CLUSTERCTL) $(KUSTOMIZE) $(INCLUSTER_MANAGER) $(CLUSTER_BIN)/kube-controller-manager $(NODE_IMAGE)/rootfs.img $(NODE_IMAGE)/kube ## Run Cluster API's e2e specs (QuickStart, MachineDeployment and KubeadmControlPlane scale, rollout, clusterctl move) on clusters of every flavor, on emulated nodes (in-memory workload clusters; root, own network namespace; docs/workload.md).
+test-workload: envtest $(CAPI_MANAGER) $(CAPI_KUBEADM_BOOTSTRAP_MANAGER) $(CAPI_KUBEADM_CONTROL_PLANE_MANAGER) $(CLUSTERCTL) $(KUSTOMIZE) $(INCLUSTER_MANAGER) $(CLUSTER_BIN)/kube-controller-manager $(NODE_IMAGE)/rootfs.img $(NODE_IMAGE)/kube ## Run Cluster API's e2e specs (QuickStart, MachineDeployment and KubeadmControlPlane scale, rollout, clusterctl move) on clusters of every flavor, on emulated nodes (in-memory workload clusters), and QuickStart on real nodes (machines of this host; root, own network namespace; docs/workload.md).
 	cd test/workload && REQUIRE_WORKLOAD=1 CAPI_MANAGER=$(CAPI_MANAGER) CLUSTERCTL=$(CLUSTERCTL) KUSTOMIZE=$(KUSTOMIZE) \
 		CAPI_KUBEADM_BOOTSTRAP_MANAGER=$(CAPI_KUBEADM_BOOTSTRAP_MANAGER) CAPI_KUBEADM_CONTROL_PLANE_MANAGER=$(CAPI_KUBEADM_CONTROL_PLANE_MANAGER) \
 		INCLUSTER_MANAGER=$(INCLUSTER_MANAGER) KUBE_CONTROLLER_MANAGER=$(CLUSTER_BIN)/kube-controller-manager NODE_IMAGE=$(NODE_IMAGE) \
@@ -532,10 +532,15 @@ $(NODE_CNI): test/tools/cni-plugins/go.mod
 		github.com/containernetworking/plugins/plugins/meta/portmap
 $(NODE_ROUTEAGENT): test/tools/routeagent/go.mod test/tools/routeagent/main.go
 	cd test/tools/routeagent && CGO_ENABLED=0 go build -o $@ .
+# The cloud controller manager's image in the layer (test/workload's real
+# nodes run it).
+NODE_CCM := $(NODE_IMAGE)/metal-vrf-ccm
+$(NODE_CCM): go.mod $(shell find ccm shared -name "*.go" -not -name "*_test.go")
+	CGO_ENABLED=0 go build $(IMAGE_GOFLAGS) -o $@ ./ccm
 
-$(NODE_IMAGE)/kube: test/node/kubelayer.sh test/cluster/pause/main.go $(KUBE_NODE) $(KUBE_APISERVER) $(NODE_ETCD) $(NODE_CNI) $(NODE_ROUTEAGENT) | $(NODE_BOOT_TOOLS)
+$(NODE_IMAGE)/kube: test/node/kubelayer.sh test/cluster/pause/main.go $(KUBE_NODE) $(KUBE_APISERVER) $(NODE_ETCD) $(NODE_CNI) $(NODE_ROUTEAGENT) $(NODE_CCM) | $(NODE_BOOT_TOOLS)
 	@mkdir -p $(NODE_IMAGE)
 	CGO_ENABLED=0 go build $(IMAGE_GOFLAGS) -o $(NODE_IMAGE)/pause ./test/cluster/pause
 	test/node/kubelayer.sh $@ $(CLUSTER_BIN)/kubeadm $(CLUSTER_BIN)/kubelet $(KUBE_APISERVER) \
 		$(CLUSTER_BIN)/kube-controller-manager $(CLUSTER_BIN)/kube-scheduler $(NODE_ETCD) $(NODE_IMAGE)/pause \
-		$(CLUSTER_BIN)/kube-proxy $(NODE_CNI) $(NODE_ROUTEAGENT)
+		$(CLUSTER_BIN)/kube-proxy $(NODE_CNI) $(NODE_ROUTEAGENT) $(NODE_CCM)

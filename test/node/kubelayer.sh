@@ -6,10 +6,10 @@
 # configuration, the boot scripts that start containerd and the kubelet as
 # their systemd units would, and the images kubeadm's static Pods and its
 # kube-proxy addon run, named as this kubeadm expects, plus the route
-# agent's (test/tools/routeagent: the pod network's DaemonSet), so that
-# nothing is pulled. Everything comes from this repository's build:
+# agent's (test/tools/routeagent: the pod network's DaemonSet) and this
+# project's cloud controller manager's (./ccm), so that nothing is pulled. Everything comes from this repository's build:
 #
-#   kubelayer.sh OUTDIR KUBEADM KUBELET KUBE-APISERVER KUBE-CONTROLLER-MANAGER KUBE-SCHEDULER ETCD PAUSE KUBE-PROXY CNI-BIN-DIR ROUTEAGENT
+#   kubelayer.sh OUTDIR KUBEADM KUBELET KUBE-APISERVER KUBE-CONTROLLER-MANAGER KUBE-SCHEDULER ETCD PAUSE KUBE-PROXY CNI-BIN-DIR ROUTEAGENT CCM
 #
 # Each image is one uncompressed layer (a compressed one only costs time
 # here): the binary in /usr/local/bin, the C library it is linked against,
@@ -17,11 +17,13 @@
 # seconds.
 set -euo pipefail
 
-usage='usage: kubelayer.sh OUTDIR KUBEADM KUBELET KUBE-APISERVER KUBE-CONTROLLER-MANAGER KUBE-SCHEDULER ETCD PAUSE KUBE-PROXY CNI-BIN-DIR ROUTEAGENT'
-out=${1:?$usage} kubeadm=$2 kubelet=$3 cni=${10:?$usage} routeagent=${11:?$usage}
+usage='usage: kubelayer.sh OUTDIR KUBEADM KUBELET KUBE-APISERVER KUBE-CONTROLLER-MANAGER KUBE-SCHEDULER ETCD PAUSE KUBE-PROXY CNI-BIN-DIR ROUTEAGENT CCM'
+out=${1:?$usage} kubeadm=$2 kubelet=$3 cni=${10:?$usage} routeagent=${11:?$usage} ccm=${12:?$usage}
 declare -A binary=([kube-apiserver]=$4 [kube-controller-manager]=$5 [kube-scheduler]=$6 [etcd]=$7 [pause]=$8 [kube-proxy]=$9)
 # The route agent's image: the test's DaemonSet names it, never pulled.
 routeagent_ref=localhost/routeagent:test
+# The cloud controller manager's: test/workload's flavor names it.
+ccm_ref=localhost/metal-vrf-ccm:test
 
 work="$(mktemp -d "${out%/}.build.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
@@ -105,6 +107,7 @@ for name in "${!binary[@]}"; do
   [ -f "$root/usr/local/lib/nodeagent/images/$name.tar" ] || { echo "kubeadm $version lists no image for $name" >&2; exit 1; }
 done
 image routeagent "$routeagent_ref" '["/usr/local/bin/routeagent"]' "$routeagent=/usr/local/bin/routeagent"
+image metal-vrf-ccm "$ccm_ref" '["/metal-vrf-ccm"]' "$ccm=/metal-vrf-ccm"
 
 # Only what differs from containerd 1.6's defaults, as test/cluster's node:
 # kubeadm's sandbox image, no oom_score_adj below containerd's own (no

@@ -110,7 +110,7 @@ func runSuite(m interface{ Run() int }) (code int, err error) {
 			}
 			return d
 		},
-		// TestRealControlPlane's devices boot as machines (test/nodeagent).
+		// TestRealNodes' devices boot as machines (test/nodeagent).
 		Ignore: func(d emulator.Device) bool { return strings.HasPrefix(d.Hostname, realPrefix) }}
 	suite.runDone = make(chan error, 1)
 	runCtx, stopRunner := context.WithCancel(ctx)
@@ -240,6 +240,9 @@ func renderFlavor(m *management, cluster, flavor, ns string, edits []func(*unstr
 	}
 	out, err := testenv.RunTool(m.env.Root, append(slices.Clone(suite.ctlEnv),
 		"PROJECT_ID="+simtest.Project, "METRO="+simtest.Metro, "SSH_KEY=ssh-ed25519 AAAA workload",
+		// The cloud controller manager's image in the node layer
+		// (test/node/kubelayer.sh): only real nodes run it.
+		"CCM_IMAGE="+ccmImage,
 		"NODE_VXLAN=1001", "NODE_NETWORK_ADDRESSES=10.60.1.2-10.60.1.6", "NODE_NETWORK_PREFIX=29", "NODE_NETWORK_GATEWAY=10.60.1.1",
 	), suite.clusterctl, "generate", "cluster", cluster, "--from", filepath.Join(m.env.Root, "templates", template),
 		"--target-namespace", ns, "--kubernetes-version", version, "--control-plane-machine-count", "1", "--worker-machine-count", "1",

@@ -24,6 +24,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
@@ -612,7 +614,9 @@ func createCluster(ctx context.Context, t *testing.T, g *WithT, name, flavor str
 	g.Expect(err).NotTo(HaveOccurred())
 	objs, err := renderFlavor(m, name, flavor, r.ns, edits)
 	g.Expect(err).NotTo(HaveOccurred())
-	for _, obj := range append(testenv.FlavorInputs(r.ns, name, "metal-credentials", simtest.APIKey), objs...) {
+	inputs, err := flavorInputs(r.k8s, r.ns, name, edits)
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, obj := range append(inputs, objs...) {
 		g.Expect(r.k8s.Create(ctx, obj)).To(Succeed(), "creating %s %s", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName())
 	}
 	r.key = client.ObjectKey{Namespace: r.ns, Name: name}
@@ -632,6 +636,32 @@ func createCluster(ctx context.Context, t *testing.T, g *WithT, name, flavor str
 		g.Eventually(func(g Gomega) { g.Expect(r.devicesByProviderID(ctx, g)).To(BeEmpty()) }).WithTimeout(3*time.Minute).Should(Succeed(), "the Cluster's devices are gone")
 	})
 	return r
+}
+
+// flavorInputs are the objects a user creates beside the flavor
+// (testenv.FlavorInputs), changed by edits as the flavor's objects.
+func flavorInputs(k8s client.Client, ns, cluster string, edits []func(*unstructured.Unstructured) error) ([]client.Object, error) {
+	typed := testenv.FlavorInputs(ns, cluster, "metal-credentials", simtest.APIKey)
+	objs := make([]client.Object, len(typed))
+	for i, obj := range typed {
+		gvk, err := k8s.GroupVersionKindFor(obj)
+		if err != nil {
+			return nil, err
+		}
+		content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+		if err != nil {
+			return nil, err
+		}
+		u := &unstructured.Unstructured{Object: content}
+		u.SetGroupVersionKind(gvk)
+		for _, edit := range edits {
+			if err := edit(u); err != nil {
+				return nil, fmt.Errorf("editing %s %s: %w", u.GetKind(), u.GetName(), err)
+			}
+		}
+		objs[i] = u
+	}
+	return objs, nil
 }
 
 // logMachines logs the conditions of the Machines of ns, for a failure.
@@ -663,11 +693,17 @@ func defaultRollout(md *unstructured.Unstructured) error {
 // workloadClient reaches the workload cluster with the kubeconfig Cluster
 // API wrote for it: through its endpoint, with the cluster's CA.
 func workloadClient(ctx context.Context, g Gomega, k8s client.Client, cluster client.ObjectKey) client.Client {
+	c, err := client.New(workloadConfig(ctx, g, k8s, cluster), client.Options{})
+	g.Expect(err).NotTo(HaveOccurred())
+	return c
+}
+
+// workloadConfig is the client configuration of the kubeconfig Cluster API
+// wrote for the workload cluster.
+func workloadConfig(ctx context.Context, g Gomega, k8s client.Client, cluster client.ObjectKey) *rest.Config {
 	kubeconfig := &corev1.Secret{}
 	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: secret.Name(cluster.Name, secret.Kubeconfig)}, kubeconfig)).To(Succeed())
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig.Data[secret.KubeconfigDataName])
 	g.Expect(err).NotTo(HaveOccurred())
-	c, err := client.New(cfg, client.Options{})
-	g.Expect(err).NotTo(HaveOccurred())
-	return c
+	return cfg
 }
