@@ -19,7 +19,7 @@ func (s *memStore) ClaimRecords(_ context.Context, domain string, claim Claim) (
 	defer s.mu.Unlock()
 	var out []Record
 	for _, r := range s.records[domain] {
-		if r.Holder.Claim.same(claim) {
+		if r.Holder.Claim.Same(claim) {
 			out = append(out, r)
 		}
 	}
@@ -41,7 +41,7 @@ func (s *memStore) ClaimAddresses(_ context.Context, claim Claim) ([]netip.Addr,
 func (s *memStore) Confirm(ctx context.Context, domain string, r Record) error {
 	err := s.Reserve(ctx, domain, r)
 	var taken *TakenError
-	if !errors.As(err, &taken) || !taken.Holder.Claim.same(r.Holder.Claim) || taken.Holder.Retired {
+	if !errors.As(err, &taken) || !taken.Holder.Claim.Same(r.Holder.Claim) || taken.Holder.Retired {
 		return err
 	}
 	s.mu.Lock()
@@ -51,17 +51,6 @@ func (s *memStore) Confirm(ctx context.Context, domain string, r Record) error {
 		s.records[domain][r.Address] = existing
 	}
 	return nil
-}
-
-func (s *memStore) Expire(_ context.Context, domain string, r Record) (bool, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	existing, ok := s.records[domain][r.Address]
-	if !ok || !existing.Holder.Claim.same(r.Holder.Claim) || existing.Holder.Retired || !existing.Recorded.Equal(r.Recorded) {
-		return false, nil
-	}
-	delete(s.records[domain], r.Address)
-	return true, nil
 }
 
 // reapFixture is one registry over a store sharing its clock, a global pool
