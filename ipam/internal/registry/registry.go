@@ -82,7 +82,10 @@
 // (overlap.go); Adopt, when its pool does not hand out the address it
 // recorded; Reap confirms again a record it deleted whose address the claim
 // was given meanwhile. Retire reserves a record first (none→held) for an
-// address that had none.
+// address that had none. Seeding's read (Store.Records) settles the records
+// of claims that are gone: one no IPAddress names goes, as Reap would take
+// it (pending→none), and one an IPAddress names is kept for that
+// IPAddress's claim.
 //
 // Why records are pending at all: an IPAddress made by another writer is
 // recorded before the API server creates it (Admit, from the IPAddress
