@@ -330,3 +330,34 @@ func sorted(a []netip.Addr) []netip.Addr {
 	slices.SortFunc(a, netip.Addr.Compare)
 	return a
 }
+
+// confirmingStore runs confirm once, between Reap's read of the claim's
+// records and its first delete.
+type confirmingStore struct {
+	*memStore
+	confirm func()
+}
+
+func (s *confirmingStore) Unreserve(ctx context.Context, domain string, r Record) (bool, error) {
+	if confirm := s.confirm; confirm != nil {
+		s.confirm = nil
+		confirm()
+	}
+	return s.memStore.Unreserve(ctx, domain, r)
+}
+
+// A record confirmed after Reap read it (the IPAddress admitted again, on
+// its way) is kept: Reap deletes only the record as it read it.
+func TestReapKeepsARecordConfirmedMeanwhile(t *testing.T) {
+	f := newReapFixture(t)
+	f.admit(t, f.claim, "10.9.0.3")
+	f.now = f.now.Add(DefaultPendingGrace + time.Second)
+	f.reg.store = &confirmingStore{memStore: f.store, confirm: func() { f.admit(t, f.claim, "10.9.0.3") }}
+	reaped := f.reap(t)
+	if len(reaped.Addresses) != 0 || reaped.Pending != 1 {
+		t.Fatalf("reaped %v with %d pending, want nothing reaped and 1 pending", reaped.Addresses, reaped.Pending)
+	}
+	if got := f.recorded(f.claim); !slices.Equal(got, []netip.Addr{f.kept, netip.MustParseAddr("10.9.0.3")}) {
+		t.Fatalf("the claim's records after the reap: %v, want %s and 10.9.0.3", got, f.kept)
+	}
+}
