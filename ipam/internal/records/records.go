@@ -52,9 +52,8 @@ type Store struct {
 	writer Writer
 
 	// loading is held while the snapshot is read or handed out: seeds that
-	// come at once wait for one read instead of each reading the cluster.
-	// It is taken under a domain's lock of the registry (seeding), and
-	// takes no other.
+	// come at once wait for one read instead of each reading the cluster
+	// (the lock order: see the registry's package doc).
 	loading sync.Mutex
 	loaded
 
