@@ -157,7 +157,7 @@ func TestARecordGoesOnlyWithItsOwnClaim(t *testing.T) {
 
 	// The tenant's claim, under its own name, cannot release or retire
 	// the real claim's record.
-	if err := store.Unreserve(ctx, domain, registry.Record{Address: victimRecord.Address, Holder: registry.Holder{Pool: pool, Claim: forged}}); err != nil {
+	if _, err := store.Unreserve(ctx, domain, registry.Record{Address: victimRecord.Address, Holder: registry.Holder{Pool: pool, Claim: forged}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := store.Retire(ctx, domain, registry.Record{Address: victimRecord.Address, Holder: registry.Holder{Pool: pool, Claim: forged}}); err != nil {
@@ -239,7 +239,7 @@ func TestALeaderPassesAStaleFence(t *testing.T) {
 		}
 		// The fence judged by the new holder: not the fault yet (the
 		// informer may lag); try another address.
-		if err := leader.Unreserve(ctx, domain, record("10.5.1.3", "second")); err != nil {
+		if _, err := leader.Unreserve(ctx, domain, record("10.5.1.3", "second")); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(100 * time.Millisecond)

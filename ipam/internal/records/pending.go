@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"slices"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -18,29 +19,21 @@ import (
 
 // ClaimRecords lists the records of a claim in a domain.
 func (s *Store) ClaimRecords(ctx context.Context, domain string, claim registry.Claim) ([]registry.Record, error) {
-	var list coordinationv1.LeaseList
-	if err := s.reader.List(ctx, &list, client.InNamespace(s.namespace), client.MatchingLabels{
-		v1alpha1.AllocationDomainLabel: domainHash(domain), v1alpha1.AllocationClaimUIDLabel: uidLabel(claim.UID),
-	}); err != nil {
-		return nil, err
-	}
-	var records []registry.Record
-	for i := range list.Items {
-		rec, err := recordOf(&list.Items[i])
-		if err == nil && list.Items[i].Annotations[v1alpha1.AllocationDomainAnnotation] == domain && sameClaim(rec.Holder.Claim, claim) {
-			records = append(records, rec)
-		}
-	}
-	return records, nil
+	records, err := s.listed(ctx, domain, client.MatchingLabels{v1alpha1.AllocationClaimUIDLabel: uidLabel(claim.UID)})
+	return slices.DeleteFunc(records, func(rec registry.Record) bool { return !rec.Holder.Claim.Same(claim) }), err
 }
 
 // LiveRecords lists the records of a domain as the API server has them now:
 // one List by the domain's label, read live, past the snapshot.
 func (s *Store) LiveRecords(ctx context.Context, domain string) ([]registry.Record, error) {
+	return s.listed(ctx, domain, client.MatchingLabels{})
+}
+
+// listed lists the records of the domain that carry labels, read live.
+func (s *Store) listed(ctx context.Context, domain string, labels client.MatchingLabels) ([]registry.Record, error) {
+	labels[v1alpha1.AllocationDomainLabel] = domainHash(domain)
 	var list coordinationv1.LeaseList
-	if err := s.reader.List(ctx, &list, client.InNamespace(s.namespace), client.MatchingLabels{
-		v1alpha1.AllocationDomainLabel: domainHash(domain),
-	}); err != nil {
+	if err := s.reader.List(ctx, &list, client.InNamespace(s.namespace), labels); err != nil {
 		return nil, err
 	}
 	records := make([]registry.Record, 0, len(list.Items))
@@ -72,7 +65,7 @@ func (s *Store) Confirm(ctx context.Context, domain string, r registry.Record) e
 	for {
 		err := s.Reserve(ctx, domain, r)
 		var taken *registry.TakenError
-		if !errors.As(err, &taken) || !sameClaim(taken.Holder.Claim, r.Holder.Claim) || taken.Holder.Retired {
+		if !errors.As(err, &taken) || !taken.Holder.Claim.Same(r.Holder.Claim) || taken.Holder.Retired {
 			return err
 		}
 		existing := &coordinationv1.Lease{}
@@ -91,35 +84,6 @@ func (s *Store) Confirm(ctx context.Context, domain string, r registry.Record) e
 		}
 		// Expired or changed meanwhile: look again.
 	}
-}
-
-// Expire deletes the record of r's address if r's claim holds it, it is not
-// retired, and it was not confirmed since r.Recorded: the delete is made on
-// the resourceVersion read, so a confirmation in between keeps it.
-func (s *Store) Expire(ctx context.Context, domain string, r registry.Record) (bool, error) {
-	existing := &coordinationv1.Lease{}
-	err := s.reader.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: name(domain, r.Address)}, existing)
-	switch {
-	case apierrors.IsNotFound(err):
-		return false, nil
-	case err != nil:
-		return false, err
-	}
-	if rec, err := recordOf(existing); err != nil || !sameClaim(rec.Holder.Claim, r.Holder.Claim) || rec.Holder.Retired || !rec.Recorded.Equal(r.Recorded) {
-		return false, nil
-	}
-	err = s.client.Delete(ctx, existing, client.Preconditions{UID: &existing.UID, ResourceVersion: &existing.ResourceVersion})
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		return false, nil
-	}
-	return err == nil, err
-}
-
-// sameClaim reports whether a and b are one claim: a UID is whatever an
-// owner reference says, so a claim of another namespace or name with the
-// same UID is another claim.
-func sameClaim(a, b registry.Claim) bool {
-	return a.UID == b.UID && a.NamespacedName == b.NamespacedName
 }
 
 // recordedAt is when a record was created or last confirmed.

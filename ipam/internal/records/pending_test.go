@@ -49,7 +49,7 @@ func TestExpireKeepsAConfirmedRecord(t *testing.T) {
 	if !confirmed.Recorded.After(stale.Recorded) {
 		t.Fatalf("confirming did not mark the record recorded later: %s, then %s", stale.Recorded, confirmed.Recorded)
 	}
-	if expired, err := store.Expire(ctx, domain, stale); err != nil || expired {
+	if expired, err := store.Unreserve(ctx, domain, stale); err != nil || expired {
 		t.Fatalf("a record confirmed after it was read was expired: %v, %v", expired, err)
 	}
 	for _, other := range []registry.Claim{
@@ -61,7 +61,7 @@ func TestExpireKeepsAConfirmedRecord(t *testing.T) {
 		if err := store.Confirm(ctx, domain, forged); !errors.Is(err, registry.ErrTaken) {
 			t.Fatalf("claim %s confirmed the record of %s: %v", other.NamespacedName, claim.NamespacedName, err)
 		}
-		if expired, err := store.Expire(ctx, domain, forged); err != nil || expired {
+		if expired, err := store.Unreserve(ctx, domain, forged); err != nil || expired {
 			t.Fatalf("claim %s expired the record of %s: %v, %v", other.NamespacedName, claim.NamespacedName, expired, err)
 		}
 	}
@@ -81,7 +81,7 @@ func TestExpireKeepsAConfirmedRecord(t *testing.T) {
 		t.Fatalf("the claim's IPAddresses: %v, %v", got, err)
 	}
 
-	if expired, err := store.Expire(ctx, domain, confirmed); err != nil || !expired {
+	if expired, err := store.Unreserve(ctx, domain, confirmed); err != nil || !expired {
 		t.Fatalf("a record not confirmed since it was read was not expired: %v, %v", expired, err)
 	}
 	if got, err := store.ClaimRecords(ctx, domain, claim); err != nil || len(got) != 0 {

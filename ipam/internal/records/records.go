@@ -52,13 +52,12 @@ type Store struct {
 	writer Writer
 
 	// loading is held while the snapshot is read or handed out: seeds that
-	// come at once wait for one read instead of each reading the cluster.
+	// come at once wait for one read instead of each reading the cluster
+	// (the lock order: see the registry's package doc).
 	loading sync.Mutex
-	snap    *snapshot
-	// adopted is when seeding first asked for each companion's domain
-	// (see notBefore).
-	adopted map[string]time.Time
-	now     func() time.Time
+	loaded
+
+	now func() time.Time
 	// skipped is told of each object seeding cannot use (see OnSkip).
 	skipped func(Skip)
 	// staleFence is told of each record created past a stale fence (see
@@ -67,6 +66,14 @@ type Store struct {
 }
 
 var _ registry.Store = &Store{}
+
+// loaded is what Store.loading guards.
+type loaded struct {
+	snap *snapshot
+	// adopted is when seeding first asked for each companion's domain
+	// (see notBefore).
+	adopted map[string]time.Time
+}
 
 // Writer is the process that creates records.
 type Writer struct {
@@ -153,20 +160,12 @@ func (s *Store) Records(ctx context.Context, domain string) ([]registry.Record, 
 // named maps each address an IPAddress of the domain's pools names to the
 // IPAddress's holder.
 func (s *Store) named(ctx context.Context, snap *snapshot, domain string) (map[netip.Addr]registry.Holder, error) {
-	named := map[netip.Addr]registry.Holder{}
-	for key, d := range snap.domains {
-		if d != domain {
-			continue
-		}
-		addresses, err := s.addresses(ctx, key, snap.prefixLengths[key], snap.addresses[key])
-		if err != nil {
-			return nil, err
-		}
-		for _, rec := range addresses {
-			named[rec.Address] = rec.Holder
-		}
+	addresses, err := s.domainAddresses(ctx, snap, domain)
+	named := make(map[netip.Addr]registry.Holder, len(addresses))
+	for _, rec := range addresses {
+		named[rec.Address] = rec.Holder
 	}
-	return named, nil
+	return named, err
 }
 
 // orphan settles the record of a claim that is gone. Without an IPAddress
@@ -182,7 +181,7 @@ func (s *Store) orphan(ctx context.Context, domain string, item *coordinationv1.
 	switch {
 	case !kept:
 		return registry.Record{}, s.delete(ctx, item)
-	case holder.Claim.UID == rec.Holder.Claim.UID && holder.Claim.NamespacedName == rec.Holder.Claim.NamespacedName:
+	case holder.Claim.Same(rec.Holder.Claim):
 		return rec, nil
 	}
 	rec.Holder = holder
@@ -319,19 +318,33 @@ func (s *Store) recordObject(domain string, r registry.Record) *coordinationv1.L
 	return obj
 }
 
-// Unreserve deletes the record of r's address if r's claim holds it.
-func (s *Store) Unreserve(ctx context.Context, domain string, r registry.Record) error {
+// Unreserve deletes the record of r's address if r's claim holds it and it
+// is not retired, and reports whether it did. With r.Recorded set (a record
+// read before, see registry.Reap) it deletes it only if it was not
+// confirmed since: the delete is made on the resourceVersion read, so a
+// confirmation in between keeps it.
+func (s *Store) Unreserve(ctx context.Context, domain string, r registry.Record) (bool, error) {
 	existing := &coordinationv1.Lease{}
 	err := s.reader.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: name(domain, r.Address)}, existing)
 	switch {
 	case apierrors.IsNotFound(err):
-		return nil
+		return false, nil
 	case err != nil:
-		return err
-	case !heldBy(existing, r.Holder.Claim) || existing.Labels[v1alpha1.AllocationRetiredLabel] == "true":
-		return nil
+		return false, err
 	}
-	return s.delete(ctx, existing)
+	rec, err := recordOf(existing)
+	if err != nil || !rec.Holder.Claim.Same(r.Holder.Claim) || rec.Holder.Retired || !r.Recorded.IsZero() && !rec.Recorded.Equal(r.Recorded) {
+		return false, nil
+	}
+	unchanged := client.Preconditions{UID: &existing.UID}
+	if !r.Recorded.IsZero() {
+		unchanged.ResourceVersion = &existing.ResourceVersion
+	}
+	err = s.client.Delete(ctx, existing, unchanged)
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // Retire marks the record of r's address retired if r's claim holds it:
@@ -406,7 +419,7 @@ func uidLabel(uid types.UID) string {
 // that UID, nor keep it from going.
 func heldBy(obj *coordinationv1.Lease, claim registry.Claim) bool {
 	rec, err := recordOf(obj)
-	return err == nil && sameClaim(rec.Holder.Claim, claim)
+	return err == nil && rec.Holder.Claim.Same(claim)
 }
 
 // delete deletes exactly this record, not one created since under its name.
@@ -424,6 +437,11 @@ func (s *Store) Addresses(ctx context.Context, domain string) ([]registry.Record
 	if err != nil {
 		return nil, err
 	}
+	return s.domainAddresses(ctx, snap, domain)
+}
+
+// domainAddresses lists the IPAddresses of every pool of the domain in snap.
+func (s *Store) domainAddresses(ctx context.Context, snap *snapshot, domain string) ([]registry.Record, error) {
 	var records []registry.Record
 	for key, d := range snap.domains {
 		if d != domain {

@@ -83,7 +83,7 @@ func (s *Store) usableRecord(obj *coordinationv1.Lease) bool {
 	// Passing it by hands no address out twice: a record's name is its
 	// domain and address, so while it exists the API server refuses the
 	// record of its address that handing the address out would create
-	// (Reserve then says the address is taken).
+	// (Confirm then says the address is taken).
 	s.skip(Skip{Object: obj, Kind: "Lease", Reason: InvalidRecordReason, Message: fmt.Sprintf(
 		"not an allocation record: %v; seeding passes it by, and while it exists no other record can take its name, so its address is not handed out", err)})
 	return false

@@ -32,12 +32,12 @@ const pageSize = 500
 // every domain seeds at once, and reading each kind once keeps the cost at
 // objects, not pools × objects. What it can miss does not matter to
 // seeding: a record created since still refuses a second record of its
-// address (Reserve), which is what keeps an address from being handed out
-// twice, the registry's memory being only a cache of the records; an
-// IPAddress created since has its record already (the registry and the
-// IPAddress webhook record an address before it is handed out); a pool
-// created since holds only such IPAddresses; a claim created since is read
-// live before its record is taken for an orphan (see Records).
+// address (Confirm, Reserve), which is what keeps an address from being
+// handed out twice, the registry's memory being only a cache of the
+// records; an IPAddress created since has its record already (the registry
+// and the IPAddress webhook record an address before it is handed out); a
+// pool created since holds only such IPAddresses; a claim created since is
+// read live before its record is taken for an orphan (see Records).
 type snapshot struct {
 	// started and at are when the read started and ended: the TTL runs
 	// from its end, and a seed that needs a read made since a time (see

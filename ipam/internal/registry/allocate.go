@@ -70,8 +70,8 @@ func (r *Registry) acquire(ctx context.Context, pool v1alpha1.Pool, claim Claim,
 // its IPAddress is created again. retry says that another claim has it
 // now (its record was reaped meanwhile): the claim must take another.
 func (r *Registry) reconfirm(ctx context.Context, ps *poolState, claim Claim, ip netip.Addr) (retry bool, err error) {
-	d := ps.domain
-	owner, mine, err := r.confirm(ctx, d.key, ip, ps.holder(claim))
+	d, holder := ps.domain, ps.holder(claim)
+	owner, mine, err := outcome(holder, r.store.Confirm(ctx, d.key, Record{Address: ip, Holder: holder}))
 	if err != nil {
 		return false, fmt.Errorf("recording address %s: %w", ip, err)
 	}
@@ -116,7 +116,7 @@ func (r *Registry) record(ctx context.Context, ps *poolState, claim Claim, ip, r
 	d := ps.domain
 	holder := ps.holder(claim)
 	rec := Record{Address: ip, Holder: holder}
-	created := r.written(ctx, d, d.key, rec, false, func() error { return r.store.Reserve(ctx, d.key, rec) })
+	created := r.written(ctx, d, d.key, rec, false)
 	var overlap *overlapError
 	owner, mine, err := outcome(holder, created)
 	if errors.As(err, &overlap) {
@@ -156,7 +156,7 @@ func (r *Registry) record(ctx context.Context, ps *poolState, claim Claim, ip, r
 	if left {
 		// The pool moved to another domain meanwhile: this record belongs
 		// to the old one.
-		if err := r.store.Unreserve(ctx, d.key, Record{Address: ip, Holder: holder}); err != nil {
+		if err := r.unreserve(ctx, d.key, ip, holder); err != nil {
 			return cidr.Subnet{}, false, err
 		}
 		return cidr.Subnet{}, true, nil
@@ -185,7 +185,7 @@ func (r *Registry) adopt(ctx context.Context, pool v1alpha1.Pool, claim Claim, i
 		h, ok := p.domain.held.get(ip)
 		// Memory may be stale (another process recorded or released the
 		// address): in a domain that keeps records, the record decides.
-		if verify = (!ok || !h.Claim.same(claim)) && p.domain.allocates; !verify {
+		if verify = (!ok || !h.Claim.Same(claim)) && p.domain.allocates; !verify {
 			if !ok {
 				p.domain.take(ip, p.holder(claim))
 			}
@@ -207,7 +207,7 @@ func (r *Registry) adopt(ctx context.Context, pool v1alpha1.Pool, claim Claim, i
 			var err error
 			d.locked(func() { err = ps.handsOut(ip) })
 			if err != nil {
-				return errors.Join(err, r.store.Unreserve(ctx, d.key, Record{Address: ip, Holder: holder}))
+				return errors.Join(err, r.unreserve(ctx, d.key, ip, holder))
 			}
 		}
 		owner, mine, err := outcome(holder, recorded)
@@ -221,7 +221,7 @@ func (r *Registry) adopt(ctx context.Context, pool v1alpha1.Pool, claim Claim, i
 	if !prev.IsValid() {
 		return nil
 	}
-	return r.store.Unreserve(ctx, d.key, Record{Address: prev, Holder: holder})
+	return r.unreserve(ctx, d.key, prev, holder)
 }
 
 // handsOut says why the pool does not hand out ip (see handsOut). The
@@ -275,11 +275,15 @@ func (r *Registry) HolderOf(key poolref.Key, claim Claim, ip netip.Addr) Claim {
 	if !ok || claim.UID != "" {
 		return claim
 	}
-	ps.domain.locked(func() {
-		if h, held := ps.domain.held.get(ip); held && h.Pool == key && h.Claim.NamespacedName == claim.NamespacedName {
-			claim = h.Claim
-		}
-	})
+	ps.domain.locked(func() { claim = ps.holderOf(claim, ip) })
+	return claim
+}
+
+// holderOf is HolderOf with the domain locked.
+func (ps *poolState) holderOf(claim Claim, ip netip.Addr) Claim {
+	if h, held := ps.domain.held.get(ip); held && claim.UID == "" && h.Pool == ps.key && h.Claim.NamespacedName == claim.NamespacedName {
+		return h.Claim
+	}
 	return claim
 }
 

@@ -237,41 +237,31 @@ func (ps *poolState) subnetOf(ip netip.Addr) (cidr.Subnet, error) {
 }
 
 // pick takes the requested address, or the lowest free one when none is
-// requested, in the pool's allocator.
+// requested, in the pool's allocator: in a prefix pool, the first address
+// of the requested prefix, or of the lowest free one.
 func (ps *poolState) pick(requested netip.Addr, claim Claim) (netip.Addr, error) {
-	if ps.prefixes != nil {
-		return ps.pickPrefix(requested, claim)
-	}
-	if !requested.IsValid() {
+	switch {
+	case !requested.IsValid() && ps.prefixes != nil:
+		prefix, err := ps.prefixes.Next()
+		return prefix.Addr(), err
+	case !requested.IsValid():
 		return ps.alloc.Next()
 	}
 	if h, ok := ps.domain.held.get(requested); ok {
 		return netip.Addr{}, unavailable(ps.key, requested, h, claim)
 	}
-	err := ps.alloc.Allocate(requested)
-	if errors.Is(err, cidr.ErrNotAllocatable) {
+	if ps.prefixes == nil {
+		if err := ps.alloc.Allocate(requested); !errors.Is(err, cidr.ErrNotAllocatable) {
+			return requested, err
+		}
 		return netip.Addr{}, fmt.Errorf("%w: requested address %s is not one the pool hands out: it lies outside its addresses, or is a gateway, network, broadcast, anycast or excluded address",
 			ErrRequestedUnavailable, requested)
 	}
-	return requested, err
-}
-
-// pickPrefix is pick in a prefix pool: the first address of the requested
-// prefix, or of the lowest free one.
-func (ps *poolState) pickPrefix(requested netip.Addr, claim Claim) (netip.Addr, error) {
-	if !requested.IsValid() {
-		prefix, err := ps.prefixes.Next()
-		return prefix.Addr(), err
+	if err := ps.prefixes.Allocate(netip.PrefixFrom(requested, ps.space.Prefixes.Bits())); !errors.Is(err, cidr.ErrNotAllocatable) {
+		return requested, err
 	}
-	if h, ok := ps.domain.held.get(requested); ok {
-		return netip.Addr{}, unavailable(ps.key, requested, h, claim)
-	}
-	err := ps.prefixes.Allocate(netip.PrefixFrom(requested, ps.space.Prefixes.Bits()))
-	if errors.Is(err, cidr.ErrNotAllocatable) {
-		return netip.Addr{}, fmt.Errorf("%w: requested address %s is not the first address of a /%d the pool hands out: it lies outside its addresses, or its prefix holds a gateway or an excluded address",
-			ErrRequestedUnavailable, requested, ps.space.Prefixes.Bits())
-	}
-	return requested, err
+	return netip.Addr{}, fmt.Errorf("%w: requested address %s is not the first address of a /%d the pool hands out: it lies outside its addresses, or its prefix holds a gateway or an excluded address",
+		ErrRequestedUnavailable, requested, ps.space.Prefixes.Bits())
 }
 
 // ofFamily reports whether ip is of the family of the pool's space (nil

@@ -14,7 +14,7 @@ import (
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolref"
 )
 
-// stalledStore holds the first Reserve (of a record only matches, when not
+// stalledStore holds the first Confirm (of a record only matches, when not
 // nil) until released: an allocation in flight, its address taken and its
 // record not written yet.
 type stalledStore struct {
@@ -24,15 +24,15 @@ type stalledStore struct {
 	only             func(Record) bool
 }
 
-func (s *stalledStore) Reserve(ctx context.Context, domain string, r Record) error {
+func (s *stalledStore) Confirm(ctx context.Context, domain string, r Record) error {
 	if s.only != nil && !s.only(r) {
-		return s.memStore.Reserve(ctx, domain, r)
+		return s.memStore.Confirm(ctx, domain, r)
 	}
 	s.once.Do(func() {
 		close(s.entered)
 		<-s.release
 	})
-	return s.memStore.Reserve(ctx, domain, r)
+	return s.memStore.Confirm(ctx, domain, r)
 }
 
 // A hand-over counts an address being recorded for a claim: otherwise the

@@ -95,13 +95,15 @@ func (s *memStore) Reserve(_ context.Context, domain string, r Record) error {
 	return nil
 }
 
-func (s *memStore) Unreserve(_ context.Context, domain string, r Record) error {
+func (s *memStore) Unreserve(_ context.Context, domain string, r Record) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if existing, ok := s.records[domain][r.Address]; ok && existing.Holder.Claim.UID == r.Holder.Claim.UID {
-		delete(s.records[domain], r.Address)
+	existing, ok := s.records[domain][r.Address]
+	if !ok || !existing.Holder.Claim.Same(r.Holder.Claim) || existing.Holder.Retired || !r.Recorded.IsZero() && !existing.Recorded.Equal(r.Recorded) {
+		return false, nil
 	}
-	return nil
+	delete(s.records[domain], r.Address)
+	return true, nil
 }
 
 func (s *memStore) Free(_ context.Context, claim Claim) error {

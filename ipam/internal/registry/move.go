@@ -11,29 +11,24 @@ import (
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolspace"
 )
 
-// Admit records the address of an IPAddress of the claim that is about to
-// be created, and fails with ErrConflict if another claim holds it. It is
-// how IPAddresses this process did not hand out (clusterctl move, a
-// restore) are known before any claim could be served their address: the
-// record is created before the IPAddress exists. A VRF pool whose VRF was
-// not read yet refuses it with ErrPoolNotReady: a domain that does not
-// allocate keeps no records, the record's name is not known yet.
+// Admit records the address of an IPAddress of the claim that another
+// writer (clusterctl move, a restore) is about to create, from the
+// IPAddress webhook, and fails with ErrConflict if another claim holds it.
+// The record is pending until the IPAddress exists (see "The life of a
+// record"): a claim has at most MaxPending such records (*PendingError),
+// and Reap deletes them if the creation fails. A record the claim has
+// already is confirmed. Unlike Adopt it gives back no other address of the
+// claim: the creation may still fail (another replica created the claim's
+// IPAddress first, with the address it holds).
 //
-// A pool whose addresses in use were not read yet (after a restart or a
-// failover) is not seeded here, which can take longer than the API
-// server waits for a webhook: the record is created in the store alone,
-// which the seeding reads.
-//
-// Unlike Adopt it gives back no other address of the claim: the IPAddress
-// is not created yet, and its creation may still fail (another replica
-// created the claim's IPAddress first, with the address it holds). An
-// address recorded for a creation that failed is pending until Reap
-// deletes its record; a claim with MaxPending of them is refused more with
-// a *PendingError. A record the claim has already is confirmed (see Reap).
-//
-// Only an address the pool hands out is admitted (ErrNotInPool): no gateway,
-// network, broadcast, anycast or excluded address, none outside its
-// addresses.
+// Only an address the pool hands out is admitted (ErrNotInPool): no
+// gateway, network, broadcast, anycast or excluded address, none outside
+// its addresses. A VRF pool whose VRF was not read yet refuses it with
+// ErrPoolNotReady: a domain that does not allocate keeps no records. A
+// pool whose addresses in use were not read yet (after a restart or a
+// failover) is not seeded here, which can take longer than the API server
+// waits for a webhook: the record is created in the store alone, which the
+// seeding reads.
 func (r *Registry) Admit(ctx context.Context, pool v1alpha1.Pool, claim Claim, ip netip.Addr) error {
 	if r.fenced() != nil {
 		return r.admitInStore(ctx, pool, claim, ip)
@@ -140,13 +135,10 @@ func (r *Registry) retire(ctx context.Context, pool v1alpha1.Pool, claim Claim, 
 			return p.ready()
 		}
 		h, held := p.domain.held.get(ip)
-		holder, recorded = p.holder(claim), held
-		if held && claim.UID == "" && h.Pool == p.key && h.Claim.NamespacedName == claim.NamespacedName {
-			holder.Claim = h.Claim
-		}
+		holder, recorded = p.holder(p.holderOf(claim, ip)), held
 		// Retired already, or not this claim's: nothing of it to keep.
-		retired = held && h.Retired && h.Claim.same(holder.Claim)
-		done = held && (h.Retired || !h.Claim.same(holder.Claim))
+		retired = held && h.Retired && h.Claim.Same(holder.Claim)
+		done = held && (h.Retired || !h.Claim.Same(holder.Claim))
 		return nil
 	})
 	if err != nil || done {
@@ -154,7 +146,7 @@ func (r *Registry) retire(ctx context.Context, pool v1alpha1.Pool, claim Claim, 
 	}
 	d := ps.domain
 	if !recorded {
-		owner, mine, err := r.reserve(ctx, d.key, ip, holder)
+		owner, mine, err := outcome(holder, r.store.Reserve(ctx, d.key, Record{Address: ip, Holder: holder}))
 		if err != nil {
 			return false, fmt.Errorf("recording address %s: %w", ip, err)
 		}

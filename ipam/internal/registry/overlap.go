@@ -82,17 +82,19 @@ func Marked(mark string, bits int) (next string, mixed bool) {
 	return Mixed, true
 }
 
-// written runs create, which creates rec's record in domain, under the rule
-// of the marker (above): it marks the domain with rec's length unless the
-// marker said mixed to this process before, and in a mixed domain checks
-// the record (see checkOverlap, and keep there). d is this process's state
-// of the domain, or nil when it keeps none (see admitInStore). A record the
-// claim had already (a retry after a failed mark or check) is marked and
-// checked as one created now. It calls the store: the caller holds no lock.
-func (r *Registry) written(ctx context.Context, d *domain, domain string, rec Record, keep bool, create func() error) error {
-	created := create()
+// written confirms rec's record in domain (Store.Confirm: the doors that
+// hand out space record an address before its IPAddress is created) under
+// the rule of the marker (above): it marks the domain with rec's length
+// unless the marker said mixed to this process before, and in a mixed
+// domain checks the record (see checkOverlap, and keep there). d is this
+// process's state of the domain, or nil when it keeps none (see
+// admitInStore). A record the claim had already (a retry after a failed
+// mark or check) is marked and checked as one created now. It calls the
+// store: the caller holds no lock.
+func (r *Registry) written(ctx context.Context, d *domain, domain string, rec Record, keep bool) error {
+	created := r.store.Confirm(ctx, domain, rec)
 	var taken *TakenError
-	had := errors.As(created, &taken) && taken.Holder.Claim.same(rec.Holder.Claim)
+	had := errors.As(created, &taken) && taken.Holder.Claim.Same(rec.Holder.Claim)
 	if created != nil && !had || !strings.HasPrefix(domain, vrfDomain) {
 		return created // a pool without a VRF is a domain alone, of one length
 	}
@@ -130,7 +132,7 @@ func (e *overlapError) Error() string {
 func overlapping(mine Record, others []Record) (Record, bool) {
 	span := mine.Holder.span(mine.Address)
 	for _, o := range others {
-		if o.Holder.Claim.same(mine.Holder.Claim) {
+		if o.Holder.Claim.Same(mine.Holder.Claim) {
 			continue
 		}
 		if theirs := o.Holder.span(o.Address); theirs.From().Compare(span.To()) <= 0 && span.From().Compare(theirs.To()) <= 0 {
@@ -154,7 +156,7 @@ func (r *Registry) checkOverlap(ctx context.Context, domain string, mine Record,
 		return nil
 	}
 	if !keep {
-		if err := r.store.Unreserve(ctx, domain, mine); err != nil {
+		if err := r.unreserve(ctx, domain, mine.Address, mine.Holder); err != nil {
 			return fmt.Errorf("backing off from %s, which overlaps %s's: %w", mine.Address, other.Holder.Claim.NamespacedName, err)
 		}
 	}

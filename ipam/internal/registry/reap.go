@@ -5,27 +5,27 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolref"
 )
 
-// Admit records the address of an IPAddress before the API server creates
-// it, and the creation may still fail after: another webhook or an
-// admission policy refuses it, an IPAddress of that name exists, the client
-// gives up. Its record is then pending: the claim holds an address that no
-// IPAddress names. Anyone allowed to create IPAddresses in a namespace could
-// so make one of its claims hold any number of addresses; instead a claim
-// has at most MaxPending pending records at once (Admit refuses more with
-// ErrTooManyPending), and Reap deletes those a live read shows without
-// their IPAddress once they are older than the grace period.
+// A record is pending while no IPAddress names its address (see "The life
+// of a record"): Admit recorded it and the creation failed after (another
+// webhook or an admission policy refused it, an IPAddress of that name
+// exists, the client gave up). Anyone allowed to create IPAddresses in a
+// namespace could so make one of its claims hold any number of addresses;
+// instead a claim has at most MaxPending pending records at once (Admit
+// refuses more with ErrTooManyPending), and Reap deletes those a live read
+// shows without their IPAddress once they are older than the grace period.
 //
 // A record is never reaped while its IPAddress may still be created: every
 // writer of an IPAddress confirms its record first (the webhook for others'
 // IPAddresses, Acquire for the manager's own, unless it wrote the record
 // within half the grace period), which makes it young again and makes a
-// reap that read it before fail (Store.Expire). The grace period outlasts
+// reap that read it before fail (Store.Unreserve). The grace period outlasts
 // any create request: the API server gives up on one after a minute.
 
 // MaxPending is how many pending records a claim may have.
@@ -51,14 +51,11 @@ func (e *PendingError) Error() string {
 func (e *PendingError) Is(target error) bool { return target == ErrTooManyPending }
 
 func joinAddrs(addrs []netip.Addr) string {
-	s := ""
+	s := make([]string, len(addrs))
 	for i, a := range addrs {
-		if i > 0 {
-			s += ", "
-		}
-		s += a.String()
+		s[i] = a.String()
 	}
-	return s
+	return strings.Join(s, ", ")
 }
 
 // SetPendingGrace sets how long after its last confirmation a pending
@@ -97,7 +94,7 @@ type Reaped struct {
 // administrator's IPAddress for a claim that does not exist, refused after
 // the webhook recorded it): then the address it holds here is reaped too,
 // no claim will ever create its IPAddress. A record the webhook confirms
-// meanwhile, for an IPAddress on its way, is kept (Store.Expire).
+// meanwhile, for an IPAddress on its way, is kept (Store.Unreserve).
 func (r *Registry) Reap(ctx context.Context, pool v1alpha1.Pool, claim Claim, gone bool) (Reaped, error) {
 	if err := r.fenced(); err != nil {
 		return Reaped{}, err
@@ -135,7 +132,7 @@ func (r *Registry) Reap(ctx context.Context, pool v1alpha1.Pool, claim Claim, go
 			}
 			continue
 		}
-		expired, err := r.store.Expire(ctx, d.key, rec)
+		expired, err := r.store.Unreserve(ctx, d.key, rec)
 		if err != nil {
 			return out, fmt.Errorf("deleting the record of address %s: %w", rec.Address, err)
 		}
@@ -155,13 +152,13 @@ func (r *Registry) Reap(ctx context.Context, pool v1alpha1.Pool, claim Claim, go
 			if kept {
 				return
 			}
-			if h, held := d.held.get(rec.Address); held && h.Claim.same(claim) && !h.Retired {
+			if h, held := d.held.get(rec.Address); held && h.Claim.Same(claim) && !h.Retired {
 				out.Gained = append(out.Gained, d.give(rec.Address)...)
 			}
 		})
 		if kept {
 			// The claim was given the address meanwhile: it keeps its record.
-			if _, _, err := r.confirm(ctx, d.key, rec.Address, rec.Holder); err != nil {
+			if _, _, err := outcome(rec.Holder, r.store.Confirm(ctx, d.key, Record{Address: rec.Address, Holder: rec.Holder})); err != nil {
 				return out, fmt.Errorf("recording address %s: %w", rec.Address, err)
 			}
 			continue

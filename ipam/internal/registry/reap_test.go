@@ -19,7 +19,7 @@ func (s *memStore) ClaimRecords(_ context.Context, domain string, claim Claim) (
 	defer s.mu.Unlock()
 	var out []Record
 	for _, r := range s.records[domain] {
-		if r.Holder.Claim.same(claim) {
+		if r.Holder.Claim.Same(claim) {
 			out = append(out, r)
 		}
 	}
@@ -41,7 +41,7 @@ func (s *memStore) ClaimAddresses(_ context.Context, claim Claim) ([]netip.Addr,
 func (s *memStore) Confirm(ctx context.Context, domain string, r Record) error {
 	err := s.Reserve(ctx, domain, r)
 	var taken *TakenError
-	if !errors.As(err, &taken) || !taken.Holder.Claim.same(r.Holder.Claim) || taken.Holder.Retired {
+	if !errors.As(err, &taken) || !taken.Holder.Claim.Same(r.Holder.Claim) || taken.Holder.Retired {
 		return err
 	}
 	s.mu.Lock()
@@ -51,17 +51,6 @@ func (s *memStore) Confirm(ctx context.Context, domain string, r Record) error {
 		s.records[domain][r.Address] = existing
 	}
 	return nil
-}
-
-func (s *memStore) Expire(_ context.Context, domain string, r Record) (bool, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	existing, ok := s.records[domain][r.Address]
-	if !ok || !existing.Holder.Claim.same(r.Holder.Claim) || existing.Holder.Retired || !existing.Recorded.Equal(r.Recorded) {
-		return false, nil
-	}
-	delete(s.records[domain], r.Address)
-	return true, nil
 }
 
 // reapFixture is one registry over a store sharing its clock, a global pool
@@ -340,4 +329,35 @@ func sorted(a []netip.Addr) []netip.Addr {
 	a = slices.Clone(a)
 	slices.SortFunc(a, netip.Addr.Compare)
 	return a
+}
+
+// confirmingStore runs confirm once, between Reap's read of the claim's
+// records and its first delete.
+type confirmingStore struct {
+	*memStore
+	confirm func()
+}
+
+func (s *confirmingStore) Unreserve(ctx context.Context, domain string, r Record) (bool, error) {
+	if confirm := s.confirm; confirm != nil {
+		s.confirm = nil
+		confirm()
+	}
+	return s.memStore.Unreserve(ctx, domain, r)
+}
+
+// A record confirmed after Reap read it (the IPAddress admitted again, on
+// its way) is kept: Reap deletes only the record as it read it.
+func TestReapKeepsARecordConfirmedMeanwhile(t *testing.T) {
+	f := newReapFixture(t)
+	f.admit(t, f.claim, "10.9.0.3")
+	f.now = f.now.Add(DefaultPendingGrace + time.Second)
+	f.reg.store = &confirmingStore{memStore: f.store, confirm: func() { f.admit(t, f.claim, "10.9.0.3") }}
+	reaped := f.reap(t)
+	if len(reaped.Addresses) != 0 || reaped.Pending != 1 {
+		t.Fatalf("reaped %v with %d pending, want nothing reaped and 1 pending", reaped.Addresses, reaped.Pending)
+	}
+	if got := f.recorded(f.claim); !slices.Equal(got, []netip.Addr{f.kept, netip.MustParseAddr("10.9.0.3")}) {
+		t.Fatalf("the claim's records after the reap: %v, want %s and 10.9.0.3", got, f.kept)
+	}
 }

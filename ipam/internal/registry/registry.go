@@ -32,9 +32,7 @@
 //     an address.
 //   - IPAddresses made by others (clusterctl move, a restore) are recorded
 //     before they are created (Admit, from the IPAddress webhook), so no
-//     claim is served an address they hold, whatever the order. The records
-//     of those whose creation failed are reaped, and a claim has only so
-//     many at once (see Reap).
+//     claim is served an address they hold, whatever the order.
 //   - A GlobalMetalVRFIPPool hands out addresses in the one management
 //     cluster its annotation names (see allocatesHere); its copies elsewhere
 //     only keep what their claims hold.
@@ -42,43 +40,81 @@
 // # The life of a record
 //
 // In a domain that allocates, an address is in use while it has a record
-// in the Store, and free when it has none. A record is held by a claim,
-// pending (held, but no IPAddress of the claim names its address, read
-// live), or retired. Each transition is one Store method, called by these
-// doors (exported methods) only:
+// in the Store, and free when it has none. A record is pending while no
+// IPAddress names its address (read live), held once one does, or retired.
+// Whether its IPAddress exists yet decides the Store method that writes a
+// record: Confirm before it is created (create the record, or mark the
+// claim's record recorded now), Reserve once it exists (create only).
+// Each transition is one Store method, caused by these doors (exported
+// methods) only:
 //
-//	from     to       Store method  door: when
-//	none     held     Reserve       Acquire: a claim is served an address
-//	                                Adopt: an IPAddress of the claim has none
-//	                                seeding: an IPAddress made before records
-//	none     held     Confirm       Reap: a record it expired whose address
-//	                                the claim was given meanwhile
-//	none     pending  Confirm       Admit: another writer creates an IPAddress
-//	held     held     Confirm       Acquire: the claim's IPAddress is created
-//	                                again; Admit: the claim's own IPAddress
-//	pending  held     none          the IPAddress is created (nothing is written)
-//	pending  none     Expire        Reap: older than the grace period
-//	held     retired  Retire        Retire: clusterctl move took the claim of a
-//	                                global pool's IPAddress with its Cluster
-//	                                (the address reconciler finds the Cluster
-//	                                gone); Reserve first when it had no record
-//	held     none     Free          Release: the claim's IPAddress is gone
-//	held     none     Unreserve     Adopt: the claim's IPAddress names another,
-//	                                or one its pool does not hand out
-//	                                Acquire: the pool left its domain meanwhile
-//	retired  none     ForgetRetired Forget: the domain's last pool is deleted
+//	from     to       Store method   door: when
+//	none     pending  Confirm        Acquire: a claim is served a free address,
+//	                                 whose IPAddress it creates next
+//	                                 Admit: another writer (clusterctl move, a
+//	                                 restore) creates an IPAddress
+//	pending  pending  Confirm        Acquire, Admit: the IPAddress is created
+//	                                 again (an earlier creation failed)
+//	pending  held     none           the IPAddress is created (nothing is written)
+//	pending  none     Unreserve      Reap: no IPAddress named it for the grace
+//	                                 period
+//	none     held     Reserve        Adopt: an IPAddress of the claim has none
+//	                                 (made past the webhook); seeding does it
+//	                                 for those made before records existed
+//	held     none     Unreserve      Adopt: the claim's IPAddress names another
+//	held     none     Free           Release: the claim's IPAddress is gone
+//	held     retired  Retire         Retire: clusterctl move took the claim of a
+//	                                 global pool's IPAddress with its Cluster
+//	                                 (the address reconciler finds the Cluster
+//	                                 gone)
+//	retired  none     ForgetRetired  Forget: the domain's last pool is deleted
+//
+// Two transitions have two doors, on purpose. none→pending: the manager's
+// own IPAddress (Acquire picks the address, in the leader, fenced) or
+// another writer's (Admit is given it, in whichever replica serves the
+// webhook, unfenced, and a claim has at most MaxPending pending records).
+// held→none: one address the claim no longer holds (Adopt), or every one
+// once its IPAddress is gone (Release).
+//
+// A door that cannot finish undoes its own write, which is no transition
+// (the record never served a claim): Acquire unreserves its record when its
+// pool left the domain meanwhile, or another claim's record overlaps it
+// (overlap.go); Adopt, when its pool does not hand out the address it
+// recorded; Reap confirms again a record it deleted whose address the claim
+// was given meanwhile. Retire reserves a record first (none→held) for an
+// address that had none. Seeding's read (Store.Records) settles the records
+// of claims that are gone: one no IPAddress names goes, as Reap would take
+// it (pending→none), and one an IPAddress names is kept for that
+// IPAddress's claim.
+//
+// Why records are pending at all: an IPAddress made by another writer is
+// recorded before the API server creates it (Admit, from the IPAddress
+// webhook), since recorded after, a claim could be served its address in
+// between and two IPAddresses would hold it; and the creation can fail
+// after. That claims carry no finalizer (their release hangs on their
+// IPAddress, docs/install.md) does not let this go: a record no IPAddress
+// names goes only with the claim's release, and a claim whose IPAddress
+// was never created has none. So Reap frees it, and Confirm keeps a reap
+// from deleting the record of an IPAddress on its way, which would then
+// hold an address free to be handed out again (see reap.go).
 //
 // A domain that does not allocate (its VRF unread) keeps no records: it
 // knows in memory what its pools' IPAddresses hold, and hands out nothing.
 //
 // # Locks
 //
-// Each domain has a lock (domain.mu, taken only by domain.locked) over what
-// the domain and its pools know (domainGuarded, poolGuarded), and the
-// registry one (index.mu) over which state is a pool's and which domain is
-// whose. The two are never held together, and neither while the store is
-// called, but seeding, which reads the store under the domain's lock so that
-// nothing allocates from a domain before it knows what is in use.
+// Each lock guards the fields of one struct: index.mu the index (which
+// state is a pool's, which domain whose), domain.mu the domain's
+// domainGuarded and its pools' poolGuarded, records.Store.loading its
+// loaded (the seeding snapshot). index.mu is never held with another lock:
+// find, Forget, HolderOf and Release let it go before they lock a domain,
+// and nothing under a domain's lock takes it. No one holds two domains'
+// locks at once. Store I/O happens under no lock but seeding's, which
+// reads the store under the domain's lock, so that nothing allocates from
+// a domain before it knows what is in use: the order is domain.mu, then
+// the store's loading, and the store's callbacks there (records.OnSkip,
+// OnStaleFence) must not call the registry. poolState.latest is an atomic pointer that
+// only find replaces; the Registry's other fields are set before use.
 package registry
 
 import (
@@ -102,7 +138,8 @@ type Registry struct {
 	fence func() error
 	// cluster identifies the management cluster this process runs in.
 	cluster string
-	// grace, now and onPending are Reap's (see SetPendingGrace, OnPending).
+	// grace, now and onPending are Reap's (see SetPendingGrace, OnPending),
+	// set before the registry is used.
 	grace     time.Duration
 	now       func() time.Time
 	onPending func(pool poolref.Key, claim Claim)
@@ -112,7 +149,8 @@ type Registry struct {
 
 // index finds the state of a pool and its domain (see Locks above).
 type index struct {
-	// mu guards the fields below. Only find, Forget and Release take it.
+	// mu guards the fields below. Only find, Forget, HolderOf and Release
+	// take it, never with another lock.
 	mu    sync.Mutex
 	pools map[poolref.Key]*poolState
 	// domains are the domains of the pools in pools, and members counts

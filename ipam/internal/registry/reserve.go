@@ -9,29 +9,22 @@ import (
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolref"
 )
 
-// reserve creates the record of ip for holder. mine says that the record is
-// holder's claim's, created now or before by another process; otherwise
-// owner is the holder of the record. err is any other failure of the
-// store. It calls the store: the caller holds no lock.
-func (r *Registry) reserve(ctx context.Context, domain string, ip netip.Addr, holder Holder) (owner Holder, mine bool, err error) {
-	return outcome(holder, r.store.Reserve(ctx, domain, Record{Address: ip, Holder: holder}))
-}
-
-// confirm is reserve through Store.Confirm: a record holder's claim has
-// already is marked recorded now.
-func (r *Registry) confirm(ctx context.Context, domain string, ip netip.Addr, holder Holder) (owner Holder, mine bool, err error) {
-	return outcome(holder, r.store.Confirm(ctx, domain, Record{Address: ip, Holder: holder}))
-}
-
-// admitRecord is confirm for Admit: the record of an IPAddress another
-// writer is creating, which any replica may write (see Record.ByAdmission).
-// In a mixed domain the record is checked after it is written (see written,
-// d and domain there); one overlapping another claim's is kept, pending,
-// for Reap: the IPAddress is refused, and the record may be one the claim
-// had. err is then an *overlapError.
+// admitRecord confirms the record of an IPAddress another writer is
+// creating, which any replica may write (see Record.ByAdmission), under
+// the rule of the marker (see written, d and domain there); one
+// overlapping another claim's is kept, pending, for Reap: the IPAddress is
+// refused, and the record may be one the claim had. err is then an
+// *overlapError.
 func (r *Registry) admitRecord(ctx context.Context, d *domain, domain string, ip netip.Addr, holder Holder) (owner Holder, mine bool, err error) {
-	rec := Record{Address: ip, Holder: holder, ByAdmission: true}
-	return outcome(holder, r.written(ctx, d, domain, rec, true, func() error { return r.store.Confirm(ctx, domain, rec) }))
+	return outcome(holder, r.written(ctx, d, domain, Record{Address: ip, Holder: holder, ByAdmission: true}, true))
+}
+
+// unreserve deletes the record of ip if holder's claim holds it: a door
+// undoing its own write, or the claim's address it no longer holds. It
+// calls the store: the caller holds no lock.
+func (r *Registry) unreserve(ctx context.Context, domain string, ip netip.Addr, holder Holder) error {
+	_, err := r.store.Unreserve(ctx, domain, Record{Address: ip, Holder: holder})
+	return err
 }
 
 // outcome reads what the store answered to a write of holder's record.
@@ -41,15 +34,15 @@ func outcome(holder Holder, err error) (owner Holder, mine bool, _ error) {
 	case err == nil:
 		return holder, true, nil
 	case errors.As(err, &taken):
-		return taken.Holder, taken.Holder.Claim.same(holder.Claim), nil
+		return taken.Holder, taken.Holder.Claim.Same(holder.Claim), nil
 	}
 	return Holder{}, false, err
 }
 
-// same reports whether c and o are one claim: the same UID, in the same
+// Same reports whether c and o are one claim: the same UID, in the same
 // namespace under the same name. The UID alone is not enough: an
 // IPAddress's owner reference, where it is read from, is written by users.
-func (c Claim) same(o Claim) bool { return c.UID == o.UID && c.NamespacedName == o.NamespacedName }
+func (c Claim) Same(o Claim) bool { return c.UID == o.UID && c.NamespacedName == o.NamespacedName }
 
 // unavailable says that requested, an address of pool, is held by h,
 // naming only what the claim's namespace may see.

@@ -60,23 +60,23 @@ type Record struct {
 // use in a domain, which only one writer can create. The registry never
 // hands out an address without first creating its record, so two processes
 // that disagree in memory (a frozen leader and its successor, replicas
-// without leader election) still never hand out the same address.
+// without leader election) still never hand out the same address. Its
+// writes are the transitions of a record (see "The life of a record" in
+// the package doc); its reads are live.
 type Store interface {
-	// Records lists the records of a domain, read live.
-	Records(ctx context.Context, domain string) ([]Record, error)
-	// LiveRecords lists the records of a domain as the API server has them
-	// now, and does nothing else: the check after create (see
-	// checkOverlap).
-	LiveRecords(ctx context.Context, domain string) ([]Record, error)
-	// Mark makes the domain's marker say what Marked says once a record of
-	// span length bits marked it, reading it live, and reports whether it
-	// says mixed (see overlap.go).
-	Mark(ctx context.Context, domain string, bits int) (mixed bool, err error)
-	// Reserve creates the record of an address. When the address has a
-	// record already it fails with a *TakenError naming its holder.
+	// Confirm creates the record of an address whose IPAddress is about
+	// to be created, or marks the claim's record of it recorded now. When
+	// another claim's record holds the address it fails with a
+	// *TakenError naming its holder.
+	Confirm(ctx context.Context, domain string, r Record) error
+	// Reserve creates the record of an address an IPAddress names already.
+	// When the address has a record already it fails with a *TakenError
+	// naming its holder.
 	Reserve(ctx context.Context, domain string, r Record) error
-	// Unreserve deletes the record of an address if r's claim holds it.
-	Unreserve(ctx context.Context, domain string, r Record) error
+	// Unreserve deletes the record of r's address if r's claim holds it
+	// and it is not retired; with r.Recorded set, only if it was not
+	// confirmed since. It reports whether it deleted it.
+	Unreserve(ctx context.Context, domain string, r Record) (bool, error)
 	// Free deletes every record the claim holds, in any domain, but the
 	// retired ones.
 	Free(ctx context.Context, claim Claim) error
@@ -85,26 +85,28 @@ type Store interface {
 	// ForgetRetired deletes the retired records of a domain once pool,
 	// being deleted, is the last of its pools.
 	ForgetRetired(ctx context.Context, domain string, pool poolref.Key) error
+	// Mark makes the domain's marker say what Marked says once a record of
+	// span length bits marked it, reading it live, and reports whether it
+	// says mixed (see overlap.go).
+	Mark(ctx context.Context, domain string, bits int) (mixed bool, err error)
+
+	// Records lists the records of a domain, read live.
+	Records(ctx context.Context, domain string) ([]Record, error)
+	// LiveRecords lists the records of a domain as the API server has them
+	// now, and does nothing else: the check after create (see
+	// checkOverlap).
+	LiveRecords(ctx context.Context, domain string) ([]Record, error)
+	// ClaimRecords lists the records of a claim in a domain, read live.
+	ClaimRecords(ctx context.Context, domain string, claim Claim) ([]Record, error)
 	// Addresses lists the IPAddresses of the pools of a domain, read live,
 	// as records: what was handed out before records existed.
 	Addresses(ctx context.Context, domain string) ([]Record, error)
 	// PoolAddresses lists the IPAddresses of one pool, read live.
 	PoolAddresses(ctx context.Context, pool poolref.Key) ([]Record, error)
-
-	// ClaimRecords lists the records of a claim in a domain, read live.
-	ClaimRecords(ctx context.Context, domain string, claim Claim) ([]Record, error)
 	// ClaimAddresses lists the addresses of the IPAddresses whose
 	// spec.claimRef names the claim, whatever their owner reference says,
 	// read live.
 	ClaimAddresses(ctx context.Context, claim Claim) ([]netip.Addr, error)
-	// Confirm creates the record of an address, or marks the claim's
-	// record of it recorded now. When another claim's record holds the
-	// address it fails with a *TakenError naming its holder.
-	Confirm(ctx context.Context, domain string, r Record) error
-	// Expire deletes the record of r's address if r's claim holds it, it is
-	// not retired, and it was not confirmed since r.Recorded; it reports
-	// whether it deleted it.
-	Expire(ctx context.Context, domain string, r Record) (bool, error)
 }
 
 // TakenError says that an address already has a record, and whose.
