@@ -58,6 +58,8 @@ type addressReconciler struct {
 	registry *registry.Registry
 	releases *releases
 	recorder events.EventRecorder
+	// unbound hands a deleted claim that was never bound to the reaper.
+	unbound func(pool poolref.Key, claim registry.Claim)
 }
 
 func (r *addressReconciler) setupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error {
@@ -73,7 +75,7 @@ func (r *addressReconciler) setupWithManager(ctx context.Context, mgr ctrl.Manag
 		Named("ipaddress").
 		For(&ipamv1.IPAddress{}, builder.WithPredicates(ours)).
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.addressesOfCluster), builder.WithPredicates(clusterUnpaused())).
-		Watches(&ipamv1.IPAddressClaim{}, handler.EnqueueRequestsFromMapFunc(addressOfClaim), builder.WithPredicates(deletedOnly())).
+		Watches(&ipamv1.IPAddressClaim{}, handler.EnqueueRequestsFromMapFunc(r.addressOfClaim), builder.WithPredicates(deletedOnly())).
 		WithEventFilter(predicates.ResourceHasFilterLabel(mgr.GetScheme(), ctrl.LoggerFrom(ctx), opts.WatchFilterValue)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Concurrency}).
 		Complete(r)
@@ -319,8 +321,18 @@ func (r *addressReconciler) addressesOfCluster(ctx context.Context, obj client.O
 // without leader election, whose creation raced the claim's release here,
 // or by clusterctl move) is left without its claim when the claim goes,
 // and no event of its own says so.
-func addressOfClaim(_ context.Context, claim client.Object) []reconcile.Request {
-	return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(claim)}}
+//
+// A claim of ours that was never bound may hold a record no IPAddress
+// names (the manager records an address before it creates the IPAddress,
+// and another admission may refuse the creation): it is handed to the
+// reaper, which frees such records of a gone claim after the grace period.
+func (r *addressReconciler) addressOfClaim(_ context.Context, obj client.Object) []reconcile.Request {
+	if claim, ok := obj.(*ipamv1.IPAddressClaim); ok && claim.Status.AddressRef.Name == "" {
+		if pool, ours := poolref.For(claim.Spec.PoolRef, claim.Namespace); ours {
+			r.unbound(pool, registry.Claim{NamespacedName: client.ObjectKeyFromObject(claim), UID: claim.UID})
+		}
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(obj)}}
 }
 
 // deletedOnly passes the deletion events alone.

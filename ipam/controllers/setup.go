@@ -135,8 +135,10 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) (*reg
 			return nil, fmt.Errorf("setting up the %s controller: %w", kind, err)
 		}
 	}
+	reaper := &recordsReaper{client: mgr.GetClient(), live: mgr.GetAPIReader(), registry: reg, releases: releases, recorder: recorder}
 	addresses := &addressReconciler{
 		client: mgr.GetClient(), reader: mgr.GetAPIReader(), registry: reg, releases: releases, recorder: recorder,
+		unbound: reaper.enqueue,
 	}
 	if err := addresses.setupWithManager(ctx, mgr, opts); err != nil {
 		return nil, fmt.Errorf("setting up the IPAddress controller: %w", err)
@@ -144,7 +146,6 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) (*reg
 	if err := setupAdoption(ctx, mgr, recorder, opts, cluster); err != nil {
 		return nil, err
 	}
-	reaper := &recordsReaper{client: mgr.GetClient(), live: mgr.GetAPIReader(), registry: reg, releases: releases, recorder: recorder}
 	if err := reaper.setupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the pending records controller: %w", err)
 	}

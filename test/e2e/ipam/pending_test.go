@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
 )
@@ -144,6 +145,44 @@ var _ = Describe("The record of an administrator's IPAddress refused after the w
 		Expect(k8s.Delete(ctx, quota)).To(Succeed())
 		claim := createClaim(ns, "real", v1alpha1.MetalVRFIPPoolKind, pool.Name)
 		Expect(boundAddress(claim).Spec.Address).To(Equal("10.68.0.3"), "the refused IPAddress's record holds the pool's last address")
+	})
+})
+
+// The manager records a claim's address before it creates the claim's
+// IPAddress; when another admission (here a quota) refuses that creation
+// and the claim is then deleted, no IPAddress and no claim is left to
+// release the record. Before the deletion of a claim never bound had its
+// records reaped, the pool's only address stayed recorded for the deleted
+// claim until the next seeding, and the later claim was never served.
+var _ = Describe("The record of a claim whose IPAddress an admission refused, once the claim is deleted", func() {
+	It("is reaped, and the address goes to a later claim", func() {
+		opts := ipamOptions()
+		opts.PendingRecordGrace = 5 * time.Second
+		replaceIPAM(opts)
+		ns := newNamespace()
+		pool := createPool(ns, "one", poolSpec(29, "10.69.0.1", "10.69.0.2-10.69.0.2"))
+		ipAddresses := corev1.ResourceName("count/ipaddresses.ipam.cluster.x-k8s.io")
+		quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "none"},
+			Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{ipAddresses: resource.MustParse("0")}}}
+		Expect(k8s.Create(ctx, quota)).To(Succeed())
+		// No quota controller runs on envtest: the status it would write.
+		quota.Status = corev1.ResourceQuotaStatus{Hard: quota.Spec.Hard, Used: corev1.ResourceList{ipAddresses: resource.MustParse("0")}}
+		Expect(k8s.Status().Update(ctx, quota)).To(Succeed())
+		reapedBefore := reapedRecords()
+
+		refused := createClaim(ns, "refused", v1alpha1.MetalVRFIPPoolKind, pool.Name)
+		Eventually(func() (map[string]string, error) { return env.AllocationRecords(ctx, ns) }).
+			Should(HaveKeyWithValue("10.69.0.2", refused.Name), "the manager recorded the address before the quota refused its IPAddress")
+		Consistently(func() (string, error) {
+			err := k8s.Get(ctx, client.ObjectKeyFromObject(refused), refused)
+			return refused.Status.AddressRef.Name, err
+		}).WithTimeout(2*time.Second).Should(BeEmpty(), "the claim was bound past the quota")
+		Expect(k8s.Delete(ctx, refused)).To(Succeed())
+		Expect(k8s.Delete(ctx, quota)).To(Succeed())
+
+		later := createClaim(ns, "later", v1alpha1.MetalVRFIPPoolKind, pool.Name)
+		Expect(boundAddress(later).Spec.Address).To(Equal("10.69.0.2"), "the deleted claim's record holds the pool's only address")
+		Expect(reapedRecords() - reapedBefore).To(BeNumerically(">=", 1))
 	})
 })
 
