@@ -58,6 +58,8 @@ type addressReconciler struct {
 	registry *registry.Registry
 	releases *releases
 	recorder events.EventRecorder
+	// gone are the claims known deleted (see goneClaims).
+	gone *goneClaims
 }
 
 func (r *addressReconciler) setupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error {
@@ -73,7 +75,7 @@ func (r *addressReconciler) setupWithManager(ctx context.Context, mgr ctrl.Manag
 		Named("ipaddress").
 		For(&ipamv1.IPAddress{}, builder.WithPredicates(ours)).
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.addressesOfCluster), builder.WithPredicates(clusterUnpaused())).
-		Watches(&ipamv1.IPAddressClaim{}, handler.EnqueueRequestsFromMapFunc(addressOfClaim), builder.WithPredicates(deletedOnly())).
+		Watches(&ipamv1.IPAddressClaim{}, handler.EnqueueRequestsFromMapFunc(r.addressOfClaim), builder.WithPredicates(deletedOnly())).
 		WithEventFilter(predicates.ResourceHasFilterLabel(mgr.GetScheme(), ctrl.LoggerFrom(ctx), opts.WatchFilterValue)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Concurrency}).
 		Complete(r)
@@ -128,22 +130,36 @@ func (r *addressReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 // to. The cache may not have seen a claim created just before its
 // IPAddress (as move creates them): a claim missing from it is looked up
 // in the API server.
+//
+// A claim whose UID the owner reference names and that is known gone (its
+// deletion event came, or an earlier pass read it live) is not read again.
 func (r *addressReconciler) orphaned(ctx context.Context, address *ipamv1.IPAddress) (bool, registry.Claim, error) {
 	owner := records.AddressClaim(address)
+	_, known := records.ClaimUID(address)
+	if known && r.gone.has(owner.UID) {
+		return true, owner, nil
+	}
 	claim := &ipamv1.IPAddressClaim{}
 	key := client.ObjectKey{Namespace: address.Namespace, Name: address.Spec.ClaimRef.Name}
 	err := r.client.Get(ctx, key, claim)
+	live := false
 	if apierrors.IsNotFound(err) {
-		err = r.reader.Get(ctx, key, claim)
+		err, live = r.reader.Get(ctx, key, claim), true
 	}
 	switch {
 	case apierrors.IsNotFound(err):
+		if known {
+			r.gone.add(owner.UID)
+		}
 		return true, owner, nil
 	case err != nil:
 		return false, owner, fmt.Errorf("reading claim %s: %w", key.Name, err)
 	}
-	_, known := records.ClaimUID(address)
-	return known && claim.UID != owner.UID, owner, nil
+	orphan := known && claim.UID != owner.UID
+	if orphan && live {
+		r.gone.add(owner.UID)
+	}
+	return orphan, owner, nil
 }
 
 // dropOrphan deletes an IPAddress without its claim. The address of a global
@@ -230,6 +246,7 @@ func (r *addressReconciler) dropAndRelease(ctx context.Context, address *ipamv1.
 		return 0, err
 	}
 	r.releases.releasedAll(ctx, poolref.KeyOf(pool), gained)
+	r.gone.forget(claim.UID)
 	return 0, nil
 }
 
@@ -314,13 +331,21 @@ func (r *addressReconciler) addressesOfCluster(ctx context.Context, obj client.O
 	return requests
 }
 
-// addressOfClaim maps a claim that is gone to the IPAddress named after it.
-// An IPAddress created while its claim still existed (by another replica
-// without leader election, whose creation raced the claim's release here,
-// or by clusterctl move) is left without its claim when the claim goes,
-// and no event of its own says so.
-func addressOfClaim(_ context.Context, claim client.Object) []reconcile.Request {
-	return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(claim)}}
+// addressOfClaim maps a claim that is gone to the IPAddress named after it,
+// and remembers the claim gone (the watch passes deletions alone, and an
+// object missing from a relist was deleted too): every claim's IPAddress
+// is released this way, and the release then reads no claim. An IPAddress
+// created while its claim still existed (by another replica without leader
+// election, whose creation raced the claim's release here, or by
+// clusterctl move) is left without its claim when the claim goes, and no
+// event of its own says so.
+func (r *addressReconciler) addressOfClaim(_ context.Context, obj client.Object) []reconcile.Request {
+	if claim, ok := obj.(*ipamv1.IPAddressClaim); ok {
+		if _, ours := poolref.For(claim.Spec.PoolRef, claim.Namespace); ours {
+			r.gone.add(claim.UID)
+		}
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(obj)}}
 }
 
 // deletedOnly passes the deletion events alone.

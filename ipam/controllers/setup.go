@@ -137,6 +137,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) (*reg
 	}
 	addresses := &addressReconciler{
 		client: mgr.GetClient(), reader: mgr.GetAPIReader(), registry: reg, releases: releases, recorder: recorder,
+		gone: newGoneClaims(),
 	}
 	if err := addresses.setupWithManager(ctx, mgr, opts); err != nil {
 		return nil, fmt.Errorf("setting up the IPAddress controller: %w", err)

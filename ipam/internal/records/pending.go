@@ -86,6 +86,9 @@ func (s *Store) Confirm(ctx context.Context, domain string, r registry.Record) e
 		patch := client.MergeFromWithOptions(existing.DeepCopy(), client.MergeFromWithOptimisticLock{})
 		existing.Spec.RenewTime = &metav1.MicroTime{Time: s.now()}
 		err = s.client.Patch(ctx, existing, patch)
+		if err == nil {
+			s.written.set(existing.Name, existing.ResourceVersion, r.Holder.Claim)
+		}
 		if !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			return err
 		}
@@ -108,6 +111,7 @@ func (s *Store) Expire(ctx context.Context, domain string, r registry.Record) (b
 	if rec, err := recordOf(existing); err != nil || !sameClaim(rec.Holder.Claim, r.Holder.Claim) || rec.Holder.Retired || !rec.Recorded.Equal(r.Recorded) {
 		return false, nil
 	}
+	s.written.drop(existing.Name)
 	err = s.client.Delete(ctx, existing, client.Preconditions{UID: &existing.UID, ResourceVersion: &existing.ResourceVersion})
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return false, nil

@@ -51,7 +51,7 @@ func TestHoldingsIndexAgreesWithAScan(t *testing.T) {
 // BenchmarkReleaseInFullDomain measures the registry alone.
 type freeIsFree struct{ *memStore }
 
-func (freeIsFree) Free(context.Context, Claim) error { return nil }
+func (freeIsFree) Free(context.Context, Claim, string, []netip.Addr) error { return nil }
 
 // BenchmarkReleaseInFullDomain releases one claim of a domain that holds
 // inUse addresses and acquires its address again: the registry's work per
