@@ -58,6 +58,8 @@ type addressReconciler struct {
 	registry *registry.Registry
 	releases *releases
 	recorder events.EventRecorder
+	// gone are the claims known deleted (see goneClaims).
+	gone *goneClaims
 	// unbound hands a deleted claim that was never bound to the reaper.
 	unbound func(pool poolref.Key, claim registry.Claim)
 }
@@ -130,22 +132,36 @@ func (r *addressReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 // to. The cache may not have seen a claim created just before its
 // IPAddress (as move creates them): a claim missing from it is looked up
 // in the API server.
+//
+// A claim whose UID the owner reference names and that is known gone (its
+// deletion event came, or an earlier pass read it live) is not read again.
 func (r *addressReconciler) orphaned(ctx context.Context, address *ipamv1.IPAddress) (bool, registry.Claim, error) {
 	owner := records.AddressClaim(address)
+	_, known := records.ClaimUID(address)
+	if known && r.gone.has(owner.UID) {
+		return true, owner, nil
+	}
 	claim := &ipamv1.IPAddressClaim{}
 	key := client.ObjectKey{Namespace: address.Namespace, Name: address.Spec.ClaimRef.Name}
 	err := r.client.Get(ctx, key, claim)
+	live := false
 	if apierrors.IsNotFound(err) {
-		err = r.reader.Get(ctx, key, claim)
+		err, live = r.reader.Get(ctx, key, claim), true
 	}
 	switch {
 	case apierrors.IsNotFound(err):
+		if known {
+			r.gone.add(owner.UID)
+		}
 		return true, owner, nil
 	case err != nil:
 		return false, owner, fmt.Errorf("reading claim %s: %w", key.Name, err)
 	}
-	_, known := records.ClaimUID(address)
-	return known && claim.UID != owner.UID, owner, nil
+	orphan := known && claim.UID != owner.UID
+	if orphan && live {
+		r.gone.add(owner.UID)
+	}
+	return orphan, owner, nil
 }
 
 // dropOrphan deletes an IPAddress without its claim. The address of a global
@@ -232,6 +248,7 @@ func (r *addressReconciler) dropAndRelease(ctx context.Context, address *ipamv1.
 		return 0, err
 	}
 	r.releases.releasedAll(ctx, poolref.KeyOf(pool), gained)
+	r.gone.forget(claim.UID)
 	return 0, nil
 }
 
@@ -316,20 +333,26 @@ func (r *addressReconciler) addressesOfCluster(ctx context.Context, obj client.O
 	return requests
 }
 
-// addressOfClaim maps a claim that is gone to the IPAddress named after it.
-// An IPAddress created while its claim still existed (by another replica
-// without leader election, whose creation raced the claim's release here,
-// or by clusterctl move) is left without its claim when the claim goes,
-// and no event of its own says so.
+// addressOfClaim maps a claim that is gone to the IPAddress named after it,
+// and remembers the claim gone (the watch passes deletions alone, and an
+// object missing from a relist was deleted too): every claim's IPAddress
+// is released this way, and the release then reads no claim. An IPAddress
+// created while its claim still existed (by another replica without leader
+// election, whose creation raced the claim's release here, or by
+// clusterctl move) is left without its claim when the claim goes, and no
+// event of its own says so.
 //
 // A claim of ours that was never bound may hold a record no IPAddress
 // names (the manager records an address before it creates the IPAddress,
 // and another admission may refuse the creation): it is handed to the
 // reaper, which frees such records of a gone claim after the grace period.
 func (r *addressReconciler) addressOfClaim(_ context.Context, obj client.Object) []reconcile.Request {
-	if claim, ok := obj.(*ipamv1.IPAddressClaim); ok && claim.Status.AddressRef.Name == "" {
+	if claim, ok := obj.(*ipamv1.IPAddressClaim); ok {
 		if pool, ours := poolref.For(claim.Spec.PoolRef, claim.Namespace); ours {
-			r.unbound(pool, registry.Claim{NamespacedName: client.ObjectKeyFromObject(claim), UID: claim.UID})
+			r.gone.add(claim.UID)
+			if claim.Status.AddressRef.Name == "" {
+				r.unbound(pool, registry.Claim{NamespacedName: client.ObjectKeyFromObject(claim), UID: claim.UID})
+			}
 		}
 	}
 	return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(obj)}}

@@ -138,7 +138,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) (*reg
 	reaper := &recordsReaper{client: mgr.GetClient(), live: mgr.GetAPIReader(), registry: reg, releases: releases, recorder: recorder}
 	addresses := &addressReconciler{
 		client: mgr.GetClient(), reader: mgr.GetAPIReader(), registry: reg, releases: releases, recorder: recorder,
-		unbound: reaper.enqueue,
+		gone: newGoneClaims(), unbound: reaper.enqueue,
 	}
 	if err := addresses.setupWithManager(ctx, mgr, opts); err != nil {
 		return nil, fmt.Errorf("setting up the IPAddress controller: %w", err)

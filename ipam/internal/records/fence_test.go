@@ -163,7 +163,7 @@ func TestARecordGoesOnlyWithItsOwnClaim(t *testing.T) {
 	if err := store.Retire(ctx, domain, registry.Record{Address: victimRecord.Address, Holder: registry.Holder{Pool: pool, Claim: forged}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Free(ctx, forged); err != nil {
+	if err := store.Free(ctx, forged, "", nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := addresses(); len(got) != 1 || got[0] != "10.7.0.2" {
@@ -173,7 +173,7 @@ func TestARecordGoesOnlyWithItsOwnClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The real claim's release takes its own record only.
-	if err := store.Free(ctx, victim); err != nil {
+	if err := store.Free(ctx, victim, "", nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := addresses(); len(got) != 1 || got[0] != "10.7.0.3" {

@@ -79,6 +79,9 @@ func (s *Store) Confirm(ctx context.Context, domain string, r registry.Record) e
 		patch := client.MergeFromWithOptions(existing.DeepCopy(), client.MergeFromWithOptimisticLock{})
 		existing.Spec.RenewTime = &metav1.MicroTime{Time: s.now()}
 		err = s.client.Patch(ctx, existing, patch)
+		if err == nil {
+			s.written.set(existing.Name, existing.ResourceVersion, r.Holder.Claim)
+		}
 		if !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			return err
 		}

@@ -63,6 +63,10 @@ type Store struct {
 	// staleFence is told of each record created past a stale fence (see
 	// OnStaleFence).
 	staleFence func(refusal error)
+
+	// written are the records this process created or confirmed, by name
+	// (see Free).
+	written writtenRecords
 }
 
 var _ registry.Store = &Store{}
@@ -187,6 +191,7 @@ func (s *Store) orphan(ctx context.Context, domain string, item *coordinationv1.
 	rec.Holder = holder
 	obj := s.recordObject(domain, rec)
 	obj.ResourceVersion, obj.UID = item.ResourceVersion, item.UID
+	s.written.drop(obj.Name)
 	if err := s.client.Update(ctx, obj); err != nil {
 		return registry.Record{}, fmt.Errorf("recording address %s for claim %s, whose IPAddress names it: %w", rec.Address, holder.Claim.NamespacedName, err)
 	}
@@ -226,6 +231,9 @@ func (s *Store) Reserve(ctx context.Context, domain string, r registry.Record) e
 	obj := s.recordObject(domain, r)
 	for {
 		err := s.create(ctx, obj)
+		if err == nil {
+			s.written.set(obj.Name, obj.ResourceVersion, r.Holder.Claim)
+		}
 		if !apierrors.IsAlreadyExists(err) {
 			return err
 		}
@@ -264,6 +272,7 @@ func (s *Store) create(ctx context.Context, obj *coordinationv1.Lease) error {
 	if err := s.client.Create(ctx, unfenced); err != nil {
 		return err
 	}
+	obj.UID, obj.ResourceVersion = unfenced.UID, unfenced.ResourceVersion
 	if s.staleFence != nil {
 		s.staleFence(err)
 	}
@@ -340,6 +349,7 @@ func (s *Store) Unreserve(ctx context.Context, domain string, r registry.Record)
 	if !r.Recorded.IsZero() {
 		unchanged.ResourceVersion = &existing.ResourceVersion
 	}
+	s.written.drop(existing.Name)
 	err = s.client.Delete(ctx, existing, unchanged)
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return false, nil
@@ -358,6 +368,7 @@ func (s *Store) Retire(ctx context.Context, domain string, r registry.Record) er
 	if !heldBy(existing, r.Holder.Claim) || existing.Labels[v1alpha1.AllocationRetiredLabel] == "true" {
 		return nil
 	}
+	s.written.drop(existing.Name)
 	patch := client.MergeFromWithOptions(existing.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	delete(existing.Labels, v1alpha1.AllocationClaimUIDLabel)
 	existing.Labels[v1alpha1.AllocationRetiredLabel] = "true"
@@ -390,8 +401,49 @@ func (s *Store) ForgetRetired(ctx context.Context, domain string, pool poolref.K
 	return errors.Join(errs...)
 }
 
-// Free deletes every record of the claim.
-func (s *Store) Free(ctx context.Context, claim registry.Claim) error {
+// Free deletes the claim's records, but the retired ones. Those of held, its
+// addresses in domain as the registry knows them, are deleted by name: in
+// one request when this process wrote the record last (see freeByName).
+// Only when the registry knows none are the claim's records searched for,
+// in every domain: a list by label, which the API server answers by
+// filtering every record of the namespace.
+func (s *Store) Free(ctx context.Context, claim registry.Claim, domain string, held []netip.Addr) error {
+	if len(held) == 0 {
+		return s.freeAll(ctx, claim)
+	}
+	var errs []error
+	for _, ip := range held {
+		errs = append(errs, s.freeByName(ctx, domain, claim, ip))
+	}
+	return errors.Join(errs...)
+}
+
+// freeByName deletes the claim's record of ip in domain. When this process
+// wrote it last for the claim, the delete is made on the resourceVersion
+// it wrote: that is the claim's record as written, neither retired nor
+// rewritten for another claim nor created again since (any of which
+// changes the resourceVersion). Otherwise (written by another process,
+// confirmed by another replica's webhook since, or before a restart) a
+// live read first shows whose it is (Unreserve).
+func (s *Store) freeByName(ctx context.Context, domain string, claim registry.Claim, ip netip.Addr) error {
+	key := client.ObjectKey{Namespace: s.namespace, Name: name(domain, ip)}
+	if rv, ok := s.written.get(key.Name, claim); ok {
+		obj := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+		err := s.client.Delete(ctx, obj, client.Preconditions{ResourceVersion: &rv})
+		if err == nil || apierrors.IsNotFound(err) {
+			s.written.drop(key.Name)
+			return nil
+		}
+		if !apierrors.IsConflict(err) {
+			return err
+		}
+	}
+	_, err := s.Unreserve(ctx, domain, registry.Record{Address: ip, Holder: registry.Holder{Claim: claim}})
+	return err
+}
+
+// freeAll deletes every record of the claim, found by its label.
+func (s *Store) freeAll(ctx context.Context, claim registry.Claim) error {
 	var list coordinationv1.LeaseList
 	if err := s.reader.List(ctx, &list, client.InNamespace(s.namespace), client.MatchingLabels{v1alpha1.AllocationClaimUIDLabel: uidLabel(claim.UID)}); err != nil {
 		return err
@@ -424,6 +476,7 @@ func heldBy(obj *coordinationv1.Lease, claim registry.Claim) bool {
 
 // delete deletes exactly this record, not one created since under its name.
 func (s *Store) delete(ctx context.Context, obj *coordinationv1.Lease) error {
+	s.written.drop(obj.Name)
 	err := s.client.Delete(ctx, obj, client.Preconditions{UID: &obj.UID})
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil

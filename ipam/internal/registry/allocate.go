@@ -289,14 +289,30 @@ func (ps *poolState) holderOf(claim Claim, ip netip.Addr) Claim {
 
 // Release frees every address the claim holds. It returns the pools that
 // gained a free address. The caller must have made sure the claim's
-// IPAddress is gone.
+// IPAddress is gone. The store is told the addresses the claim holds in
+// the pool's domain, when its domain allocates, so that it frees their
+// records by name.
 func (r *Registry) Release(ctx context.Context, key poolref.Key, claim Claim) ([]poolref.Key, error) {
-	if err := r.store.Free(ctx, claim); err != nil {
-		return nil, fmt.Errorf("deleting the records of claim %s: %w", claim.NamespacedName, err)
-	}
 	r.mu.Lock()
 	ps, ok := r.pools[key]
 	r.mu.Unlock()
+	var (
+		domain string
+		held   []netip.Addr
+	)
+	if ok && ps.domain.allocates {
+		domain = ps.domain.key
+		ps.domain.locked(func() {
+			for _, ip := range ps.domain.held.of(claim) {
+				if h, _ := ps.domain.held.get(ip); !h.Retired {
+					held = append(held, ip)
+				}
+			}
+		})
+	}
+	if err := r.store.Free(ctx, claim, domain, held); err != nil {
+		return nil, fmt.Errorf("deleting the records of claim %s: %w", claim.NamespacedName, err)
+	}
 	if !ok {
 		return nil, nil
 	}

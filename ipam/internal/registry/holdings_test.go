@@ -51,7 +51,7 @@ func TestHoldingsIndexAgreesWithAScan(t *testing.T) {
 // BenchmarkReleaseInFullDomain measures the registry alone.
 type freeIsFree struct{ *memStore }
 
-func (freeIsFree) Free(context.Context, Claim) error { return nil }
+func (freeIsFree) Free(context.Context, Claim, string, []netip.Addr) error { return nil }
 
 // BenchmarkReleaseInFullDomain releases one claim of a domain that holds
 // inUse addresses and acquires its address again: the registry's work per
@@ -98,5 +98,46 @@ func benchmarkReleaseInFullDomain(b *testing.B, space func(*v1alpha1.GlobalMetal
 				}
 			}
 		})
+	}
+}
+
+// freeSeen is a store that notes what each Free is told.
+type freeSeen struct {
+	*memStore
+	domain string
+	held   []netip.Addr
+}
+
+func (s *freeSeen) Free(ctx context.Context, claim Claim, domain string, held []netip.Addr) error {
+	s.domain, s.held = domain, held
+	return s.memStore.Free(ctx, claim, domain, held)
+}
+
+// TestReleaseTellsTheStoreWhatTheClaimHolds: a release names the domain
+// and the addresses the claim holds there, so that the store frees their
+// records by name; a claim the registry knows nothing of is searched for.
+func TestReleaseTellsTheStoreWhatTheClaimHolds(t *testing.T) {
+	ctx := context.Background()
+	store := &freeSeen{memStore: newMemStore()}
+	reg := New(store, nil, "here")
+	pool := globalPool("here")
+	pool.Spec.Addresses, pool.Spec.Prefix, pool.Spec.Gateway = []string{"10.0.0.0/24"}, ptr.To(int32(24)), "10.0.0.1"
+	held := claimNamed("a", "held")
+	ip, _, err := reg.Acquire(ctx, pool, held, netip.Addr{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := poolref.KeyOf(pool)
+	if _, err := reg.Release(ctx, key, held); err != nil {
+		t.Fatal(err)
+	}
+	if store.domain != DomainOf(pool) || !slices.Equal(store.held, []netip.Addr{ip}) {
+		t.Fatalf("Free was told %q %v; want %q [%s]", store.domain, store.held, DomainOf(pool), ip)
+	}
+	if _, err := reg.Release(ctx, key, claimNamed("a", "unknown")); err != nil {
+		t.Fatal(err)
+	}
+	if len(store.held) != 0 {
+		t.Fatalf("Free of a claim holding nothing here was told %v; want nothing, for a search", store.held)
 	}
 }

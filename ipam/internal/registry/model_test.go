@@ -106,7 +106,7 @@ func (s *memStore) Unreserve(_ context.Context, domain string, r Record) (bool, 
 	return true, nil
 }
 
-func (s *memStore) Free(_ context.Context, claim Claim) error {
+func (s *memStore) Free(_ context.Context, claim Claim, _ string, _ []netip.Addr) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, records := range s.records {

@@ -77,9 +77,12 @@ type Store interface {
 	// and it is not retired; with r.Recorded set, only if it was not
 	// confirmed since. It reports whether it deleted it.
 	Unreserve(ctx context.Context, domain string, r Record) (bool, error)
-	// Free deletes every record the claim holds, in any domain, but the
-	// retired ones.
-	Free(ctx context.Context, claim Claim) error
+	// Free deletes the records the claim holds, but the retired ones:
+	// those of held, the addresses the registry knows it holds in domain,
+	// by name; when it knows none, every one the claim holds in any
+	// domain. A pending record the registry never knew of (another
+	// process's webhook wrote it) is Reap's and seeding's to delete.
+	Free(ctx context.Context, claim Claim, domain string, held []netip.Addr) error
 	// Retire marks the record of r's address retired, if r's claim holds it.
 	Retire(ctx context.Context, domain string, r Record) error
 	// ForgetRetired deletes the retired records of a domain once pool,
