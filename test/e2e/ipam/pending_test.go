@@ -37,15 +37,7 @@ var _ = Describe("Records of IPAddresses that were never created", func() {
 		pool := createPool(ns, "pool", poolSpec(28, "10.66.0.1", "10.66.0.0/28"))
 
 		By("a quota that lets the namespace have one IPAddress: the claim's")
-		ipAddresses := corev1.ResourceName("count/ipaddresses.ipam.cluster.x-k8s.io")
-		quota := &corev1.ResourceQuota{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "one-ipaddress"},
-			Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{ipAddresses: resource.MustParse("1")}},
-		}
-		Expect(k8s.Create(ctx, quota)).To(Succeed())
-		// No quota controller runs on envtest: the status it would write.
-		quota.Status = corev1.ResourceQuotaStatus{Hard: quota.Spec.Hard, Used: corev1.ResourceList{ipAddresses: resource.MustParse("0")}}
-		Expect(k8s.Status().Update(ctx, quota)).To(Succeed())
+		quota := ipAddressQuota(ns, "1")
 		claim := createClaim(ns, "target", v1alpha1.MetalVRFIPPoolKind, pool.Name)
 		Expect(boundAddress(claim).Spec.Address).To(Equal("10.66.0.2"))
 
@@ -124,13 +116,7 @@ var _ = Describe("The record of an administrator's IPAddress refused after the w
 		// Served once: the manager has read the pool's addresses in use,
 		// and holds the records in memory from now on.
 		Expect(boundAddress(createClaim(ns, "first", v1alpha1.MetalVRFIPPoolKind, pool.Name)).Spec.Address).To(Equal("10.68.0.2"))
-		ipAddresses := corev1.ResourceName("count/ipaddresses.ipam.cluster.x-k8s.io")
-		quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "none"},
-			Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{ipAddresses: resource.MustParse("0")}}}
-		Expect(k8s.Create(ctx, quota)).To(Succeed())
-		// No quota controller runs on envtest: the status it would write.
-		quota.Status = corev1.ResourceQuotaStatus{Hard: quota.Spec.Hard, Used: corev1.ResourceList{ipAddresses: resource.MustParse("0")}}
-		Expect(k8s.Status().Update(ctx, quota)).To(Succeed())
+		quota := ipAddressQuota(ns, "0")
 		ghost := &ipamv1.IPAddress{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ghost", OwnerReferences: []metav1.OwnerReference{
 				{APIVersion: ipamv1.GroupVersion.String(), Kind: "IPAddressClaim", Name: "ghost", UID: "ghost-uid", Controller: ptr.To(true)}}},
@@ -161,13 +147,7 @@ var _ = Describe("The record of a claim whose IPAddress an admission refused, on
 		replaceIPAM(opts)
 		ns := newNamespace()
 		pool := createPool(ns, "one", poolSpec(29, "10.69.0.1", "10.69.0.2-10.69.0.2"))
-		ipAddresses := corev1.ResourceName("count/ipaddresses.ipam.cluster.x-k8s.io")
-		quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "none"},
-			Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{ipAddresses: resource.MustParse("0")}}}
-		Expect(k8s.Create(ctx, quota)).To(Succeed())
-		// No quota controller runs on envtest: the status it would write.
-		quota.Status = corev1.ResourceQuotaStatus{Hard: quota.Spec.Hard, Used: corev1.ResourceList{ipAddresses: resource.MustParse("0")}}
-		Expect(k8s.Status().Update(ctx, quota)).To(Succeed())
+		quota := ipAddressQuota(ns, "0")
 		reapedBefore := reapedRecords()
 
 		refused := createClaim(ns, "refused", v1alpha1.MetalVRFIPPoolKind, pool.Name)
@@ -185,6 +165,20 @@ var _ = Describe("The record of a claim whose IPAddress an admission refused, on
 		Expect(reapedRecords() - reapedBefore).To(BeNumerically(">=", 1))
 	})
 })
+
+// ipAddressQuota makes a ResourceQuota that lets namespace ns have at most
+// hard IPAddresses, none in use yet.
+func ipAddressQuota(ns, hard string) *corev1.ResourceQuota {
+	GinkgoHelper()
+	ipAddresses := corev1.ResourceName("count/ipaddresses.ipam.cluster.x-k8s.io")
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ipaddresses"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{ipAddresses: resource.MustParse(hard)}}}
+	Expect(k8s.Create(ctx, quota)).To(Succeed())
+	// No quota controller runs on envtest: the status it would write.
+	quota.Status = corev1.ResourceQuotaStatus{Hard: quota.Spec.Hard, Used: corev1.ResourceList{ipAddresses: resource.MustParse("0")}}
+	Expect(k8s.Status().Update(ctx, quota)).To(Succeed())
+	return quota
+}
 
 // reapedRecords reads the provider's count of reaped records, summed over
 // pool kinds, from the in-process metrics registry.
