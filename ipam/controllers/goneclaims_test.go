@@ -12,6 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/api/v1alpha1"
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/poolref"
+	"github.com/metal-vrf/cluster-api-metal-vrf/ipam/internal/registry"
 )
 
 // liveReads counts the reads made past the cache.
@@ -54,8 +56,14 @@ func TestOrphanedByKnownGoneClaim(t *testing.T) {
 	// The claim was deleted: its event came, no read is needed.
 	empty := fake.NewClientBuilder().WithScheme(scheme).Build()
 	reader := &liveReads{Reader: empty}
-	r := &addressReconciler{client: empty, reader: reader, gone: newGoneClaims()}
+	var unbound []registry.Claim
+	r := &addressReconciler{client: empty, reader: reader, gone: newGoneClaims(), unbound: func(_ poolref.Key, c registry.Claim) {
+		unbound = append(unbound, c)
+	}}
 	r.addressOfClaim(ctx, claimOf("old"))
+	if len(unbound) != 1 || unbound[0].UID != "old" {
+		t.Fatalf("the deleted claim, never bound, was handed to the reaper as %v; want once", unbound)
+	}
 	if orphan, _, err := r.orphaned(ctx, addressOf("old")); err != nil || !orphan {
 		t.Fatalf("IPAddress of a deleted claim: orphan %v, err %v; want an orphan", orphan, err)
 	}
