@@ -41,8 +41,8 @@ func (c *Cloud) InstanceShutdown(ctx context.Context, node *corev1.Node) (bool, 
 // region and its facility as the zone. CAPP's failure domains are
 // facilities or metros and name them by their codes, so a Machine placed in
 // a facility has it as its node's zone, one placed in a metro has it as its
-// node's region. A device the platform placed in no facility (only the
-// simulator does that) has no zone.
+// node's region. A device created in a metro is placed by the platform in
+// one of its facilities, which is its node's zone.
 func (c *Cloud) InstanceMetadata(ctx context.Context, node *corev1.Node) (*cloudprovider.InstanceMetadata, error) {
 	device, err := c.device(ctx, node)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 
 	metalv1 "github.com/equinix/equinix-sdk-go/services/metalv1"
@@ -136,10 +137,10 @@ func TestInstanceMetadataKeepsANodeIPTheDeviceHasOnce(t *testing.T) {
 	if diff := cmp.Diff(want, got.NodeAddresses); diff != "" {
 		t.Errorf("addresses (-want +got):\n%s", diff)
 	}
-	// Placed in the metro only, which the simulator allows and the
-	// platform does not: a region and no zone.
-	if got.Region != simtest.Metro || got.Zone != "" {
-		t.Errorf("region %q zone %q, want %q and none", got.Region, got.Zone, simtest.Metro)
+	// Created in the metro: the platform placed it in one of the metro's
+	// facilities, which is its zone.
+	if got.Region != simtest.Metro || got.Zone != d.Facility.GetCode() || !strings.HasPrefix(got.Zone, simtest.Metro) {
+		t.Errorf("region %q zone %q, want %q and the facility of the metro the device reports (%q)", got.Region, got.Zone, simtest.Metro, d.Facility.GetCode())
 	}
 }
 

@@ -360,7 +360,7 @@ func TestRealNodes(t *testing.T) {
 			g.Expect(nodeReady(node)).To(HavePrefix("True"), "node %s is not Ready", node.Name)
 			g.Expect(node.Spec.Taints).NotTo(ContainElement(HaveField("Key", "node.cloudprovider.kubernetes.io/uninitialized")),
 				"node %s is not initialised by the cloud controller manager", node.Name)
-			g.Expect(node.Labels).To(HaveKeyWithValue(corev1.LabelTopologyRegion, simtest.Metro), "node %s's region, the CCM's", node.Name)
+			placedAsItsFailureDomain(ctx, g, r, got, node)
 			podCIDRs[machine.Name] = node.Spec.PodCIDR
 		}).WithTimeout(5*time.Minute).WithPolling(2*time.Second).Should(Succeed(), func() string {
 			return kubeletLog(pair.m) + podsOf(ctx, workload)
@@ -464,6 +464,60 @@ func bootstrapped(ctx context.Context, g *WithT, r *run, controlPlane bool, comm
 	g.Expect(d.GetUserdata()).To(And(ContainSubstring(command), ContainSubstring(cloudinit.ScriptPath)),
 		"the device's user-data is CABPK's with CAPP's network script merged in")
 	return machine
+}
+
+// ccmManager is the field manager of our cloud controller manager's
+// writes (its binary's name, the prefix of its user agent).
+const ccmManager = "metal-vrf-ccm"
+
+// placedAsItsFailureDomain checks that the node's region and zone labels,
+// set by the CCM, are where its Machine's failure domain placed the device.
+// CAPP's failure domains are facilities of the cluster's metro or metros
+// (the Cluster's status.failureDomains, attributes facility and metro):
+// the region is the failure domain's metro and the zone its facility, or,
+// for a metro failure domain, the facility of that metro the platform
+// placed the device in. Both are also the device's own metro and facility,
+// and a Machine without a failure domain has its cluster's metro.
+func placedAsItsFailureDomain(ctx context.Context, g Gomega, r *run, machine *clusterv1.Machine, node *corev1.Node) {
+	d, err := r.metalAPI.GetDevice(ctx, device.DeviceID(machine.Spec.ProviderID))
+	g.Expect(err).NotTo(HaveOccurred())
+	metro, facility := simtest.Metro, ""
+	if name := machine.Spec.FailureDomain; name != "" {
+		cluster := r.cluster(ctx, g)
+		var fd *clusterv1.FailureDomain
+		for i := range cluster.Status.FailureDomains {
+			if cluster.Status.FailureDomains[i].Name == name {
+				fd = &cluster.Status.FailureDomains[i]
+			}
+		}
+		g.Expect(fd).NotTo(BeNil(), "Machine %s's failure domain %s is not one of the Cluster's", machine.Name, name)
+		metro, facility = fd.Attributes["metro"], fd.Attributes["facility"]
+	}
+	g.Expect(node.Labels).To(HaveKeyWithValue(corev1.LabelTopologyRegion, metro),
+		"node %s's region is its Machine's failure domain %q's metro", node.Name, machine.Spec.FailureDomain)
+	g.Expect(node.Labels).To(HaveKeyWithValue(corev1.LabelTopologyRegion, d.Metro.GetCode()), "node %s's region is its device's metro", node.Name)
+	g.Expect(d.Facility.GetCode()).To(HavePrefix(metro), "Machine %s's device is in a facility of its metro", machine.Name)
+	if facility != "" {
+		g.Expect(node.Labels).To(HaveKeyWithValue(corev1.LabelTopologyZone, facility),
+			"node %s's zone is its Machine's failure domain %q's facility", node.Name, machine.Spec.FailureDomain)
+	}
+	g.Expect(node.Labels).To(HaveKeyWithValue(corev1.LabelTopologyZone, d.Facility.GetCode()),
+		"node %s's zone is the facility its device was placed in (Machine %s, failure domain %q)", node.Name, machine.Name, machine.Spec.FailureDomain)
+	for _, label := range []string{corev1.LabelTopologyRegion, corev1.LabelTopologyZone} {
+		g.Expect(labelManagers(node, label)).To(ContainElement(ccmManager), "node %s's label %s is not the CCM's", node.Name, label)
+	}
+}
+
+// labelManagers are the field managers that own a label of the node.
+func labelManagers(node *corev1.Node, label string) []string {
+	var out []string
+	key := fmt.Sprintf(`"f:%s"`, label)
+	for _, f := range node.ManagedFields {
+		if f.FieldsV1 != nil && strings.Contains(string(f.FieldsV1.Raw), key) {
+			out = append(out, f.Manager)
+		}
+	}
+	return out
 }
 
 // booted waits until cloud-init ran the machine's user-data, kubeadm's

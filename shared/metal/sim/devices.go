@@ -47,8 +47,9 @@ type device struct {
 	tags            []string
 	customdata      map[string]any
 	networkFrozen   bool
-	// facility is set when the device was placed in a facility, or on a
-	// hardware reservation (which is in one).
+	// facility is where the device runs: the first one asked for, the
+	// reservation's, or, for a device created in a metro, the metro's
+	// default facility (see metroFacility).
 	facility      string
 	ipxeScriptURL string
 	alwaysPXE     bool
@@ -370,6 +371,7 @@ func (s *Server) createDevice(r *request) (reply, error) {
 	if b := in.GetBillingCycle(); b != "" {
 		d.billingCycle = string(b)
 	}
+	d.facility = metroFacility(metro)
 	if len(facilities) > 0 {
 		d.facility = facilities[0]
 	}

@@ -43,6 +43,14 @@ func checkFacility(code string) error {
 // facilityMetro is the metro code of a valid facility code.
 func facilityMetro(code string) string { return code[:2] }
 
+// metroFacility is the facility a device created in a metro is placed in.
+// The platform places such a device in a facility of the metro that has
+// capacity and reports that facility (its nodes get their zone from it);
+// the simulator, whose capacity is unlimited, always picks the metro's
+// first one, <metro>1 (also where a seeded reservation without a facility
+// is).
+func metroFacility(metro string) string { return metro + "1" }
+
 func apiFacility(code string) *metalv1.Facility {
 	return &metalv1.Facility{
 		Id:    metalv1.PtrString(uuid.NewSHA1(uuid.NameSpaceURL, []byte("metal-sim/facilities/"+code)).String()),

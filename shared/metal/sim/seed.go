@@ -242,7 +242,7 @@ func (w *world) seedHardwareReservation(projectID string, sh SeedHardwareReserva
 	}
 	facility := sh.Facility
 	if facility == "" {
-		facility = sh.Metro + "1"
+		facility = metroFacility(sh.Metro)
 	}
 	if err := checkFacility(facility); err != nil {
 		return err

@@ -155,7 +155,8 @@ func TestTheFlavorsCloudControllerManagerInitialisesNodes(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(n.Spec.Taints).NotTo(ContainElement(HaveField("Key", cloudproviderapi.TaintExternalCloudProvider)))
 		g.Expect(n.Spec.ProviderID).To(Equal(cloud.ProviderID(b.GetId())), "found by its name")
-		g.Expect(n.Labels).NotTo(HaveKey(corev1.LabelTopologyZone), "a device in no facility")
+		g.Expect(n.Labels).To(HaveKeyWithValue(corev1.LabelTopologyZone, b.Facility.GetCode()), "created in the metro, placed in one of its facilities")
+		g.Expect(b.Facility.GetCode()).To(HavePrefix(simtest.Metro))
 	}, time.Minute, 200*time.Millisecond).Should(Succeed())
 
 	// The node lifecycle controller looks at nodes that are not Ready
