@@ -61,7 +61,7 @@ test: export CAPI_MANAGER := $(CAPI_MANAGER)
 # where a test depends on them (test/e2e/move): the kube-controller-manager
 # test-cluster runs, from the same one build of the node's binaries.
 CLUSTER_BIN := $(BIN)/cluster
-KUBE_NODE := $(addprefix $(CLUSTER_BIN)/,kubelet kube-controller-manager kube-scheduler kube-proxy kubeadm)
+KUBE_NODE := $(addprefix $(CLUSTER_BIN)/,kubelet kube-controller-manager kube-scheduler kube-proxy kubeadm kubectl)
 TEST_DEPS += $(KUBE_NODE)
 test: export KUBE_CONTROLLER_MANAGER := $(CLUSTER_BIN)/kube-controller-manager
 # The operators' alerts (config/monitoring) are checked by promtool's rule
@@ -124,12 +124,21 @@ CAPI_KUBEADM_CONTROL_PLANE_MANAGER := $(TOOLS)/capi-kubeadm-control-plane-manage
 # its control plane and worker as machines of this host from the node image (the one
 # test-node uses, built once): it runs here, where the management cluster,
 # Cluster API's managers and root's network namespace already are.
+WORKLOAD_PARTS = envtest $(CAPI_MANAGER) $(CAPI_KUBEADM_BOOTSTRAP_MANAGER) $(CAPI_KUBEADM_CONTROL_PLANE_MANAGER) $(CLUSTERCTL) $(KUSTOMIZE) $(INCLUSTER_MANAGER) $(KUBE_NODE) $(NODE_IMAGE)/rootfs.img $(NODE_IMAGE)/kube
+WORKLOAD_ENV = REQUIRE_WORKLOAD=1 CAPI_MANAGER=$(CAPI_MANAGER) CLUSTERCTL=$(CLUSTERCTL) KUSTOMIZE=$(KUSTOMIZE) \
+	CAPI_KUBEADM_BOOTSTRAP_MANAGER=$(CAPI_KUBEADM_BOOTSTRAP_MANAGER) CAPI_KUBEADM_CONTROL_PLANE_MANAGER=$(CAPI_KUBEADM_CONTROL_PLANE_MANAGER) \
+	INCLUSTER_MANAGER=$(INCLUSTER_MANAGER) KUBE_CONTROLLER_MANAGER=$(CLUSTER_BIN)/kube-controller-manager KUBECTL=$(CLUSTER_BIN)/kubectl \
+	NODE_IMAGE=$(NODE_IMAGE)
 .PHONY: test-workload
-test-workload: envtest $(CAPI_MANAGER) $(CAPI_KUBEADM_BOOTSTRAP_MANAGER) $(CAPI_KUBEADM_CONTROL_PLANE_MANAGER) $(CLUSTERCTL) $(KUSTOMIZE) $(INCLUSTER_MANAGER) $(CLUSTER_BIN)/kube-controller-manager $(NODE_IMAGE)/rootfs.img $(NODE_IMAGE)/kube ## Run Cluster API's e2e specs (QuickStart, MachineDeployment and KubeadmControlPlane scale, rollout, clusterctl move) on clusters of every flavor, on emulated nodes (in-memory workload clusters), and QuickStart on real nodes (machines of this host; root, own network namespace; docs/workload.md).
-	cd test/workload && REQUIRE_WORKLOAD=1 CAPI_MANAGER=$(CAPI_MANAGER) CLUSTERCTL=$(CLUSTERCTL) KUSTOMIZE=$(KUSTOMIZE) \
-		CAPI_KUBEADM_BOOTSTRAP_MANAGER=$(CAPI_KUBEADM_BOOTSTRAP_MANAGER) CAPI_KUBEADM_CONTROL_PLANE_MANAGER=$(CAPI_KUBEADM_CONTROL_PLANE_MANAGER) \
-		INCLUSTER_MANAGER=$(INCLUSTER_MANAGER) KUBE_CONTROLLER_MANAGER=$(CLUSTER_BIN)/kube-controller-manager NODE_IMAGE=$(NODE_IMAGE) \
-		go test -count=1 -timeout 25m -parallel 5 -v ./...
+test-workload: $(WORKLOAD_PARTS) ## Run Cluster API's e2e specs (QuickStart, MachineDeployment and KubeadmControlPlane scale, rollout, clusterctl move) on clusters of every flavor, on emulated nodes (in-memory workload clusters), and QuickStart on real nodes (machines of this host; root, own network namespace; docs/workload.md).
+	cd test/workload && $(WORKLOAD_ENV) go test -count=1 -timeout 25m -parallel 5 -v ./...
+
+# The test binary runs itself, not under go test, which reports an
+# interrupted run as failed even when the test then passed.
+.PHONY: run-cluster
+run-cluster: $(WORKLOAD_PARTS) ## QuickStart's workload cluster on real nodes (machines of this host), kept with its kubeconfig printed until Ctrl-C, then deleted (root, Debian; docs/workload.md).
+	cd test/workload && go test -c -o $(BIN)/workload.test . && \
+		$(WORKLOAD_ENV) WORKLOAD_KEEP=1 $(BIN)/workload.test -test.v -test.timeout 0 -test.run '^TestRealNodes$$'
 
 .PHONY: test-chaos
 test-chaos: envtest ## Run two replicas of the IPAM manager while their leader is killed or frozen, and without leader election (minutes; docs/reliability.md).
@@ -367,11 +376,11 @@ CLUSTER_REGISTRY := 127.0.0.1:5000
 CAPI_VERSION := $(shell sed -n 's/^\tsigs.k8s.io\/cluster-api \(v[0-9.]*\).*/\1/p' go.mod)
 
 $(KUBE_NODE) &: test/tools/kube-node/go.mod
-	@echo "building kubelet, kube-controller-manager, kube-scheduler, kube-proxy, kubeadm from test/tools/kube-node (once; cached in $(CLUSTER_BIN))"
+	@echo "building kubelet, kube-controller-manager, kube-scheduler, kube-proxy, kubeadm, kubectl from test/tools/kube-node (once; cached in $(CLUSTER_BIN))"
 	@mkdir -p $(CLUSTER_BIN)
 	cd test/tools/kube-node && go build -ldflags '$(call version-ldflags,$(KUBE_VERSION))' -o $(CLUSTER_BIN)/ \
 		k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-controller-manager \
-		k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-proxy k8s.io/kubernetes/cmd/kubeadm
+		k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-proxy k8s.io/kubernetes/cmd/kubeadm k8s.io/kubernetes/cmd/kubectl
 
 $(CLUSTER_TOOLS):
 	@mkdir -p $(dir $@)
@@ -489,8 +498,8 @@ test-operator: $(CLUSTER_PARTS) $(OPERATOR_IMAGE) $(OPERATOR_COMPONENTS) ## Inst
 	$(CLUSTER_TEST_ENV) OPERATOR_IMAGE=$(OPERATOR_IMAGE) OPERATOR_COMPONENTS=$(OPERATOR_COMPONENTS) \
 		go test -count=1 -v ./test/cluster/ -run '^TestOperator$$' -timeout 45m
 
-.PHONY: run-cluster
-run-cluster: $(CLUSTER_PARTS) ## The demo of test-cluster, kept running with its machines until Ctrl-C, then torn down (root, Debian; docs/cluster.md).
+.PHONY: run-management
+run-management: $(CLUSTER_PARTS) ## The demo of test-cluster, a real management cluster kept running with its machines until Ctrl-C, then torn down (root, Debian; docs/cluster.md).
 	$(MAKE) images release PLATFORMS=linux/amd64 REGISTRY=$(CLUSTER_REGISTRY)/metal-vrf TAG=test RELEASE_DIR=$(CLUSTER_OUT)
 	CLUSTER_KEEP=1 $(CLUSTER_TEST) -timeout 0
 

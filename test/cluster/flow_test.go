@@ -52,7 +52,7 @@ const (
 	nodesPool     = flowCluster + "-nodes"
 )
 
-// keepEnv set (make run-cluster) keeps the cluster running, once the flow
+// keepEnv set (make run-management) keeps the cluster running, once the flow
 // has its machines, until the outer test writes the stop file (on Ctrl-C).
 const keepEnv = "CLUSTER_KEEP"
 
@@ -487,7 +487,7 @@ func (f *flow) machinesGone(ctx context.Context) error {
 }
 
 // keep holds the cluster, the flow's machines running, until the outer test
-// writes the stop file (make run-cluster, on Ctrl-C).
+// writes the stop file (make run-management, on Ctrl-C).
 func (f *flow) keep(ctx context.Context, t *testing.T) {
 	t.Logf(`
 The cluster runs until Ctrl-C. Its addresses are in the test's network namespace: prefix each command with the nsenter line printed above.

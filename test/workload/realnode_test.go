@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -33,6 +34,7 @@ import (
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal"
 	"github.com/metal-vrf/cluster-api-metal-vrf/shared/metal/sim/simtest"
 	"github.com/metal-vrf/cluster-api-metal-vrf/test/nodeagent"
+	"github.com/metal-vrf/cluster-api-metal-vrf/test/testenv"
 )
 
 const (
@@ -372,6 +374,16 @@ func TestRealNodes(t *testing.T) {
 	g.Expect(nodeagent.IP("-n", wm.Netns, "route", "show", podCIDRs[cp.Name])).
 		To(ContainSubstring("via "+cpAddr+" dev bond0.1001"), "the worker's route to the control plane's Pods")
 
+	t.Log("kubectl get nodes -o wide, with the kubeconfig clusterctl gets for the Cluster, shows each Node Ready at its claim's address")
+	kubeconfig := filepath.Join(suite.home, realCluster+".kubeconfig")
+	out, err := testenv.RunTool("", suite.ctlEnv, suite.clusterctl, "get", "kubeconfig", realCluster, "-n", r.ns, "--kubeconfig", r.management.kubeconfig)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(os.WriteFile(kubeconfig, out, 0o600)).To(Succeed())
+	nodes := kubectl(g, kubeconfig, "get", "nodes", "-o", "wide")
+	g.Expect(nodeTable(nodes)).To(Equal(map[string][2]string{
+		cpm.Hostname: {"Ready", cpAddr}, wm.Hostname: {"Ready", workerAddr},
+	}), nodes)
+
 	t.Log("the Cluster is Available, as QuickStart asks")
 	g.Eventually(func(g Gomega) {
 		cluster := r.cluster(ctx, g)
@@ -405,6 +417,9 @@ func TestRealNodes(t *testing.T) {
 	removeOffVLAN(g)
 
 	t.Logf("the control plane's machine: %s; the worker's: %s", machineCost(cpm), machineCost(wm))
+	if os.Getenv(keepEnv) != "" {
+		keep(t, r, kubeconfig, nodes)
+	}
 
 	// What the machines have on this host, to check it is gone after.
 	machines := []*nodeagent.Machine{cpm, wm}
@@ -429,6 +444,55 @@ func TestRealNodes(t *testing.T) {
 		g.Expect(r.k8s.List(ctx, list, client.InNamespace(r.ns))).To(Succeed())
 		g.Expect(list).To(HaveField("Items", BeEmpty()), "%T left in the management cluster", list)
 	}
+}
+
+// keepEnv set (make run-cluster) keeps TestRealNodes' cluster up, once
+// every check of it passed, until Ctrl-C (or SIGTERM); then the test deletes
+// it and checks that nothing of it is left, as always.
+const keepEnv = "WORKLOAD_KEEP"
+
+// interrupted receives Ctrl-C when keepEnv is set (TestMain forwards it).
+var interrupted = make(chan os.Signal, 1)
+
+// keep prints how to reach the cluster and waits for Ctrl-C.
+func keep(t *testing.T, r *run, kubeconfig, nodes string) {
+	kubectl, _ := testenv.Tool("KUBECTL", "kubectl")
+	t.Logf(`
+The workload cluster runs until Ctrl-C: its nodes are machines of this host (ip netns list), its endpoint routed in the
+test's network namespace, where the management cluster's API server listens too. Run kubectl and clusterctl there:
+  nsenter --target %[1]d --net -- %[2]s --kubeconfig %[3]s get nodes -o wide
+%[4]s
+  nsenter --target %[1]d --net -- %[2]s --kubeconfig %[3]s get pods -A -o wide
+  nsenter --target %[1]d --net -- %[5]s describe cluster %[6]s -n %[7]s --kubeconfig %[8]s --show-conditions all
+  nsenter --target %[1]d --net -- %[2]s --kubeconfig %[8]s get ipaddressclaims,ipaddresses.ipam.cluster.x-k8s.io,packetmachines -n %[7]s
+Ctrl-C deletes the Cluster and checks that nothing of it is left.`,
+		os.Getpid(), kubectl, kubeconfig, strings.TrimRight(nodes, "\n"), suite.clusterctl, realCluster, r.ns, r.management.kubeconfig)
+	<-interrupted
+	t.Log("interrupted: deleting the Cluster")
+}
+
+// kubectl runs kubectl with the kubeconfig and returns its output.
+func kubectl(g *WithT, kubeconfig string, args ...string) string {
+	kubectl, err := testenv.Tool("KUBECTL", "kubectl")
+	g.Expect(err).NotTo(HaveOccurred())
+	out, err := testenv.RunTool("", nil, kubectl, append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	g.Expect(err).NotTo(HaveOccurred())
+	return string(out)
+}
+
+// nodeTable reads kubectl get nodes -o wide: each node's STATUS and
+// INTERNAL-IP.
+func nodeTable(out string) map[string][2]string {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	header := strings.Fields(lines[0])
+	status, internal := slices.Index(header, "STATUS"), slices.Index(header, "INTERNAL-IP")
+	table := map[string][2]string{}
+	for _, line := range lines[1:] {
+		if f := strings.Fields(line); len(f) > max(status, internal) && status >= 0 && internal >= 0 {
+			table[f[0]] = [2]string{f[status], f[internal]}
+		}
+	}
+	return table
 }
 
 // bootstrapped waits for the namespace's control plane Machine (or its

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path"
 	"slices"
 	"strings"
@@ -68,7 +69,12 @@ func TestMain(m *testing.M) {
 		// the test's process group: killed with it, should a test panic
 		// or time out before its cleanup ran.
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		err := cmd.Run()
+		err := cmd.Start()
+		if err == nil {
+			stopForwarding := forwardInterrupts(cmd.Process)
+			err = cmd.Wait()
+			stopForwarding()
+		}
 		if cmd.Process != nil {
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		}
@@ -87,6 +93,9 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
+	if os.Getenv(keepEnv) != "" {
+		signal.Notify(interrupted, os.Interrupt, syscall.SIGTERM)
+	}
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
 	code, err := runSuite(m)
 	if err != nil {
@@ -94,6 +103,31 @@ func TestMain(m *testing.M) {
 		code = 1
 	}
 	os.Exit(code)
+}
+
+// forwardInterrupts passes Ctrl-C and SIGTERM on to the tests' process when
+// a cluster is kept (make run-cluster): the terminal sends them to its
+// process group, this process's, and the tests run in a group of their own;
+// they tear their cluster down before they exit. Otherwise a signal ends
+// this process as it always did.
+func forwardInterrupts(tests *os.Process) (stop func()) {
+	if os.Getenv(keepEnv) == "" {
+		return func() {}
+	}
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case sig := <-signals:
+				_ = tests.Signal(sig)
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() { signal.Stop(signals); close(done) }
 }
 
 // namespaceNetwork are the ip commands that set the namespace's network up:
