@@ -47,11 +47,15 @@ image() {
     src=${spec%%=*} dst=${spec#*=}
     mkdir -p "$img/layer$(dirname "$dst")"
     cp -a "$src" "$img/layer$dst"
-    # The dynamic loader and libraries a binary needs (cgo: the C library).
-    if [ ! -f "$src" ] || [ -L "$src" ]; then continue; fi
-    for lib in $(ldd "$src" 2>/dev/null | grep -o '/[^ ]*'); do
-      mkdir -p "$img/layer$(dirname "$lib")"
-      cp -L "$lib" "$img/layer$lib"
+    # The dynamic loader and libraries a binary needs (cgo: the C library),
+    # or any file of a folder: iptables' extensions load theirs when a rule
+    # uses them (libxt_statistic.so, for a Service of several endpoints,
+    # needs libm).
+    for file in $(find "$src" -type f); do
+      for lib in $(ldd "$file" 2>/dev/null | grep -o '/[^ ]*'); do
+        mkdir -p "$img/layer$(dirname "$lib")"
+        cp -L "$lib" "$img/layer$lib"
+      done
     done
   done
   tar -C "$img/layer" --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -cf "$img/layer.tar" .
