@@ -55,12 +55,12 @@ image() {
     # or any file of a folder: iptables' extensions load theirs when a rule
     # uses them (libxt_statistic.so, for a Service of several endpoints,
     # needs libm).
-    for file in $(find "$src" -type f); do
+    while IFS= read -r file; do
       for lib in $(ldd "$file" 2>/dev/null | grep -o '/[^ ]*'); do
         mkdir -p "$img/layer$(dirname "$lib")"
         cp -L "$lib" "$img/layer$lib"
       done
-    done
+    done < <(find "$src" -type f)
   done
   tar -C "$img/layer" --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -cf "$img/layer.tar" .
   diff="$(sha256sum "$img/layer.tar" | cut -d' ' -f1)"
