@@ -541,15 +541,20 @@ $(NODE_CNI): test/tools/cni-plugins/go.mod
 		github.com/containernetworking/plugins/plugins/meta/portmap
 $(NODE_ROUTEAGENT): test/tools/routeagent/go.mod test/tools/routeagent/main.go
 	cd test/tools/routeagent && CGO_ENABLED=0 go build -o $@ .
+# The cluster DNS: CoreDNS, the version kubeadm lists, with only the
+# plugins of kubeadm's Corefile (test/tools/coredns).
+NODE_COREDNS := $(NODE_IMAGE)/coredns
+$(NODE_COREDNS): test/tools/coredns/go.mod test/tools/coredns/main.go
+	cd test/tools/coredns && CGO_ENABLED=0 go build $(IMAGE_GOFLAGS) -o $@ .
 # The cloud controller manager's image in the layer (test/workload's real
 # nodes run it).
 NODE_CCM := $(NODE_IMAGE)/metal-vrf-ccm
 $(NODE_CCM): go.mod $(shell find ccm shared -name "*.go" -not -name "*_test.go")
 	CGO_ENABLED=0 go build $(IMAGE_GOFLAGS) -o $@ ./ccm
 
-$(NODE_IMAGE)/kube: test/node/kubelayer.sh test/cluster/pause/main.go $(KUBE_NODE) $(KUBE_APISERVER) $(NODE_ETCD) $(NODE_CNI) $(NODE_ROUTEAGENT) $(NODE_CCM) | $(NODE_BOOT_TOOLS)
+$(NODE_IMAGE)/kube: test/node/kubelayer.sh test/cluster/pause/main.go $(KUBE_NODE) $(KUBE_APISERVER) $(NODE_ETCD) $(NODE_CNI) $(NODE_ROUTEAGENT) $(NODE_CCM) $(NODE_COREDNS) | $(NODE_BOOT_TOOLS)
 	@mkdir -p $(NODE_IMAGE)
 	CGO_ENABLED=0 go build $(IMAGE_GOFLAGS) -o $(NODE_IMAGE)/pause ./test/cluster/pause
 	test/node/kubelayer.sh $@ $(CLUSTER_BIN)/kubeadm $(CLUSTER_BIN)/kubelet $(KUBE_APISERVER) \
 		$(CLUSTER_BIN)/kube-controller-manager $(CLUSTER_BIN)/kube-scheduler $(NODE_ETCD) $(NODE_IMAGE)/pause \
-		$(CLUSTER_BIN)/kube-proxy $(NODE_CNI) $(NODE_ROUTEAGENT) $(NODE_CCM)
+		$(CLUSTER_BIN)/kube-proxy $(NODE_CNI) $(NODE_ROUTEAGENT) $(NODE_CCM) $(NODE_COREDNS)

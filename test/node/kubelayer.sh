@@ -5,11 +5,15 @@
 # runc: kubelet and kubeadm, the CNI plugins in /opt/cni/bin, containerd's
 # configuration, the boot scripts that start containerd and the kubelet as
 # their systemd units would, and the images kubeadm's static Pods and its
-# kube-proxy addon run, named as this kubeadm expects, plus the route
-# agent's (test/tools/routeagent: the pod network's DaemonSet) and this
-# project's cloud controller manager's (./ccm), so that nothing is pulled. Everything comes from this repository's build:
+# kube-proxy and CoreDNS addons run (every image `kubeadm config images
+# list` names; the script fails when one is not given), named as this
+# kubeadm expects, plus the route agent's (test/tools/routeagent: the pod
+# network's DaemonSet) and this project's cloud controller manager's
+# (./ccm), so that nothing is pulled. Everything comes from this
+# repository's build (CoreDNS from test/tools/coredns, its Go module with
+# the plugins of kubeadm's Corefile):
 #
-#   kubelayer.sh OUTDIR KUBEADM KUBELET KUBE-APISERVER KUBE-CONTROLLER-MANAGER KUBE-SCHEDULER ETCD PAUSE KUBE-PROXY CNI-BIN-DIR ROUTEAGENT CCM
+#   kubelayer.sh OUTDIR KUBEADM KUBELET KUBE-APISERVER KUBE-CONTROLLER-MANAGER KUBE-SCHEDULER ETCD PAUSE KUBE-PROXY CNI-BIN-DIR ROUTEAGENT CCM COREDNS
 #
 # Each image is one uncompressed layer (a compressed one only costs time
 # here): the binary in /usr/local/bin, the C library it is linked against,
@@ -17,9 +21,9 @@
 # seconds.
 set -euo pipefail
 
-usage='usage: kubelayer.sh OUTDIR KUBEADM KUBELET KUBE-APISERVER KUBE-CONTROLLER-MANAGER KUBE-SCHEDULER ETCD PAUSE KUBE-PROXY CNI-BIN-DIR ROUTEAGENT CCM'
+usage='usage: kubelayer.sh OUTDIR KUBEADM KUBELET KUBE-APISERVER KUBE-CONTROLLER-MANAGER KUBE-SCHEDULER ETCD PAUSE KUBE-PROXY CNI-BIN-DIR ROUTEAGENT CCM COREDNS'
 out=${1:?$usage} kubeadm=$2 kubelet=$3 cni=${10:?$usage} routeagent=${11:?$usage} ccm=${12:?$usage}
-declare -A binary=([kube-apiserver]=$4 [kube-controller-manager]=$5 [kube-scheduler]=$6 [etcd]=$7 [pause]=$8 [kube-proxy]=$9)
+declare -A binary=([kube-apiserver]=$4 [kube-controller-manager]=$5 [kube-scheduler]=$6 [etcd]=$7 [pause]=$8 [kube-proxy]=$9 [coredns]=${13:?$usage})
 # The route agent's image: the test's DaemonSet names it, never pulled.
 routeagent_ref=localhost/routeagent:test
 # The cloud controller manager's: test/workload's flavor names it.
@@ -47,12 +51,16 @@ image() {
     src=${spec%%=*} dst=${spec#*=}
     mkdir -p "$img/layer$(dirname "$dst")"
     cp -a "$src" "$img/layer$dst"
-    # The dynamic loader and libraries a binary needs (cgo: the C library).
-    if [ ! -f "$src" ] || [ -L "$src" ]; then continue; fi
-    for lib in $(ldd "$src" 2>/dev/null | grep -o '/[^ ]*'); do
-      mkdir -p "$img/layer$(dirname "$lib")"
-      cp -L "$lib" "$img/layer$lib"
-    done
+    # The dynamic loader and libraries a binary needs (cgo: the C library),
+    # or any file of a folder: iptables' extensions load theirs when a rule
+    # uses them (libxt_statistic.so, for a Service of several endpoints,
+    # needs libm).
+    while IFS= read -r file; do
+      for lib in $(ldd "$file" 2>/dev/null | grep -o '/[^ ]*'); do
+        mkdir -p "$img/layer$(dirname "$lib")"
+        cp -L "$lib" "$img/layer$lib"
+      done
+    done < <(find "$src" -type f)
   done
   tar -C "$img/layer" --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -cf "$img/layer.tar" .
   diff="$(sha256sum "$img/layer.tar" | cut -d' ' -f1)"
@@ -87,9 +95,7 @@ sandbox=
 while read -r ref; do
   repo=${ref%:*} name=${repo##*/}
   bin=${binary[$name]:-}
-  if [ -z "$bin" ]; then
-    continue # CoreDNS: not built (the tests skip kubeadm's addon/coredns phase)
-  fi
+  [ -n "$bin" ] || { echo "kubeadm $version lists $ref, which this script does not build" >&2; exit 1; }
   dst=/usr/local/bin/$name extra=()
   case $name in
   pause)
@@ -100,6 +106,12 @@ while read -r ref; do
     [ "$got" = "$want" ] || { echo "$bin is etcd $got; kubeadm $version runs etcd $want" >&2; exit 1; } ;;
   kube-proxy)
     extra=("${iptables[@]}") ;;
+  coredns)
+    # The upstream image's entrypoint: kubeadm's Deployment gives only
+    # args (-conf /etc/coredns/Corefile). Its version is the one kubeadm
+    # lists, as etcd's.
+    dst=/coredns got="$("$bin" -version | sed -n 's/^CoreDNS-//p')"
+    [ "v$got" = "${ref##*:}" ] || { echo "$bin is CoreDNS $got; kubeadm $version runs ${ref##*:}" >&2; exit 1; } ;;
   esac
   image "$name" "$ref" "[\"$dst\"]" "$bin=$dst" "${extra[@]}"
 done < <("$kubeadm" config images list --kubernetes-version "$version")

@@ -63,8 +63,8 @@ const podSubnet = "10.244.0.0/16"
 // provider does). The machines' disk is this host's, shared and often
 // nearly full: the kubelets (the worker's takes the init's configuration)
 // neither evict Pods for its pressure nor collect the images, which no
-// registry could give back. CoreDNS is skipped: its image is not built (nothing here
-// resolves names; its module would double the layer's build).
+// registry could give back. CoreDNS is skipped: nothing here resolves
+// names (test/workload's TestRealNodes runs and checks it).
 const initBootstrap = `## template: jinja
 #cloud-config
 write_files:

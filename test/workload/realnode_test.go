@@ -21,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
@@ -290,7 +291,8 @@ spec:
 // flavor's ClusterResourceSet applies the CNI, the route agent. Both Nodes
 // become Ready with their claims' addresses and their Machines' provider
 // IDs; a Pod on the worker reaches a Pod on the control plane over the
-// VLAN; a device of the project whose port is not on the VLAN reaches
+// VLAN; kubeadm's CoreDNS, built into the layer, answers that Pod's
+// resolver for the cluster's Services; a device of the project whose port is not on the VLAN reaches
 // neither node. Deleting the Cluster leaves nothing in the simulator, on
 // this host or in the management cluster. It runs when NODE_IMAGE names
 // the node image (make test-workload builds it).
@@ -394,6 +396,7 @@ func TestRealNodes(t *testing.T) {
 	clientset, err := kubernetes.NewForConfig(cfg)
 	g.Expect(err).NotTo(HaveOccurred())
 	web := testPod("web", cpm.Hostname, corev1.RestartPolicyAlways, "serve", ":8080")
+	web.Labels = map[string]string{"app": "web"}
 	g.Expect(workload.Create(ctx, web)).To(Succeed())
 	webIP := awaitPod(ctx, g, workload, web, corev1.PodRunning, func() string { return kubeletLog(cpm) })
 	g.Expect(netip.MustParsePrefix(podCIDRs[cp.Name]).Contains(netip.MustParseAddr(webIP))).To(BeTrue(),
@@ -408,6 +411,8 @@ func TestRealNodes(t *testing.T) {
 	g.Expect(netip.MustParsePrefix(podCIDRs[worker.Name]).Contains(netip.MustParseAddr(clientIP))).To(BeTrue(),
 		"the client Pod's address %s is not of its node's podCIDR %s", clientIP, podCIDRs[worker.Name])
 	g.Expect(logs()).To(Equal(web.Name+"\n"), "the client's answer is not the web Pod's (its host name)")
+
+	clusterDNS(ctx, t, g, workload, clientset, web, wm)
 
 	t.Log("a device of the project whose port is not on the VLAN reaches neither node; the worker does")
 	om, removeOffVLAN := offVLAN(ctx, t, g, r, agent)
@@ -493,6 +498,64 @@ func nodeTable(out string) map[string][2]string {
 		}
 	}
 	return table
+}
+
+// clusterDNS checks that kubeadm's CoreDNS addon, its image built from
+// CoreDNS's module into the layer (test/tools/coredns), serves the cluster
+// DNS: its Deployment is Available with its Pods Running, and a Pod on the
+// worker's node m resolves the kubernetes Service and a Service of the web
+// Pod by name (the resolv.conf the kubelet writes names the cluster DNS's
+// Service) to their ClusterIPs, and fetches the web Pod's answer through
+// the latter by its name.
+func clusterDNS(ctx context.Context, t *testing.T, g *WithT, c client.Client, clientset kubernetes.Interface, web *corev1.Pod, m *nodeagent.Machine) {
+	t.Helper()
+	started := time.Now()
+	t.Log("kubeadm's CoreDNS Deployment is Available, its Pods Running")
+	g.Eventually(func(g Gomega) {
+		dns := &appsv1.Deployment{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: metav1.NamespaceSystem, Name: "coredns"}, dns)).To(Succeed())
+		g.Expect(dns.Status.Conditions).To(ContainElement(And(HaveField("Type", appsv1.DeploymentAvailable), HaveField("Status", corev1.ConditionTrue))),
+			"the coredns Deployment is not Available")
+		pods := &corev1.PodList{}
+		g.Expect(c.List(ctx, pods, client.InNamespace(metav1.NamespaceSystem), client.MatchingLabels(dns.Spec.Selector.MatchLabels))).To(Succeed())
+		g.Expect(pods.Items).To(HaveLen(int(*dns.Spec.Replicas)))
+		for _, p := range pods.Items {
+			g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning), "CoreDNS Pod %s on %s", p.Name, p.Spec.NodeName)
+		}
+	}).WithTimeout(3*time.Minute).WithPolling(2*time.Second).Should(Succeed(), func() string { return podsOf(ctx, c) })
+
+	t.Log("a Pod on the worker resolves the kubernetes Service and the web Pod's Service through the cluster DNS, and reaches the web Pod by its Service's name")
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: web.Name, Namespace: web.Namespace},
+		Spec: corev1.ServiceSpec{Selector: web.Labels,
+			Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}},
+	}
+	g.Expect(c.Create(ctx, svc)).To(Succeed())
+	g.Expect(svc.Spec.ClusterIP).NotTo(BeEmpty())
+	kube := &corev1.Service{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: metav1.NamespaceDefault, Name: "kubernetes"}, kube)).To(Succeed())
+	const kubeName = "kubernetes.default.svc.cluster.local"
+	// Restarted until it succeeds: the Service's name and endpoints reach
+	// CoreDNS and kube-proxy a moment after it is created.
+	for _, check := range []struct {
+		pod  *corev1.Pod
+		want string
+	}{
+		{testPod("resolve", m.Hostname, corev1.RestartPolicyOnFailure, "resolve", kubeName, svc.Name),
+			fmt.Sprintf("%s %s\n%s %s\n", kubeName, kube.Spec.ClusterIP, svc.Name, svc.Spec.ClusterIP)},
+		{testPod("fetch", m.Hostname, corev1.RestartPolicyOnFailure, "get", "http://"+svc.Name+"/"), web.Name + "\n"},
+	} {
+		g.Expect(c.Create(ctx, check.pod)).To(Succeed())
+		logs := func() string {
+			out, _ := clientset.CoreV1().Pods(check.pod.Namespace).GetLogs(check.pod.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+			return string(out)
+		}
+		awaitPod(ctx, g, c, check.pod, corev1.PodSucceeded, func() string {
+			return check.pod.Name + "'s log: " + logs() + podsOf(ctx, c) + kubeletLog(m)
+		})
+		g.Expect(logs()).To(Equal(check.want), "the %s Pod's answer", check.pod.Name)
+	}
+	t.Logf("the cluster DNS checked in %s", time.Since(started).Round(time.Second))
 }
 
 // bootstrapped waits for the namespace's control plane Machine (or its

@@ -8,10 +8,13 @@
 //
 // It also serves the test's Pods: `routeagent serve ADDR` answers every
 // HTTP request with the host name, `routeagent get URL` prints the body of
-// a GET and fails unless it is 200.
+// a GET and fails unless it is 200, and `routeagent resolve NAME...`
+// prints each name's addresses as the Pod's resolver finds them (Go's,
+// reading the /etc/resolv.conf the kubelet wrote: the cluster DNS).
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -23,6 +26,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -49,8 +54,14 @@ func main() {
 		}
 		return
 	}
+	if len(os.Args) >= 3 && os.Args[1] == "resolve" {
+		if err := resolve(os.Args[2:]); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 	if len(os.Args) != 2 {
-		log.Fatal("usage: routeagent CNI-CONFIG-DIR | serve ADDR | get URL")
+		log.Fatal("usage: routeagent CNI-CONFIG-DIR | serve ADDR | get URL | resolve NAME...")
 	}
 	node := os.Getenv("NODE_NAME")
 	if node == "" {
@@ -82,6 +93,22 @@ func get(url string) error {
 		return fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
 	fmt.Print(string(body))
+	return nil
+}
+
+// resolve prints a line "NAME ADDRESS..." for each name, its addresses
+// sorted, and fails on the first name that does not resolve.
+func resolve(names []string) error {
+	for _, name := range names {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		addrs, err := net.DefaultResolver.LookupHost(ctx, name)
+		cancel()
+		if err != nil {
+			return err
+		}
+		sort.Strings(addrs)
+		fmt.Println(name, strings.Join(addrs, " "))
+	}
 	return nil
 }
 
