@@ -292,8 +292,8 @@ spec:
 // become Ready with their claims' addresses and their Machines' provider
 // IDs; a Pod on the worker reaches a Pod on the control plane over the
 // VLAN; kubeadm's CoreDNS, built into the layer, answers that Pod's
-// resolver for the cluster's Services; a device of the project whose port is not on the VLAN reaches
-// neither node. Deleting the Cluster leaves nothing in the simulator, on
+// resolver for the cluster's Services; a device of the project whose port
+// is not on the VLAN reaches neither node. Deleting the Cluster leaves nothing in the simulator, on
 // this host or in the management cluster. It runs when NODE_IMAGE names
 // the node image (make test-workload builds it).
 func TestRealNodes(t *testing.T) {
